@@ -1,0 +1,30 @@
+# One entry point for people and CI. `make test` and `make demo` build .venv from scratch.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Every in-tree distribution that has tests; plugins join this list as they land.
+PACKAGES := . ./plugin-template
+TEST_DIRS := tests plugin-template/tests
+
+.PHONY: install test lint demo clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]' $(foreach p,$(filter-out .,$(PACKAGES)),-e '$(p)')
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
+	$(BIN)/pytest $(TEST_DIRS)
+
+demo: install
+	$(BIN)/kairox plugins --all
+	$(BIN)/kairox config check
+
+clean:
+	rm -rf $(VENV)

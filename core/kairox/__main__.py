@@ -1,0 +1,5 @@
+"""``python -m kairox`` runs the CLI."""
+
+from kairox.cli import main
+
+main()

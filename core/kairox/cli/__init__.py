@@ -1,0 +1,46 @@
+"""The ``kairox`` command line: a click group built per invocation, plus plugin commands."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kairox.cli.app import AppContext, KairoxGroup, console_err
+
+
+def build_cli(pm: Any = None) -> click.Group:
+    """A fresh root group with the built-in commands and every plugin's commands."""
+    from kairox import __version__
+    from kairox.cli import config_cmd, plugins_cmd
+
+    @click.group(cls=KairoxGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(__version__, "--version", prog_name="kairox")
+    @click.option(
+        "--config",
+        "config_path",
+        type=click.Path(path_type=Path, dir_okay=False),
+        default=None,
+        help="Use this kairox.toml instead of searching upwards from the current folder.",
+    )
+    @click.pass_context
+    def cli(ctx: click.Context, config_path: Path | None) -> None:
+        """Kairox: retrieval and context assembly for LLM agents."""
+        ctx.obj = AppContext(config_path=config_path, pm=pm)
+
+    cli.add_command(plugins_cmd.plugins)
+    cli.add_command(plugins_cmd.install)
+    cli.add_command(config_cmd.config)
+    plugins_cmd.add_plugin_commands(cli, pm)
+    return cli
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Console-script entry point."""
+    try:
+        return build_cli()(args=argv, prog_name="kairox")
+    except KeyboardInterrupt:  # pragma: no cover - interactive only
+        console_err.print("interrupted")
+        sys.exit(130)

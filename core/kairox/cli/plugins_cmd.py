@@ -1,0 +1,121 @@
+"""``kairox plugins`` and ``kairox install``, and loading plugins' own commands."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from kairox.cli.app import AppContext, console, console_err, fold_long_values
+
+# First-party plugins live in this repository; from a source checkout `kairox install`
+# installs them from their folder (they are not on the package index).
+FIRST_PARTY_PLUGINS = {
+    "kairox-tantivy": "tantivy",
+    "kairox-sentence-transformers": "sentence-transformers",
+    "kairox-bedrock": "bedrock",
+    "kairox-pinecone": "pinecone",
+    "kairox-weaviate": "weaviate",
+}
+
+
+@click.command()
+@click.option("--all", "show_all", is_flag=True, help="Include the built-in plugins.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.pass_obj
+def plugins(app: AppContext, show_all: bool, as_json: bool) -> None:
+    """List installed plugins: name, version, hooks and status."""
+    infos = app.plugin_manager().plugin_infos(include_builtins=show_all)
+    if as_json:
+        click.echo(json.dumps([info.as_json() for info in infos], indent=2))
+        return
+    if not infos:
+        console.print("No plugins installed. Use --all to include the built-ins.")
+        return
+    table = Table("name", "package", "version", "registers", "status")
+    fold_long_values(table)
+    for info in infos:
+        status = "[green]ok[/]" if info.error is None else f"[red]failed[/]: {info.error}"
+        hooks = "\n".join(hook.removeprefix("kairox_register_") for hook in info.hooks)
+        table.add_row(info.name, info.package or "", info.version or "", hooks, status)
+    console.print(table)
+
+
+def source_checkout_plugin(package: str) -> Path | None:
+    """The folder of a first-party plugin when kairox runs from a source checkout."""
+    folder = FIRST_PARTY_PLUGINS.get(package)
+    if folder is None:
+        return None
+    candidate = Path(__file__).resolve().parents[3] / "plugins" / folder
+    return candidate if (candidate / "pyproject.toml").is_file() else None
+
+
+@click.command()
+@click.argument("packages", nargs=-1, required=True)
+@click.option("-U", "--upgrade", is_flag=True, help="Upgrade packages that are already installed.")
+@click.option("-e", "--editable", is_flag=True, help="Install local folders in editable mode.")
+def install(packages: tuple[str, ...], upgrade: bool, editable: bool) -> None:
+    """Install plugins with pip into the environment kairox runs in."""
+    targets: list[str] = []
+    for package in packages:
+        local = source_checkout_plugin(package)
+        if local is not None:
+            console_err.print(f"installing {package} from {local}", markup=False)
+            targets.extend(["-e", str(local)] if editable else [str(local)])
+        elif editable:
+            targets.extend(["-e", package])
+        else:
+            targets.append(package)
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        *(["--upgrade"] if upgrade else []),
+        *targets,
+    ]
+    result = subprocess.run(command, check=False)
+    if result.returncode != 0:
+        raise click.ClickException(
+            f"pip exited with status {result.returncode}; nothing was changed by kairox itself. "
+            "Check the package name, or run the pip command above by hand to see more."
+        )
+
+
+def add_plugin_commands(cli: click.Group, pm: Any = None) -> None:
+    """Let every healthy plugin add commands; a broken one is reported, never fatal."""
+    if pm is None:
+        from kairox.plugins import get_plugin_manager
+
+        pm = get_plugin_manager()
+    owners = {name: "kairox" for name in cli.commands}
+    for impl in pm.hook.kairox_register_commands.get_hookimpls():
+        # Each plugin writes into a scratch group first, so a clash or an exception
+        # half-way through leaves none of its commands behind.
+        scratch = click.Group(name=cli.name)
+        try:
+            impl.function(cli=scratch)
+        except Exception as exc:
+            console_err.print(
+                f"warning: plugin {impl.plugin_name} failed to add its commands: "
+                f"{type(exc).__name__}: {exc}",
+                markup=False,
+            )
+            continue
+        clashes = sorted(set(scratch.commands) & set(owners))
+        if clashes:
+            detail = ", ".join(f"{name!r} (already from {owners[name]})" for name in clashes)
+            console_err.print(
+                f"warning: plugin {impl.plugin_name} tried to add command {detail}; "
+                "none of its commands were added. Uninstall one of the two plugins.",
+                markup=False,
+            )
+            continue
+        for name, command in scratch.commands.items():
+            cli.add_command(command, name)
+            owners[name] = impl.plugin_name

@@ -1,0 +1,64 @@
+"""The built-in ``hashing`` embedding backend: deterministic, offline, no model download.
+
+Feature hashing of word unigrams and bigrams into a fixed-width vector, signed so that
+collisions cancel out on average, then L2-normalised. It captures lexical overlap only,
+which makes it a reproducible default and a fast stand-in for tests, not a semantic model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from kairox import hookimpl
+from kairox.registry import EmbeddingBackendSpec
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class HashingEmbedder:
+    """Signed feature hashing of unigrams and bigrams; ``name`` encodes the width."""
+
+    def __init__(self, dim: int = 384) -> None:
+        if dim < 8:
+            raise ValueError(f"HashingEmbedder dim must be at least 8, got {dim}")
+        self.dim = dim
+        self.name = f"hashing-{dim}"
+
+    def _features(self, text: str) -> list[str]:
+        words = _WORD.findall(text.casefold())
+        return words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        rows: list[int] = []
+        cols: list[int] = []
+        signs: list[float] = []
+        for row, text in enumerate(texts):
+            for feature in self._features(text):
+                # blake2b, not hash(): Python's str hash is salted per process.
+                digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+                value = int.from_bytes(digest, "little")
+                rows.append(row)
+                cols.append(value % self.dim)
+                signs.append(1.0 if (value >> 63) & 1 else -1.0)
+        if rows:
+            np.add.at(out, (np.asarray(rows), np.asarray(cols)), np.asarray(signs, np.float32))
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
+        return out
+
+
+@hookimpl
+def kairox_register_embedding_backends(register):
+    register(
+        EmbeddingBackendSpec(
+            name="hashing",
+            factory=HashingEmbedder,
+            description="Deterministic feature hashing (384 dims); offline, lexical only.",
+        )
+    )

@@ -1,0 +1,263 @@
+"""The built-in ``sqlite-fts`` knowledge-base kind: SQLite FTS5 over title and body.
+
+Documents live in a plain table; an external-content FTS5 table (``porter unicode61``)
+indexes their title and body and is kept in step by triggers, so add/update/delete by id
+is one statement on the documents table. FTS5's ``bm25()`` is *lower is better*; hits
+carry its negation so that, like every Kairox score, higher is better.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from kairox import hookimpl
+from kairox.config import KnowledgeBaseConfig
+from kairox.registry import BuildContext, KnowledgeBaseKind
+from kairox.retrieval import Hit, Query, ScoreKind
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+_SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    title TEXT NOT NULL DEFAULT '',
+    body TEXT NOT NULL,
+    uri TEXT,
+    metadata TEXT NOT NULL DEFAULT '{}'
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS documents_fts USING fts5(
+    title, body, content='documents', content_rowid='rowid',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER IF NOT EXISTS documents_ai AFTER INSERT ON documents BEGIN
+    INSERT INTO documents_fts(rowid, title, body) VALUES (new.rowid, new.title, new.body);
+END;
+CREATE TRIGGER IF NOT EXISTS documents_ad AFTER DELETE ON documents BEGIN
+    INSERT INTO documents_fts(documents_fts, rowid, title, body)
+    VALUES ('delete', old.rowid, old.title, old.body);
+END;
+CREATE TRIGGER IF NOT EXISTS documents_au AFTER UPDATE ON documents BEGIN
+    INSERT INTO documents_fts(documents_fts, rowid, title, body)
+    VALUES ('delete', old.rowid, old.title, old.body);
+    INSERT INTO documents_fts(rowid, title, body) VALUES (new.rowid, new.title, new.body);
+END;
+"""
+
+
+class SqliteFtsError(RuntimeError):
+    """The index file is missing, unreadable or not a Kairox FTS index."""
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A document to index: ``id`` is stable, so re-adding it replaces the old copy."""
+
+    id: str
+    text: str
+    title: str = ""
+    uri: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+def match_expression(text: str) -> str | None:
+    """Turn anything a user can type into a safe FTS5 query: an OR of quoted terms.
+
+    Quoting every term makes FTS5 read ``AND``, ``NOT``, ``:``, ``-``, ``*`` and
+    parentheses as plain words instead of syntax. ``None`` when there is no term at all.
+    """
+    terms = dict.fromkeys(_TOKEN.findall(text.casefold()))
+    if not terms:
+        return None
+    return " OR ".join(f'"{term}"' for term in terms)
+
+
+def _filter_sql(filters: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    for key, wanted in filters.items():
+        path = '$."' + str(key).replace('"', '""') + '"'
+        values = list(wanted) if isinstance(wanted, list | tuple | set | frozenset) else [wanted]
+        if not values:
+            clauses.append("0")
+            continue
+        for value in values:
+            if not isinstance(value, str | int | float | bool):
+                raise ValueError(
+                    f"filter {key!r}: {value!r} is not a string, number or boolean; "
+                    "metadata filters compare plain values"
+                )
+        marks = ", ".join("?" for _ in values)
+        clauses.append(f"json_extract(d.metadata, ?) IN ({marks})")
+        params.append(path)
+        params.extend(int(v) if isinstance(v, bool) else v for v in values)
+    return "".join(f" AND {c}" for c in clauses), params
+
+
+class SqliteFtsIndex:
+    """One FTS5 index file: add, replace, delete and search documents by id."""
+
+    def __init__(self, path: Path | str, *, create: bool = False) -> None:
+        self.path = Path(path)
+        if not create and not self.path.exists():
+            raise SqliteFtsError(f"index file {self.path} does not exist")
+        if create:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        # One connection shared by the worker threads of asyncio.to_thread; the lock
+        # serialises use of it (SQLite would serialise the writes anyway).
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA busy_timeout=5000")
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > _SCHEMA_VERSION:
+                raise SqliteFtsError(
+                    f"{self.path} was written by a newer Kairox (schema {version}); upgrade kairox"
+                )
+            with self._db:
+                self._db.executescript(_SCHEMA)
+                self._db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+        except sqlite3.DatabaseError as exc:
+            raise SqliteFtsError(f"{self.path} is not a readable SQLite FTS index: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def upsert(self, documents: Iterable[Document]) -> int:
+        rows = [
+            (d.id, d.title, d.text, d.uri, json.dumps(dict(d.metadata), sort_keys=True))
+            for d in documents
+        ]
+        with self._lock, self._db:
+            self._db.executemany(
+                "INSERT INTO documents(id, title, body, uri, metadata) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET title=excluded.title, body=excluded.body, "
+                "uri=excluded.uri, metadata=excluded.metadata",
+                rows,
+            )
+        return len(rows)
+
+    def delete(self, ids: Iterable[str]) -> int:
+        with self._lock, self._db:
+            cursor = self._db.executemany("DELETE FROM documents WHERE id = ?", [(i,) for i in ids])
+        return cursor.rowcount
+
+    def count(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT count(*) FROM documents").fetchone()[0]
+
+    def search(
+        self,
+        text: str,
+        k: int,
+        filters: Mapping[str, Any] | None = None,
+        *,
+        title_weight: float = 1.0,
+        body_weight: float = 1.0,
+    ) -> list[tuple[str, str, str, str | None, dict[str, Any], float]]:
+        """Best first: ``(id, title, body, uri, metadata, score)`` with score = -bm25."""
+        expression = match_expression(text)
+        if expression is None:
+            return []
+        where, params = _filter_sql(filters or {})
+        sql = (
+            "SELECT d.id, d.title, d.body, d.uri, d.metadata, "
+            "bm25(documents_fts, ?, ?) AS rank "
+            "FROM documents_fts JOIN documents d ON d.rowid = documents_fts.rowid "
+            f"WHERE documents_fts MATCH ?{where} ORDER BY rank LIMIT ?"
+        )
+        with self._lock:
+            rows = self._db.execute(
+                sql, [title_weight, body_weight, expression, *params, k]
+            ).fetchall()
+        return [(i, t, b, u, json.loads(m), -rank) for i, t, b, u, m, rank in rows]
+
+
+class SqliteFtsConfig(KnowledgeBaseConfig):
+    """``[knowledge_bases.<id>]`` with ``kind = "sqlite-fts"``."""
+
+    path: str = Field(description="The index file; relative paths resolve from the config file.")
+    title_weight: float = Field(default=1.0, ge=0)
+    body_weight: float = Field(default=1.0, ge=0)
+
+
+class SqliteFtsSource:
+    """A knowledge base served from a :class:`SqliteFtsIndex`."""
+
+    score_kind = ScoreKind.BM25
+
+    def __init__(
+        self, name: str, path: Path, *, title_weight: float = 1.0, body_weight: float = 1.0
+    ) -> None:
+        self.name = name
+        self.path = path
+        self.title_weight = title_weight
+        self.body_weight = body_weight
+        self._index: SqliteFtsIndex | None = None
+
+    def _open(self) -> SqliteFtsIndex:
+        if self._index is None:
+            if not self.path.exists():
+                raise SqliteFtsError(
+                    f"knowledge base {self.name!r}: index file {self.path} does not exist. "
+                    f"Fill it with `kairox kb ingest {self.name} PATH...`, or correct `path`."
+                )
+            self._index = SqliteFtsIndex(self.path)
+        return self._index
+
+    def _search(self, query: Query) -> list[Hit]:
+        rows = self._open().search(
+            query.text,
+            query.k,
+            query.filters,
+            title_weight=self.title_weight,
+            body_weight=self.body_weight,
+        )
+        return [
+            Hit(
+                id=doc_id,
+                text=f"{title}\n{body}" if title else body,
+                score=score,
+                source=self.name,
+                uri=uri,
+                metadata={**metadata, "title": title} if title else metadata,
+            )
+            for doc_id, title, body, uri, metadata, score in rows
+        ]
+
+    async def retrieve(self, query: Query) -> list[Hit]:
+        return await asyncio.to_thread(self._search, query)
+
+
+def build_source(kb_id: str, config: SqliteFtsConfig, ctx: BuildContext) -> SqliteFtsSource:
+    path = Path(config.path).expanduser()
+    if not path.is_absolute():
+        path = ctx.base_dir / path
+    return SqliteFtsSource(
+        kb_id, path, title_weight=config.title_weight, body_weight=config.body_weight
+    )
+
+
+@hookimpl
+def kairox_register_knowledge_base_kinds(register):
+    register(
+        KnowledgeBaseKind(
+            name="sqlite-fts",
+            config_model=SqliteFtsConfig,
+            factory=build_source,
+            description="SQLite FTS5 (porter unicode61) over title and body; bm25.",
+        )
+    )

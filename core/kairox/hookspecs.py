@@ -1,0 +1,150 @@
+"""Every hook a Kairox plugin can implement, with its call semantics.
+
+All hooks are *register-callbacks* (the ``llm``/``datasette`` habit): the host calls each
+implementation once, while building its registries, with a ``register`` function bound to
+that plugin. The host collects what is registered, validates it, and rejects a name that
+another plugin already registered (the error names both plugins). Implementations return
+nothing; a return value is ignored.
+
+Built-in plugins in :mod:`kairox.default_plugins` register through exactly these hooks,
+so they can be listed (``kairox plugins --all``), traced and replaced.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import click
+
+    from kairox.registry import (
+        EmbeddingBackendSpec,
+        KnowledgeBaseKind,
+        ModelBackendSpec,
+        SummarizerSpec,
+        WorkspaceRetrieverSpec,
+    )
+
+hookspec = pluggy.HookspecMarker("kairox")
+
+
+# -------------------------------------------------------------------------
+# Embedding
+# -------------------------------------------------------------------------
+
+
+@hookspec
+def kairox_register_embedding_backends(
+    register: Callable[[EmbeddingBackendSpec], None],
+) -> None:
+    """Register embedding backends by name.
+
+    Called once per plugin when the registries are built; every implementation is called.
+    Register an :class:`~kairox.registry.EmbeddingBackendSpec` whose ``factory`` builds the
+    backend on first use, so heavy libraries (torch) are imported only when a user picks
+    that backend.
+
+    :param register: call ``register(EmbeddingBackendSpec(name=..., factory=...))`` once
+        per backend. A name another plugin already registered is rejected.
+
+    .. versionadded:: 0.1
+    """
+
+
+# -------------------------------------------------------------------------
+# Sources: workspace retrievers and knowledge-base kinds
+# -------------------------------------------------------------------------
+
+
+@hookspec
+def kairox_register_workspace_retrievers(
+    register: Callable[[WorkspaceRetrieverSpec], None],
+) -> None:
+    """Register retrievers over the current workspace that every profile gets.
+
+    Called once per plugin when the registries are built; every implementation is called.
+    Each registered :class:`~kairox.registry.WorkspaceRetrieverSpec` has a ``factory``
+    taking a :class:`~kairox.registry.BuildContext` and returning a
+    :class:`~kairox.retrieval.WorkspaceRetriever`. The built-in workspace RAG index is one;
+    a plugin could add code-symbol or git-history search. Users disable one with
+    ``[workspace] disabled_retrievers = ["name"]``.
+
+    :param register: call ``register(WorkspaceRetrieverSpec(name=..., factory=...))``.
+        A name another plugin already registered is rejected.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def kairox_register_knowledge_base_kinds(
+    register: Callable[[KnowledgeBaseKind], None],
+) -> None:
+    """Register configurable knowledge-base kinds (``sqlite-fts``, ``tantivy``, ...).
+
+    Called once per plugin when the registries are built; every implementation is called.
+    A :class:`~kairox.registry.KnowledgeBaseKind` carries the kind's name, its config
+    schema (a subclass of :class:`~kairox.config.KnowledgeBaseConfig` that validates the
+    kind-specific keys of a ``[knowledge_bases.<id>]`` table) and a factory that builds a
+    :class:`~kairox.retrieval.WorkspaceRetriever` from one validated table.
+
+    :param register: call ``register(KnowledgeBaseKind(name=..., config_model=...,
+        factory=...))``. A kind another plugin already registered is rejected.
+
+    .. versionadded:: 0.1
+    """
+
+
+# -------------------------------------------------------------------------
+# Context: summarisers and model backends
+# -------------------------------------------------------------------------
+
+
+@hookspec
+def kairox_register_summarizers(register: Callable[[SummarizerSpec], None]) -> None:
+    """Register history summarisers used by compaction.
+
+    Called once per plugin when the registries are built; every implementation is called.
+
+    :param register: call ``register(SummarizerSpec(name=..., factory=...))``. A name
+        another plugin already registered is rejected.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def kairox_register_model_backends(register: Callable[[ModelBackendSpec], None]) -> None:
+    """Register chat model backends (scripted, OpenAI-compatible HTTP, ...).
+
+    Called once per plugin when the registries are built; every implementation is called.
+
+    :param register: call ``register(ModelBackendSpec(name=..., factory=...))``. A name
+        another plugin already registered is rejected.
+
+    .. versionadded:: 0.1
+    """
+
+
+# -------------------------------------------------------------------------
+# Command line
+# -------------------------------------------------------------------------
+
+
+@hookspec
+def kairox_register_commands(cli: click.Group) -> None:
+    """Add commands or command groups to the ``kairox`` CLI.
+
+    Called once per plugin when the CLI starts; every implementation is called. A plugin
+    whose hook raises is reported on stderr and its commands are missing; the rest of
+    the CLI keeps working. A command name the CLI already has is rejected.
+
+    :param cli: the root :class:`click.Group`; use ``@cli.command()`` or
+        ``cli.add_command(...)``.
+
+    .. versionadded:: 0.1
+    """

@@ -1,0 +1,172 @@
+"""The typed records plugins register, and the registry that collects them.
+
+Plugins never touch the registry directly: they receive a ``register`` callback from a
+``kairox_register_*`` hook (see :mod:`kairox.hookspecs`). The registry remembers which
+plugin registered each name so a clash can name both plugins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from kairox.config import KnowledgeBaseConfig
+    from kairox.embedding import EmbeddingBackend
+    from kairox.retrieval import WorkspaceRetriever
+
+
+@dataclass(frozen=True, slots=True)
+class BuildContext:
+    """What a factory needs to build a source: where things live, and shared backends.
+
+    :param workspace_root: the root of the current workspace.
+    :param state_dir: ``$KAIROX_HOME``, where Kairox keeps its own databases.
+    :param base_dir: the folder relative paths in this source's config resolve against
+        (the folder of the file that defined the table).
+    :param embedding_backend: returns the (shared, cached) embedding backend of a name,
+        so a query is embedded once per backend rather than once per source.
+    """
+
+    workspace_root: Path
+    state_dir: Path
+    base_dir: Path
+    embedding_backend: Callable[[str], EmbeddingBackend]
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingBackendSpec:
+    """An embedding backend by name; ``factory()`` builds it on first use."""
+
+    name: str
+    factory: Callable[[], EmbeddingBackend]
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceRetrieverSpec:
+    """A retriever over the current workspace; ``factory(ctx)`` builds it."""
+
+    name: str
+    factory: Callable[[BuildContext], WorkspaceRetriever]
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeBaseKind:
+    """A configurable knowledge-base kind.
+
+    :param name: the value of ``kind`` in ``[knowledge_bases.<id>]``.
+    :param config_model: a :class:`~kairox.config.KnowledgeBaseConfig` subclass that
+        validates the table, kind-specific keys included.
+    :param factory: ``factory(kb_id, config, ctx)`` returns a
+        :class:`~kairox.retrieval.WorkspaceRetriever` named ``kb_id``.
+    """
+
+    name: str
+    config_model: type[KnowledgeBaseConfig]
+    factory: Callable[[str, Any, BuildContext], WorkspaceRetriever]
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SummarizerSpec:
+    """A history summariser used by compaction; ``factory(**options)`` builds it."""
+
+    name: str
+    factory: Callable[..., Any]
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelBackendSpec:
+    """A chat model backend; ``factory(**options)`` builds it."""
+
+    name: str
+    factory: Callable[..., Any]
+    description: str = ""
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Registered(Generic[T]):
+    """One registered item and the plugin that registered it."""
+
+    item: T
+    plugin: str
+
+
+class DuplicateNameError(ValueError):
+    """Two plugins registered the same name for the same kind of thing."""
+
+
+@dataclass
+class Table(Generic[T]):
+    """Name -> registered item for one hook, remembering who registered what."""
+
+    what: str  # "embedding backend", "knowledge-base kind", ...
+    spec_type: type
+    entries: dict[str, Registered[T]] = field(default_factory=dict)
+
+    def add(self, item: T, plugin: str) -> None:
+        if not isinstance(item, self.spec_type):
+            raise TypeError(
+                f"plugin {plugin!r} registered {item!r} as a {self.what}; "
+                f"expected a kairox.registry.{self.spec_type.__name__}"
+            )
+        name = item.name  # type: ignore[attr-defined]
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"plugin {plugin!r} registered a {self.what} with an empty name")
+        if name in self.entries:
+            first = self.entries[name].plugin
+            raise DuplicateNameError(
+                f"{self.what} {name!r} is registered by two plugins: {first!r} and "
+                f"{plugin!r}. Uninstall one of them, or limit loading with "
+                f"KAIROX_LOAD_PLUGINS."
+            )
+        self.entries[name] = Registered(item, plugin)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.entries
+
+    def __getitem__(self, name: str) -> T:
+        return self.entries[name].item
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def get(self, name: str) -> T | None:
+        entry = self.entries.get(name)
+        return entry.item if entry else None
+
+    def provider(self, name: str) -> str | None:
+        entry = self.entries.get(name)
+        return entry.plugin if entry else None
+
+
+@dataclass
+class Registry:
+    """Everything the plugins registered, one table per hook."""
+
+    embedding_backends: Table[EmbeddingBackendSpec] = field(
+        default_factory=lambda: Table("embedding backend", EmbeddingBackendSpec)
+    )
+    workspace_retrievers: Table[WorkspaceRetrieverSpec] = field(
+        default_factory=lambda: Table("workspace retriever", WorkspaceRetrieverSpec)
+    )
+    knowledge_base_kinds: Table[KnowledgeBaseKind] = field(
+        default_factory=lambda: Table("knowledge-base kind", KnowledgeBaseKind)
+    )
+    summarizers: Table[SummarizerSpec] = field(
+        default_factory=lambda: Table("summarizer", SummarizerSpec)
+    )
+    model_backends: Table[ModelBackendSpec] = field(
+        default_factory=lambda: Table("model backend", ModelBackendSpec)
+    )

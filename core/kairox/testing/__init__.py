@@ -1,0 +1,259 @@
+"""The conformance suite for source and embedding plugins (requires pytest).
+
+A plugin's own tests subclass the suites and provide fixtures::
+
+    from kairox.testing import SourceConformance, CORPUS
+
+    class TestMySource(SourceConformance):
+        @pytest.fixture
+        def conformance_source(self, tmp_path):
+            return build_my_source_over(CORPUS, tmp_path)   # serves every CORPUS document
+
+        @pytest.fixture
+        def broken_source(self, tmp_path):
+            return build_my_source_pointing_at_nothing(tmp_path)
+
+Every in-tree plugin and the plugin template run these suites against themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections.abc import Coroutine, Iterator
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+import pytest
+
+from kairox.embedding import EmbeddingBackend
+from kairox.plugins import KairoxPluginManager, PluginInfo, get_plugin_manager
+from kairox.registry import KnowledgeBaseKind
+from kairox.retrieval import Hit, Query, ScoreKind, WorkspaceRetriever
+from kairox.testing.corpus import CORPUS, EXPECTED, HOSTILE_QUERIES, CorpusDocument
+
+__all__ = [
+    "CORPUS",
+    "EXPECTED",
+    "HOSTILE_QUERIES",
+    "CorpusDocument",
+    "EmbeddingConformance",
+    "SourceConformance",
+    "check_kind_registration",
+    "registered_plugin",
+    "run",
+]
+
+T = TypeVar("T")
+
+# Errors that mean "the source has a bug", not "the source reported a problem clearly".
+_BUG_ERRORS = (AttributeError, IndexError, KeyError, NameError, TypeError, UnboundLocalError)
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run one coroutine to completion on a fresh event loop."""
+    return asyncio.run(coroutine)
+
+
+@contextlib.contextmanager
+def registered_plugin(
+    plugin: object, name: str, pm: KairoxPluginManager | None = None
+) -> Iterator[KairoxPluginManager]:
+    """Register ``plugin`` for the duration of a ``with`` block, and always unregister it."""
+    manager = pm if pm is not None else get_plugin_manager()
+    manager.add_plugin(plugin, PluginInfo(name, package=None, version=None, builtin=False))
+    try:
+        yield manager
+    finally:
+        manager.remove_plugin(name)
+
+
+def check_kind_registration(plugin: object, kind: str) -> KnowledgeBaseKind:
+    """Assert that ``plugin`` registers the knowledge-base ``kind`` cleanly; return it."""
+    from kairox.config import KnowledgeBaseConfig
+
+    pm = KairoxPluginManager()
+    with registered_plugin(plugin, "plugin-under-test", pm):
+        failures = pm.failures()
+        assert not failures, f"plugin failed to register: {failures[0].error}"
+        registry = pm.registry
+        assert kind in registry.knowledge_base_kinds, (
+            f"kind {kind!r} not registered; got {sorted(registry.knowledge_base_kinds)}"
+        )
+        registered = registry.knowledge_base_kinds[kind]
+    assert issubclass(registered.config_model, KnowledgeBaseConfig), (
+        "config_model must subclass kairox.config.KnowledgeBaseConfig"
+    )
+    assert callable(registered.factory)
+    return registered
+
+
+def _retrieve(source: WorkspaceRetriever, text: str, k: int = 10, **filters: Any) -> list[Hit]:
+    return run(source.retrieve(Query(text, k=k, filters=filters)))
+
+
+class SourceConformance:
+    """Checks every retriever (workspace retriever or knowledge base) must pass.
+
+    Fixtures to provide: ``conformance_source`` (serving every document of
+    :data:`CORPUS`, with its metadata) and ``broken_source`` (configured so that
+    retrieval cannot work: a missing file, a stopped server).
+    """
+
+    #: Set False for a source that cannot filter on metadata.
+    supports_filters: ClassVar[bool] = True
+    #: The expected document must appear within this many hits.
+    expected_within: ClassVar[int] = 3
+
+    @pytest.fixture
+    def conformance_source(self) -> WorkspaceRetriever:
+        pytest.fail("define a `conformance_source` fixture returning your retriever over CORPUS")
+
+    @pytest.fixture
+    def broken_source(self) -> WorkspaceRetriever:
+        pytest.fail("define a `broken_source` fixture returning a retriever that cannot work")
+
+    def test_implements_the_protocol(self, conformance_source: WorkspaceRetriever) -> None:
+        assert isinstance(conformance_source, WorkspaceRetriever)
+        assert isinstance(conformance_source.name, str) and conformance_source.name
+        assert isinstance(conformance_source.score_kind, ScoreKind)
+        assert asyncio.iscoroutinefunction(conformance_source.retrieve)
+
+    @pytest.mark.parametrize(("text", "expected"), EXPECTED)
+    def test_finds_the_expected_document(
+        self, conformance_source: WorkspaceRetriever, text: str, expected: str
+    ) -> None:
+        hits = _retrieve(conformance_source, text, k=self.expected_within)
+        assert expected in [hit.id for hit in hits], (
+            f"{expected!r} not in the top {self.expected_within} for {text!r}: "
+            f"{[hit.id for hit in hits]}"
+        )
+
+    def test_hits_are_well_formed_and_best_first(
+        self, conformance_source: WorkspaceRetriever
+    ) -> None:
+        hits = _retrieve(conformance_source, "water energy light coffee", k=10)
+        assert hits, "a query sharing words with several documents returned nothing"
+        known = {doc.id for doc in CORPUS}
+        for hit in hits:
+            assert isinstance(hit, Hit)
+            assert hit.id in known, f"unknown id {hit.id!r}"
+            assert hit.source == conformance_source.name
+            assert isinstance(hit.text, str) and hit.text.strip()
+            assert isinstance(hit.score, float | int) and math.isfinite(hit.score)
+        assert len({hit.id for hit in hits}) == len(hits), "duplicate ids in one result"
+        scores = [hit.score for hit in hits]
+        assert scores == sorted(scores, reverse=True), f"not best-first: {scores}"
+
+    @pytest.mark.parametrize("k", [1, 2, 5])
+    def test_respects_k(self, conformance_source: WorkspaceRetriever, k: int) -> None:
+        hits = _retrieve(conformance_source, "water energy light coffee python sql", k=k)
+        assert 1 <= len(hits) <= k
+
+    @pytest.mark.parametrize("text", HOSTILE_QUERIES)
+    def test_accepts_anything_a_user_can_type(
+        self, conformance_source: WorkspaceRetriever, text: str
+    ) -> None:
+        hits = _retrieve(conformance_source, text, k=5)
+        assert isinstance(hits, list)
+        assert len(hits) <= 5
+
+    def test_operators_are_words_not_syntax(self, conformance_source: WorkspaceRetriever) -> None:
+        plain = _retrieve(conformance_source, "saturn rings", k=3)
+        hostile = _retrieve(conformance_source, '"saturn" AND (rings) -NOT:', k=3)
+        assert plain and hostile
+        assert hostile[0].id == plain[0].id == "astro-1"
+
+    def test_filters_restrict_hits(self, conformance_source: WorkspaceRetriever) -> None:
+        if not self.supports_filters:
+            pytest.skip("this source declares supports_filters = False")
+        hits = _retrieve(conformance_source, "water", k=10, topic="cooking")
+        assert hits, "the filtered query should still find the espresso document"
+        assert {hit.id for hit in hits} <= {
+            d.id for d in CORPUS if d.metadata["topic"] == "cooking"
+        }
+        any_of = _retrieve(conformance_source, "water", k=10, topic=["astronomy", "biology"])
+        assert any_of
+        assert {h.metadata.get("topic") for h in any_of} <= {"astronomy", "biology"}
+
+    def test_concurrent_queries_agree_with_sequential(
+        self, conformance_source: WorkspaceRetriever
+    ) -> None:
+        queries = [Query(text, k=3) for text, _ in EXPECTED]
+
+        async def both() -> tuple[list[list[str]], list[list[str]]]:
+            sequential = [[h.id for h in await conformance_source.retrieve(q)] for q in queries]
+            together = await asyncio.gather(*(conformance_source.retrieve(q) for q in queries))
+            return sequential, [[h.id for h in hits] for hits in together]
+
+        sequential, concurrent = run(both())
+        assert sequential == concurrent
+
+    def test_cancellation_leaves_the_source_usable(
+        self, conformance_source: WorkspaceRetriever
+    ) -> None:
+        async def cancel_then_query() -> list[Hit]:
+            task = asyncio.ensure_future(conformance_source.retrieve(Query("saturn rings", k=3)))
+            await asyncio.sleep(0)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            return await conformance_source.retrieve(Query("saturn rings", k=3))
+
+        hits = run(cancel_then_query())
+        assert hits and hits[0].id == "astro-1"
+
+    def test_failure_raises_a_clear_error(self, broken_source: WorkspaceRetriever) -> None:
+        with pytest.raises(Exception) as caught:
+            _retrieve(broken_source, "saturn rings")
+        error = caught.value
+        assert not isinstance(error, _BUG_ERRORS), (
+            f"a broken source should raise a clear error, not {type(error).__name__}: {error}"
+        )
+        assert str(error).strip(), "the error must say what is wrong"
+
+
+class EmbeddingConformance:
+    """Checks every embedding backend must pass. Provide an ``embedding_backend`` fixture."""
+
+    @pytest.fixture
+    def embedding_backend(self) -> EmbeddingBackend:
+        pytest.fail("define an `embedding_backend` fixture returning your backend")
+
+    def test_implements_the_protocol(self, embedding_backend: EmbeddingBackend) -> None:
+        assert isinstance(embedding_backend, EmbeddingBackend)
+        assert isinstance(embedding_backend.name, str) and embedding_backend.name
+        assert isinstance(embedding_backend.dim, int) and embedding_backend.dim > 0
+
+    def test_empty_batch(self, embedding_backend: EmbeddingBackend) -> None:
+        vectors = embedding_backend.embed([])
+        assert vectors.shape == (0, embedding_backend.dim)
+        assert vectors.dtype == np.float32
+
+    def test_shape_dtype_and_finiteness(self, embedding_backend: EmbeddingBackend) -> None:
+        texts = [doc.text for doc in CORPUS] + ["", "🚀 café", "x" * 5000]
+        vectors = embedding_backend.embed(texts)
+        assert vectors.shape == (len(texts), embedding_backend.dim)
+        assert vectors.dtype == np.float32
+        assert np.isfinite(vectors).all()
+        assert (np.abs(vectors[: len(CORPUS)]).sum(axis=1) > 0).all(), "an all-zero vector"
+
+    def test_deterministic_and_batch_independent(self, embedding_backend: EmbeddingBackend) -> None:
+        texts = [doc.text for doc in CORPUS]
+        batch = embedding_backend.embed(texts)
+        again = embedding_backend.embed(texts)
+        alone = np.vstack([embedding_backend.embed([text]) for text in texts])
+        np.testing.assert_allclose(batch, again, atol=1e-5)
+        np.testing.assert_allclose(batch, alone, atol=1e-4)
+
+    @pytest.mark.parametrize(("text", "expected"), EXPECTED)
+    def test_related_text_is_closer(
+        self, embedding_backend: EmbeddingBackend, text: str, expected: str
+    ) -> None:
+        docs = list(CORPUS)
+        vectors = embedding_backend.embed([f"{d.title}. {d.text}" for d in docs])
+        query = embedding_backend.embed([text])[0]
+        norms = np.linalg.norm(vectors, axis=1) * np.linalg.norm(query)
+        similarity = (vectors @ query) / np.where(norms == 0, 1, norms)
+        assert docs[int(np.argmax(similarity))].id == expected

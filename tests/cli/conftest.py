@@ -1,0 +1,48 @@
+"""Fixtures for driving the CLI, in-process and as a real subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from kairox.cli import build_cli
+from kairox.plugins import build_plugin_manager
+
+
+@pytest.fixture
+def invoke() -> Callable[..., Result]:
+    """Run ``kairox ARGS`` in-process with the built-ins and no entry-point plugins."""
+    pm = build_plugin_manager(entry_points=False)
+
+    def run(*args: str) -> Result:
+        return CliRunner().invoke(build_cli(pm), list(args))
+
+    return run
+
+
+@pytest.fixture
+def kairox_process(workspace: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run ``python -m kairox ARGS`` as a new process in the test workspace."""
+
+    def run(*args: str, pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
+        env = dict(os.environ)
+        if pythonpath is not None:
+            env["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [str(pythonpath), env.get("PYTHONPATH")])
+            )
+        return subprocess.run(
+            [sys.executable, "-m", "kairox", *args],
+            cwd=workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    return run

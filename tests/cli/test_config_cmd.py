@@ -1,0 +1,94 @@
+"""``kairox config check``: the profile x source matrix and configuration errors."""
+
+from __future__ import annotations
+
+import json
+
+
+def write(workspace, text):
+    path = workspace / "kairox.toml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_without_any_file(invoke):
+    result = invoke("config", "check", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["files"] == []
+    assert [p["name"] for p in report["profiles"]] == ["default"]
+
+
+def test_matrix_of_profiles_and_sources(invoke, workspace):
+    write(
+        workspace,
+        """
+        [profiles.default]
+        model = "gpt-4o"
+        [profiles.small]
+        model = "gpt-4o-mini"
+        aliases = ["cheap"]
+
+        [knowledge_bases.papers]
+        kind = "sqlite-fts"
+        path = "papers.db"
+        profile_aliases = ["cheap"]
+
+        [knowledge_bases.everyone]
+        kind = "sqlite-fts"
+        path = "all.db"
+        """.replace("\n        ", "\n"),
+    )
+    result = invoke("config", "check", "--json")
+    assert result.exit_code == 0, result.output
+    matrix = {
+        (m["profile"], m["source"]): m["visible"] for m in json.loads(result.output)["matrix"]
+    }
+    assert matrix[("small", "papers")] is True
+    assert matrix[("default", "papers")] is False
+    assert matrix[("default", "everyone")] is matrix[("small", "everyone")] is True
+
+    table = invoke("config", "check")
+    assert table.exit_code == 0
+    assert "papers" in table.output and "small" in table.output
+
+
+def test_misspelt_key_exits_2_naming_file_table_key_and_fix(invoke, workspace):
+    path = write(
+        workspace,
+        '[knowledge_bases.papers]\nkind = "sqlite-fts"\npath = "p.db"\n'
+        'profile_alias = ["default"]\n',
+    )
+    result = invoke("config", "check")
+    assert result.exit_code == 2
+    for part in (str(path), "knowledge_bases.papers", "profile_alias", "profile_aliases"):
+        assert part in result.output, f"{part!r} missing from:\n{result.output}"
+
+
+def test_missing_plugin_names_the_package_to_install(invoke, workspace):
+    write(workspace, '[knowledge_bases.code]\nkind = "tantivy"\nindex_dir = "idx"\n')
+    result = invoke("config", "check", "--json")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    [source] = [s for s in report["sources"] if s["id"] == "code"]
+    assert source["installed"] is False
+    assert "kairox install kairox-tantivy" in source["problem"]
+    assert any("kairox-tantivy" in p for p in report["problems"])
+
+
+def test_explicit_config_path(invoke, tmp_path):
+    other = tmp_path / "elsewhere.toml"
+    other.write_text('[profiles.tiny]\nmodel = "m"\ncontext_window = 8192\nheadroom = 512\n')
+    result = invoke("--config", str(other), "config", "check", "--json")
+    assert result.exit_code == 0, result.output
+    assert "tiny" in [p["name"] for p in json.loads(result.output)["profiles"]]
+    missing = invoke("--config", str(tmp_path / "nope.toml"), "config", "check")
+    assert missing.exit_code == 2
+    assert "nope.toml" in missing.output
+
+
+def test_toml_syntax_error_exits_2(invoke, workspace):
+    write(workspace, "[profiles.default\nmodel = 1\n")
+    result = invoke("config", "check")
+    assert result.exit_code == 2
+    assert "kairox.toml" in result.output

@@ -1,0 +1,108 @@
+"""``kairox plugins``, ``kairox install`` and ``kairox --version``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from kairox import __version__
+from kairox.cli import plugins_cmd
+
+
+def test_version(invoke):
+    result = invoke("--version")
+    assert result.exit_code == 0
+    assert result.output.strip() == f"kairox, version {__version__}"
+
+
+def test_plugins_all_json_lists_every_builtin_ok(kairox_process):
+    result = kairox_process("plugins", "--all", "--json")
+    assert result.returncode == 0, result.stderr
+    listed = json.loads(result.stdout)
+    builtins = [p for p in listed if p["builtin"]]
+    assert {p["name"] for p in builtins} == {
+        "kairox.default_plugins.hashing_embedder",
+        "kairox.default_plugins.sqlite_fts",
+    }
+    assert all(p["status"] == "ok" and p["hooks"] for p in builtins)
+
+
+def test_plugins_without_all_hides_builtins(invoke):
+    result = invoke("plugins", "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.output) == []
+
+
+def test_plugins_table(invoke):
+    result = invoke("plugins", "--all")
+    assert result.exit_code == 0
+    assert "sqlite_fts" in result.output
+    assert "knowledge_base_kinds" in result.output
+
+
+def test_broken_plugin_is_listed_as_failed_and_config_check_still_works(
+    make_distribution, kairox_process, workspace
+):
+    site = make_distribution(
+        "kairox-broken", "broken_plugin", "import no_such_module_anywhere  # noqa\n"
+    )
+    result = kairox_process("plugins", "--json", pythonpath=site)
+    assert result.returncode == 0, result.stderr
+    [broken] = [p for p in json.loads(result.stdout) if p["name"] == "broken_plugin"]
+    assert broken["status"] == "failed"
+    assert broken["package"] == "kairox-broken"
+    assert "no_such_module_anywhere" in broken["error"]
+    assert "ModuleNotFoundError" in broken["traceback"]
+
+    (workspace / "kairox.toml").write_text(
+        '[knowledge_bases.papers]\nkind = "sqlite-fts"\npath = "papers.db"\n'
+    )
+    check = kairox_process("config", "check", pythonpath=site)
+    assert check.returncode == 0, check.stderr
+    assert "papers" in check.stdout
+    assert "broken_plugin" in check.stderr  # reported, not fatal
+
+
+def test_install_runs_pip_in_this_environment(monkeypatch, invoke):
+    calls = []
+
+    def fake_run(command, check):
+        calls.append(command)
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(plugins_cmd.subprocess, "run", fake_run)
+    result = invoke("install", "-U", "kairox-something")
+    assert result.exit_code == 0, result.output
+    assert calls == [[sys.executable, "-m", "pip", "install", "--upgrade", "kairox-something"]]
+
+
+def test_install_reports_pip_failure(monkeypatch, invoke):
+    monkeypatch.setattr(
+        plugins_cmd.subprocess,
+        "run",
+        lambda command, check: subprocess.CompletedProcess(command, 1),
+    )
+    result = invoke("install", "no-such-package")
+    assert result.exit_code == 1
+    assert "pip exited with status 1" in result.output
+
+
+def test_install_first_party_plugin_from_source_checkout(monkeypatch, invoke, tmp_path):
+    folder = tmp_path / "plugins" / "tantivy"
+    folder.mkdir(parents=True)
+    (folder / "pyproject.toml").write_text("[project]\nname = 'kairox-tantivy'\n")
+    monkeypatch.setattr(plugins_cmd, "source_checkout_plugin", lambda name: folder)
+    calls = []
+    monkeypatch.setattr(
+        plugins_cmd.subprocess,
+        "run",
+        lambda command, check: calls.append(command) or subprocess.CompletedProcess(command, 0),
+    )
+    result = invoke("install", "kairox-tantivy")
+    assert result.exit_code == 0
+    assert calls[0][-1] == str(folder)
+
+
+def test_unknown_packages_are_not_resolved_to_folders():
+    assert plugins_cmd.source_checkout_plugin("requests") is None

@@ -1,0 +1,65 @@
+"""Shared fixtures: every test runs with its own HOME, config and state folders."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private HOME, XDG folders and KAIROX_HOME; the cwd is an empty workspace."""
+    home = tmp_path / "home"
+    workspace = tmp_path / "workspace"
+    for folder in (home, workspace):
+        folder.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.setenv("KAIROX_HOME", str(home / "kairox-state"))
+    monkeypatch.delenv("KAIROX_LOAD_PLUGINS", raising=False)
+    monkeypatch.chdir(workspace)
+    return workspace
+
+
+@pytest.fixture
+def workspace(isolated_environment: Path) -> Path:
+    """The current folder of the test: an empty workspace."""
+    return isolated_environment
+
+
+@pytest.fixture
+def make_distribution(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., Path]]:
+    """Fake an installed plugin distribution: a module plus a ``.dist-info`` with entry points.
+
+    ``importlib.metadata`` finds it exactly as it finds a pip-installed package, so the
+    plugin loader is exercised for real. Returns the folder to put on ``PYTHONPATH`` for
+    subprocesses; the current process gets it on ``sys.path`` until the test ends.
+    """
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    modules: list[str] = []
+
+    def make(package: str, module: str, source: str, entry_name: str | None = None) -> Path:
+        (site / f"{module}.py").write_text(textwrap.dedent(source))
+        dist_info = site / f"{package.replace('-', '_')}-0.1.0.dist-info"
+        dist_info.mkdir()
+        (dist_info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.1.0\n"
+        )
+        (dist_info / "entry_points.txt").write_text(
+            f"[kairox]\n{entry_name or module} = {module}\n"
+        )
+        modules.append(module)
+        return site
+
+    monkeypatch.syspath_prepend(str(site))
+    yield make
+    for module in modules:
+        sys.modules.pop(module, None)

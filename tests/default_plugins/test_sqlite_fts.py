@@ -1,0 +1,105 @@
+"""The built-in ``sqlite-fts`` knowledge base: conformance, bm25 orientation, updates, errors."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from kairox.default_plugins import sqlite_fts
+from kairox.default_plugins.sqlite_fts import (
+    Document,
+    SqliteFtsError,
+    SqliteFtsIndex,
+    match_expression,
+)
+from kairox.registry import BuildContext
+from kairox.retrieval import Query
+from kairox.testing import CORPUS, SourceConformance, check_kind_registration, run
+
+
+def build(tmp_path, filename="kb.db", **options):
+    kind = check_kind_registration(sqlite_fts, "sqlite-fts")
+    config = kind.config_model(kind="sqlite-fts", path=filename, **options)
+    ctx = BuildContext(
+        workspace_root=tmp_path, state_dir=tmp_path, base_dir=tmp_path, embedding_backend=None
+    )
+    return kind.factory("papers", config, ctx)
+
+
+@pytest.fixture
+def filled(tmp_path):
+    index = SqliteFtsIndex(tmp_path / "kb.db", create=True)
+    index.upsert(
+        Document(d.id, d.text, title=d.title, uri=d.uri, metadata=d.metadata) for d in CORPUS
+    )
+    yield index
+    index.close()
+
+
+class TestSqliteFtsConformance(SourceConformance):
+    @pytest.fixture
+    def conformance_source(self, filled, tmp_path):
+        return build(tmp_path)
+
+    @pytest.fixture
+    def broken_source(self, tmp_path):
+        return build(tmp_path, "missing.db")
+
+
+def test_scores_are_negated_bm25_so_higher_is_better(filled, tmp_path):
+    hits = run(build(tmp_path).retrieve(Query("saturn rings ice", k=3)))
+    assert hits[0].id == "astro-1"
+    assert hits[0].score > 0
+    assert all(a.score >= b.score for a, b in itertools.pairwise(hits))
+
+
+def test_update_and_delete_by_id(filled, tmp_path):
+    source = build(tmp_path)
+    filled.upsert([Document("astro-1", "Jupiter has a great red spot.", title="Jupiter")])
+    assert filled.count() == len(CORPUS)
+    assert [h.id for h in run(source.retrieve(Query("saturn rings")))] == []
+    assert [h.id for h in run(source.retrieve(Query("jupiter")))] == ["astro-1"]
+    assert filled.delete(["astro-1"]) == 1
+    assert run(source.retrieve(Query("jupiter"))) == []
+
+
+def test_title_weight_changes_the_ranking(tmp_path):
+    index = SqliteFtsIndex(tmp_path / "kb.db", create=True)
+    index.upsert(
+        [
+            Document("in-title", "unrelated words here and more words", title="volcano"),
+            Document("in-body", "a volcano volcano erupts near the volcano", title="news"),
+        ]
+    )
+    body_first = run(build(tmp_path).retrieve(Query("volcano")))
+    title_first = run(build(tmp_path, title_weight=20.0).retrieve(Query("volcano")))
+    assert body_first[0].id == "in-body"
+    assert title_first[0].id == "in-title"
+
+
+def test_match_expression_quotes_every_term():
+    assert (
+        match_expression('title:"saturn" AND -rings*') == '"title" OR "saturn" OR "and" OR "rings"'
+    )
+    assert match_expression(" -- ") is None
+
+
+def test_missing_index_says_how_to_fix(tmp_path):
+    with pytest.raises(SqliteFtsError, match="kairox kb ingest papers"):
+        run(build(tmp_path, "nope.db").retrieve(Query("x")))
+
+
+def test_not_a_database_is_a_clear_error(tmp_path):
+    (tmp_path / "junk.db").write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(SqliteFtsError, match="not a readable SQLite FTS index"):
+        SqliteFtsIndex(tmp_path / "junk.db")
+
+
+def test_bad_filter_value_is_a_clear_error(filled, tmp_path):
+    with pytest.raises(ValueError, match="filter 'topic'"):
+        run(build(tmp_path).retrieve(Query("water", filters={"topic": {"a": 1}})))
+
+
+def test_relative_path_resolves_against_the_config_folder(tmp_path):
+    assert build(tmp_path, "sub/kb.db").path == tmp_path / "sub" / "kb.db"

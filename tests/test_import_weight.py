@@ -1,0 +1,47 @@
+"""The everyday commands stay light: no heavy backend is imported to print help or list plugins."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("torch", "sentence_transformers", "boto3", "grpc", "pinecone", "weaviate", "tantivy")
+
+SCRIPT = """
+import json, sys
+from kairox.cli import build_cli
+try:
+    build_cli()(args=sys.argv[1:], prog_name="kairox", standalone_mode=False)
+except SystemExit:
+    pass
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in {heavy!r})
+print("\\nHEAVY=" + json.dumps(heavy))
+"""
+
+
+@pytest.mark.parametrize(
+    "args", [["--help"], ["plugins"], ["plugins", "--all"], ["config", "check"]]
+)
+def test_command_imports_no_heavy_backend(args, workspace):
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(heavy=set(HEAVY)), *args],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    marker = result.stdout.rsplit("HEAVY=", 1)[1]
+    assert json.loads(marker) == []
+
+
+def test_the_check_itself_can_fail(workspace):
+    """Guard against a vacuous test: the same script does see a module that is imported."""
+    script = SCRIPT.format(heavy={"click"})
+    result = subprocess.run(
+        [sys.executable, "-c", script, "--help"], cwd=workspace, capture_output=True, text=True
+    )
+    assert "click" in json.loads(result.stdout.rsplit("HEAVY=", 1)[1])
