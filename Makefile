@@ -13,7 +13,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 install: $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]' $(foreach p,$(filter-out .,$(PACKAGES)),-e '$(p)')
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]' $(foreach p,$(filter-out .,$(PACKAGES)),-e '$(p)')
 
 lint: install
 	$(BIN)/ruff check .

@@ -202,6 +202,18 @@ class WorkspaceConfig(BaseModel):
 
     embedding_backend: StrictStr = "hashing"
     disabled_retrievers: list[StrictStr] = Field(default_factory=list)
+    chunk_tokens: StrictInt = Field(default=256, ge=16, le=8192)
+    chunk_overlap: StrictInt = Field(default=32, ge=0)
+    max_file_bytes: StrictInt = Field(default=2_000_000, gt=0)
+    timeout_ms: StrictInt = Field(default=2000, gt=0, le=600000)
+
+    @field_validator("chunk_overlap")
+    @classmethod
+    def _overlap_below_chunk(cls, value: int, info: ValidationInfo) -> int:
+        size = info.data.get("chunk_tokens")
+        if isinstance(size, int) and value >= size:
+            raise ValueError(f"chunk_overlap ({value}) must be smaller than chunk_tokens ({size})")
+        return value
 
 
 _COMMON_KB_KEYS: frozenset[str] = frozenset(KnowledgeBaseConfig.model_fields)
@@ -226,6 +238,9 @@ _FIELD_FIXES: dict[str, str] = {
     "weight": "use a number >= 0, e.g. weight = 1.0",
     "embedding_backend": 'use a backend name in quotes, e.g. embedding_backend = "hashing"',
     "disabled_retrievers": 'use a list of retriever names, e.g. disabled_retrievers = ["git"]',
+    "chunk_tokens": "use a whole number of tokens from 16 to 8192, e.g. chunk_tokens = 256",
+    "chunk_overlap": "use a whole number of tokens below chunk_tokens, e.g. chunk_overlap = 32",
+    "max_file_bytes": "use a whole number of bytes, e.g. max_file_bytes = 2000000",
 }
 _BUILTIN_MODELS: tuple[type[BaseModel], ...] = (
     ProfileConfig,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from kairox.config import KnowledgeBaseConfig
+    from kairox.config import KnowledgeBaseConfig, WorkspaceConfig
     from kairox.embedding import EmbeddingBackend
     from kairox.retrieval import WorkspaceRetriever
 
@@ -28,12 +28,15 @@ class BuildContext:
         (the folder of the file that defined the table).
     :param embedding_backend: returns the (shared, cached) embedding backend of a name,
         so a query is embedded once per backend rather than once per source.
+    :param workspace: the ``[workspace]`` settings (embedding backend, chunking), when
+        a configuration is loaded.
     """
 
     workspace_root: Path
     state_dir: Path
     base_dir: Path
     embedding_backend: Callable[[str], EmbeddingBackend]
+    workspace: WorkspaceConfig | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ def test_plugins_all_json_lists_every_builtin_ok(kairox_process):
     assert {p["name"] for p in builtins} == {
         "kairox.default_plugins.hashing_embedder",
         "kairox.default_plugins.sqlite_fts",
+        "kairox.default_plugins.workspace_rag",
     }
     assert all(p["status"] == "ok" and p["hooks"] for p in builtins)
 

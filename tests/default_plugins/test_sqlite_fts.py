@@ -5,16 +5,13 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kairox.default_plugins import sqlite_fts
-from kairox.default_plugins.sqlite_fts import (
-    Document,
-    SqliteFtsError,
-    SqliteFtsIndex,
-    match_expression,
-)
+from kairox.default_plugins.sqlite_fts import SqliteFtsError, SqliteFtsIndex, match_expression
 from kairox.registry import BuildContext
-from kairox.retrieval import Query
+from kairox.retrieval import Document, IngestableSource, Query, QueryError
 from kairox.testing import CORPUS, SourceConformance, check_kind_registration, run
 
 
@@ -103,3 +100,36 @@ def test_bad_filter_value_is_a_clear_error(filled, tmp_path):
 
 def test_relative_path_resolves_against_the_config_folder(tmp_path):
     assert build(tmp_path, "sub/kb.db").path == tmp_path / "sub" / "kb.db"
+
+
+@pytest.fixture(scope="module")
+def shared_source(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fts")
+    index = SqliteFtsIndex(folder / "kb.db", create=True)
+    index.upsert(Document(d.id, d.text, title=d.title, metadata=d.metadata) for d in CORPUS)
+    return build(folder)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=200))
+def test_any_unicode_query_returns_hits_or_a_query_error(shared_source, text):
+    try:
+        hits = run(shared_source.retrieve(Query(text, k=5)))
+    except QueryError:
+        return
+    assert isinstance(hits, list) and len(hits) <= 5
+
+
+def test_source_is_ingestable_and_creates_its_file(tmp_path):
+    source = build(tmp_path, "new/kb.db")
+    assert isinstance(source, IngestableSource)
+    assert source.fingerprints() == {}
+    doc = Document("a", "alpha text", title="A")
+    source.upsert([doc])
+    assert source.fingerprints() == {"a": doc.fingerprint}
+    assert [h.id for h in run(source.retrieve(Query("alpha")))] == ["a"]
+    changed = Document("a", "alpha text, revised", title="A")
+    source.upsert([changed])
+    assert source.fingerprints() == {"a": changed.fingerprint} != {"a": doc.fingerprint}
+    source.delete(["a"])
+    assert source.fingerprints() == {}

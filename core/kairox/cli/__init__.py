@@ -14,7 +14,7 @@ from kairox.cli.app import AppContext, KairoxGroup, console_err
 def build_cli(pm: Any = None) -> click.Group:
     """A fresh root group with the built-in commands and every plugin's commands."""
     from kairox import __version__
-    from kairox.cli import config_cmd, plugins_cmd
+    from kairox.cli import bench_cmd, config_cmd, index_cmd, kb_cmd, plugins_cmd, search_cmd
 
     @click.group(cls=KairoxGroup, context_settings={"help_option_names": ["-h", "--help"]})
     @click.version_option(__version__, "--version", prog_name="kairox")
@@ -33,6 +33,10 @@ def build_cli(pm: Any = None) -> click.Group:
     cli.add_command(plugins_cmd.plugins)
     cli.add_command(plugins_cmd.install)
     cli.add_command(config_cmd.config)
+    cli.add_command(index_cmd.index)
+    cli.add_command(search_cmd.search)
+    cli.add_command(kb_cmd.kb)
+    cli.add_command(bench_cmd.bench)
     plugins_cmd.add_plugin_commands(cli, pm)
     return cli
 

@@ -13,6 +13,7 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from kairox.config import KairoxConfig
+    from kairox.facade import AppFacade
     from kairox.plugins import KairoxPluginManager
 
 
@@ -36,7 +37,7 @@ class AppContext:
 
     config_path: Path | None = None
     pm: Any = None
-    _config: KairoxConfig | None = field(default=None, repr=False)
+    _facade: AppFacade | None = field(default=None, repr=False)
 
     def plugin_manager(self) -> KairoxPluginManager:
         if self.pm is None:
@@ -46,20 +47,25 @@ class AppContext:
         return self.pm
 
     def config(self) -> KairoxConfig:
-        if self._config is None:
-            from kairox.config import load_config
+        return self.facade().config
 
-            self._config = load_config(
-                config_path=self.config_path, registry=self.plugin_manager().registry
-            )
-        return self._config
+    def facade(self, cwd: Path | None = None) -> AppFacade:
+        """The facade for the current folder (or ``cwd``), sharing this plugin manager."""
+        from kairox.facade import AppFacade
+
+        if cwd is not None:
+            return AppFacade(cwd=cwd, config_path=self.config_path, pm=self.plugin_manager())
+        if self._facade is None:
+            self._facade = AppFacade(config_path=self.config_path, pm=self.plugin_manager())
+        return self._facade
 
 
 class KairoxGroup(click.Group):
-    """Turns configuration errors into a clear message and exit status 2."""
+    """Turns known errors into a clear message: configuration errors exit 2, others 1."""
 
     def invoke(self, ctx: click.Context) -> Any:
         from kairox.config import ConfigError
+        from kairox.errors import KairoxError
 
         try:
             return super().invoke(ctx)
@@ -67,6 +73,10 @@ class KairoxGroup(click.Group):
             console_err.print("[bold red]configuration error[/]")
             console_err.print(str(exc), markup=False)
             ctx.exit(CONFIG_ERROR_EXIT)
+        except KairoxError as exc:
+            console_err.print("[bold red]error:[/] ", end="")
+            console_err.print(str(exc), markup=False)
+            ctx.exit(1)
 
 
 def warn_plugin_failures(app: AppContext) -> None:

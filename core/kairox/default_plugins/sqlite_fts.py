@@ -13,8 +13,7 @@ import json
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +21,9 @@ from pydantic import Field
 
 from kairox import hookimpl
 from kairox.config import KnowledgeBaseConfig
+from kairox.errors import KairoxError
 from kairox.registry import BuildContext, KnowledgeBaseKind
-from kairox.retrieval import Hit, Query, ScoreKind
+from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 _SCHEMA_VERSION = 1
@@ -35,7 +35,8 @@ CREATE TABLE IF NOT EXISTS documents (
     title TEXT NOT NULL DEFAULT '',
     body TEXT NOT NULL,
     uri TEXT,
-    metadata TEXT NOT NULL DEFAULT '{}'
+    metadata TEXT NOT NULL DEFAULT '{}',
+    fingerprint TEXT NOT NULL DEFAULT ''
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS documents_fts USING fts5(
     title, body, content='documents', content_rowid='rowid',
@@ -56,19 +57,8 @@ END;
 """
 
 
-class SqliteFtsError(RuntimeError):
+class SqliteFtsError(KairoxError, RuntimeError):
     """The index file is missing, unreadable or not a Kairox FTS index."""
-
-
-@dataclass(frozen=True, slots=True)
-class Document:
-    """A document to index: ``id`` is stable, so re-adding it replaces the old copy."""
-
-    id: str
-    text: str
-    title: str = ""
-    uri: str | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 def match_expression(text: str) -> str | None:
@@ -138,17 +128,30 @@ class SqliteFtsIndex:
 
     def upsert(self, documents: Iterable[Document]) -> int:
         rows = [
-            (d.id, d.title, d.text, d.uri, json.dumps(dict(d.metadata), sort_keys=True))
+            (
+                d.id,
+                d.title,
+                d.text,
+                d.uri,
+                json.dumps(dict(d.metadata), sort_keys=True, default=str),
+                d.fingerprint,
+            )
             for d in documents
         ]
+        # One transaction per batch: a crash leaves every document old or new, never torn.
         with self._lock, self._db:
             self._db.executemany(
-                "INSERT INTO documents(id, title, body, uri, metadata) VALUES (?, ?, ?, ?, ?) "
+                "INSERT INTO documents(id, title, body, uri, metadata, fingerprint) "
+                "VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(id) DO UPDATE SET title=excluded.title, body=excluded.body, "
-                "uri=excluded.uri, metadata=excluded.metadata",
+                "uri=excluded.uri, metadata=excluded.metadata, fingerprint=excluded.fingerprint",
                 rows,
             )
         return len(rows)
+
+    def fingerprints(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._db.execute("SELECT id, fingerprint FROM documents"))
 
     def delete(self, ids: Iterable[str]) -> int:
         with self._lock, self._db:
@@ -173,16 +176,33 @@ class SqliteFtsIndex:
         if expression is None:
             return []
         where, params = _filter_sql(filters or {})
-        sql = (
-            "SELECT d.id, d.title, d.body, d.uri, d.metadata, "
-            "bm25(documents_fts, ?, ?) AS rank "
-            "FROM documents_fts JOIN documents d ON d.rowid = documents_fts.rowid "
-            f"WHERE documents_fts MATCH ?{where} ORDER BY rank LIMIT ?"
-        )
-        with self._lock:
-            rows = self._db.execute(
-                sql, [title_weight, body_weight, expression, *params, k]
-            ).fetchall()
+        if where:
+            sql = (
+                "SELECT d.id, d.title, d.body, d.uri, d.metadata, "
+                "bm25(documents_fts, ?, ?) AS rank "
+                "FROM documents_fts JOIN documents d ON d.rowid = documents_fts.rowid "
+                f"WHERE documents_fts MATCH ?{where} ORDER BY rank, d.rowid LIMIT ?"
+            )
+        else:
+            # Rank inside FTS5 first and join only the top k: joining every match before
+            # sorting costs more than the ranking itself on long OR queries.
+            sql = (
+                "SELECT d.id, d.title, d.body, d.uri, d.metadata, top.rank FROM ("
+                "SELECT rowid, bm25(documents_fts, ?, ?) AS rank FROM documents_fts "
+                "WHERE documents_fts MATCH ? ORDER BY rank, rowid LIMIT ?"
+                ") AS top JOIN documents d ON d.rowid = top.rowid ORDER BY top.rank, d.rowid"
+            )
+        try:
+            with self._lock:
+                rows = self._db.execute(
+                    sql, [title_weight, body_weight, expression, *params, k]
+                ).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "fts5" not in str(exc):
+                raise
+            # Every term is quoted, so this should not happen; if FTS5 still objects,
+            # say so plainly rather than leaking the engine's parser error.
+            raise QueryError(f"SQLite FTS5 could not run the query {text!r}: {exc}") from exc
         return [(i, t, b, u, json.loads(m), -rank) for i, t, b, u, m, rank in rows]
 
 
@@ -208,15 +228,28 @@ class SqliteFtsSource:
         self.body_weight = body_weight
         self._index: SqliteFtsIndex | None = None
 
-    def _open(self) -> SqliteFtsIndex:
+    def _open(self, *, create: bool = False) -> SqliteFtsIndex:
         if self._index is None:
-            if not self.path.exists():
+            if not create and not self.path.exists():
                 raise SqliteFtsError(
                     f"knowledge base {self.name!r}: index file {self.path} does not exist. "
                     f"Fill it with `kairox kb ingest {self.name} PATH...`, or correct `path`."
                 )
-            self._index = SqliteFtsIndex(self.path)
+            self._index = SqliteFtsIndex(self.path, create=create)
         return self._index
+
+    # -- IngestableSource: `kairox kb ingest` creates the file on first write ----------
+
+    def upsert(self, documents: Sequence[Document]) -> None:
+        self._open(create=True).upsert(documents)
+
+    def delete(self, ids: Sequence[str]) -> None:
+        self._open(create=True).delete(ids)
+
+    def fingerprints(self) -> dict[str, str]:
+        if self._index is None and not self.path.exists():
+            return {}
+        return self._open().fingerprints()
 
     def _search(self, query: Query) -> list[Hit]:
         rows = self._open().search(

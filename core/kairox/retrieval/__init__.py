@@ -1,7 +1,12 @@
 """Retrieval: the data model, fusion, and the composite retriever."""
 
+from kairox.retrieval.composite import CompositeWorkspaceRetriever, QueryEmbeddingError
+from kairox.retrieval.documents import Document, IngestableSource, QueryError
+from kairox.retrieval.fusion import FUSION_METHODS, fuse, text_fingerprint
 from kairox.retrieval.model import (
+    FusedHit,
     Hit,
+    Provenance,
     Query,
     RetrievalResult,
     ScoreKind,
@@ -11,11 +16,21 @@ from kairox.retrieval.model import (
 )
 
 __all__ = [
+    "FUSION_METHODS",
+    "CompositeWorkspaceRetriever",
+    "Document",
+    "FusedHit",
     "Hit",
+    "IngestableSource",
+    "Provenance",
     "Query",
+    "QueryEmbeddingError",
+    "QueryError",
     "RetrievalResult",
     "ScoreKind",
     "SourceReport",
     "SourceStatus",
     "WorkspaceRetriever",
+    "fuse",
+    "text_fingerprint",
 ]

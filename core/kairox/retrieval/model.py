@@ -31,11 +31,15 @@ class Query:
     :param k: how many hits to return at most.
     :param filters: metadata equality filters (``{"lang": "en"}``); a list value means
         "any of these".
+    :param embeddings: the query text already embedded, by embedding-backend name. The
+        composite fills it once per backend in use, so dense sources look their vector
+        up here (``query.embeddings.get(self.embedder.name)``) instead of re-embedding.
     """
 
     text: str
     k: int = 10
     filters: Mapping[str, Any] = field(default_factory=dict)
+    embeddings: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
@@ -83,10 +87,71 @@ class SourceReport:
 
 
 @dataclass(frozen=True, slots=True)
-class RetrievalResult:
-    """Fused hits plus one report per source that was asked (or skipped)."""
+class Provenance:
+    """Where one fused hit was found: a source, its 1-based rank there, and its raw score.
 
-    hits: list[Hit]
+    :param source: the source's name.
+    :param rank: the hit's position in that source's list, 1 for the best hit (after
+        duplicate ids within the source were dropped).
+    :param score: the source's own score for the hit, as the source returned it.
+    """
+
+    source: str
+    rank: int
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class FusedHit:
+    """One passage after fusion: a single copy of its content plus every source that found it.
+
+    When several sources return the same passage (same ``uri`` and span, or the same
+    normalised text), they merge into one ``FusedHit``. ``id``, ``text``, ``uri`` and
+    ``metadata`` come from one surviving copy, chosen by a fixed rule (see
+    :func:`kairox.retrieval.fusion.fuse`); ``sources`` keeps every source's rank and raw
+    score, sorted by source name.
+
+    :param id: the surviving copy's id (ids are per source: two sources may reuse one).
+    :param text: the surviving copy's text.
+    :param score: the fused score, higher is better; only comparable within one result.
+    :param uri: the surviving copy's uri, if known.
+    :param metadata: the surviving copy's metadata.
+    :param sources: one :class:`Provenance` per source that returned the passage.
+    """
+
+    id: str
+    text: str
+    score: float
+    uri: str | None
+    metadata: Mapping[str, Any]
+    sources: tuple[Provenance, ...]
+
+    def __post_init__(self) -> None:
+        # A fused hit always comes from somewhere; an empty provenance would leave
+        # ``source`` undefined and hide a bug in whoever built the hit.
+        if not self.sources:
+            raise ValueError(f"FusedHit {self.id!r} needs at least one Provenance")
+
+    @property
+    def source(self) -> str:
+        """The source that ranked this passage best; equal ranks go to the first name.
+
+        Fusion's surviving-copy rule also weighs source weights on equal ranks, which a
+        ``FusedHit`` does not know, so with unequal weights and a rank tie the text may
+        come from another source than this one; ``sources`` has the full picture.
+        """
+        return min(self.sources, key=lambda p: (p.rank, p.source)).source
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalResult:
+    """Fused hits (best first) plus one report per source that was asked (or skipped).
+
+    :param hits: the fused, de-duplicated hits, at most ``query.k`` of them.
+    :param reports: one :class:`SourceReport` per configured source, in source order.
+    """
+
+    hits: list[FusedHit]
     reports: list[SourceReport]
 
 
@@ -97,6 +162,11 @@ class WorkspaceRetriever(Protocol):
     ``name`` is unique within one composite; ``score_kind`` says how to read scores.
     ``retrieve`` returns at most ``query.k`` hits, best first. Sync engines run their
     blocking work in a thread (``asyncio.to_thread``) so one source never stalls the others.
+    A source may also define ``unavailable_reason() -> str | None``: a reason means it
+    cannot answer yet (an index never built), and it is reported ``skipped`` with that
+    reason instead of being asked. A dense source also has an ``embedder`` attribute (an
+    :class:`~kairox.embedding.EmbeddingBackend`) so the composite can embed the query
+    once per backend and hand it over in ``query.embeddings``.
     """
 
     name: str

@@ -1,0 +1,1 @@
+"""Benchmarks behind ``kairox bench``: retrieval quality and speed on BEIR-layout data."""

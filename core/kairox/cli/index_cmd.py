@@ -1,0 +1,55 @@
+"""``kairox index [PATH]``: index a workspace's files, incrementally."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from kairox.cli.app import AppContext, console, console_err
+
+
+@click.command()
+@click.argument(
+    "path", required=False, type=click.Path(exists=True, file_okay=False, path_type=Path)
+)
+@click.option("--no-wait", is_flag=True, help="Fail at once if another index run is busy.")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@click.pass_obj
+def index(app: AppContext, path: Path | None, no_wait: bool, as_json: bool) -> None:
+    """Index the workspace at PATH (default: the current workspace) for search.
+
+    Unchanged files are not re-read or re-embedded; deleted files leave the index.
+    """
+    facade = app.facade(cwd=path)
+    root = facade.workspace_root
+    progress = Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console_err,
+        transient=True,
+        disable=as_json,
+    )
+    with progress:
+        task = progress.add_task(f"indexing {root}", total=None)
+
+        def advance(relpath: str, done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        if facade.workspace_index().is_busy() and not no_wait:
+            console_err.print("another `kairox index` is running here; waiting for it...")
+        stats = facade.index_workspace(wait=not no_wait, progress=advance)
+    if as_json:
+        click.echo(json.dumps({"workspace": str(root), **stats.as_json()}, indent=2))
+        return
+    console.print(
+        f"indexed {root}: {stats.added} added, {stats.updated} updated, "
+        f"{stats.removed} removed, {stats.unchanged} unchanged"
+        + (f", {stats.skipped} skipped (binary)" if stats.skipped else "")
+        + f"; {stats.chunks_embedded} chunks embedded, {stats.chunks_total} in the index",
+        markup=False,
+    )

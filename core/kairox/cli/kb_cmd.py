@@ -1,0 +1,47 @@
+"""``kairox kb``: work with local knowledge bases."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.progress import Progress
+
+from kairox.cli.app import AppContext, console, console_err
+
+
+@click.group()
+def kb() -> None:
+    """Fill and inspect knowledge bases."""
+
+
+@kb.command()
+@click.argument("kb_id")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--prune", is_flag=True, help="Delete stored documents these inputs no longer hold.")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@click.pass_obj
+def ingest(
+    app: AppContext, kb_id: str, inputs: tuple[Path, ...], prune: bool, as_json: bool
+) -> None:
+    """Fill knowledge base KB_ID from files, folders or JSONL records, incrementally.
+
+    JSONL lines hold "id" and "text", optionally "title", "uri" and "metadata".
+    Unchanged documents are not rewritten.
+    """
+    facade = app.facade()
+    with Progress(console=console_err, transient=True, disable=as_json) as progress:
+        task = progress.add_task(f"ingesting into {kb_id}", total=None)
+        stats = facade.ingest(
+            kb_id, list(inputs), prune=prune, progress=lambda n: progress.advance(task, n)
+        )
+    if as_json:
+        click.echo(json.dumps({"knowledge_base": kb_id, **stats.as_json()}, indent=2))
+        return
+    console.print(
+        f"{kb_id}: {stats.added} added, {stats.updated} updated, {stats.unchanged} unchanged"
+        + (f", {stats.deleted} deleted" if prune else "")
+        + (f", {len(stats.skipped_files)} binary files skipped" if stats.skipped_files else ""),
+        markup=False,
+    )

@@ -1,0 +1,121 @@
+"""``kairox search``: the workspace and the profile's knowledge bases, one fused ranking."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+import click
+from rich.table import Table
+
+from kairox.cli.app import AppContext, console, fold_long_values
+from kairox.retrieval import FusedHit, RetrievalResult
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def snippet(text: str, query: str, width: int = 160) -> str:
+    """A one-line excerpt around the first query word found in ``text``."""
+    flat = " ".join(text.split())
+    lowered = flat.casefold()
+    positions = [lowered.find(w) for w in _WORD.findall(query.casefold())]
+    found = min((p for p in positions if p >= 0), default=0)
+    start = max(0, found - width // 4)
+    excerpt = flat[start : start + width]
+    return ("…" if start else "") + excerpt + ("…" if start + width < len(flat) else "")
+
+
+def result_as_json(result: RetrievalResult, query: str, profile: str) -> dict[str, Any]:
+    return {
+        "query": query,
+        "profile": profile,
+        "hits": [
+            {
+                "rank": rank,
+                "id": hit.id,
+                "score": hit.score,
+                "uri": hit.uri,
+                "source": hit.source,
+                "sources": [
+                    {"source": p.source, "rank": p.rank, "score": p.score} for p in hit.sources
+                ],
+                "snippet": snippet(hit.text, query),
+                "text": hit.text,
+                "metadata": dict(hit.metadata),
+            }
+            for rank, hit in enumerate(result.hits, start=1)
+        ],
+        "sources": [
+            {
+                "source": r.source,
+                "status": str(r.status),
+                "latency_ms": round(r.latency_ms, 2),
+                "hits": r.hit_count,
+                "error": r.error,
+            }
+            for r in result.reports
+        ],
+    }
+
+
+def _provenance(hit: FusedHit) -> str:
+    return ", ".join(f"{p.source}#{p.rank}" for p in hit.sources)
+
+
+@click.command()
+@click.argument("query")
+@click.option("-p", "--profile", default=None, help="Profile name or alias (default: default).")
+@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 1000))
+@click.option(
+    "--fusion",
+    type=click.Choice(["rrf", "minmax", "dbsf"]),
+    default="rrf",
+    show_default=True,
+    help="How rankings from several sources are merged.",
+)
+@click.option("--source", "only", multiple=True, help="Search only this source (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def search(
+    app: AppContext,
+    query: str,
+    profile: str | None,
+    k: int,
+    fusion: str,
+    only: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Search the workspace index and every knowledge base the profile sees."""
+    facade = app.facade()
+    name = facade.resolve_profile(profile)
+    result = asyncio.run(
+        facade.search(query, profile=name, k=k, fusion=fusion, only=set(only) or None)
+    )
+    if as_json:
+        click.echo(json.dumps(result_as_json(result, query, name), indent=2, default=str))
+        return
+    if result.hits:
+        table = Table("#", "score", "sources", "where", "snippet")
+        fold_long_values(table)
+        for rank, hit in enumerate(result.hits, start=1):
+            table.add_row(
+                str(rank),
+                f"{hit.score:.4f}",
+                _provenance(hit),
+                hit.uri or hit.id,
+                snippet(hit.text, query),
+            )
+        console.print(table)
+    else:
+        console.print("no hits", markup=False)
+    for report in result.reports:
+        line = (
+            f"{report.source}: {report.status} · {report.hit_count} hits · "
+            f"{report.latency_ms:.0f} ms"
+        )
+        if report.error:
+            line += f" · {report.error}"
+        style = "green" if str(report.status) == "ok" else "yellow"
+        console.print(f"[{style}]{line}[/]" if not report.error else line, markup=not report.error)

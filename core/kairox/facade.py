@@ -1,0 +1,178 @@
+"""``AppFacade``: the one surface the CLI, the TUI and the web app call.
+
+It owns the loaded configuration, the plugin registry and where state lives, and
+exposes the product's verbs (index the workspace, search, ingest a knowledge base).
+Surfaces hold no state of their own: two processes with a facade each on the same
+``$KAIROX_HOME`` see each other's writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kairox import paths
+from kairox.retrieval import IngestableSource, Query, RetrievalResult
+
+if TYPE_CHECKING:
+    from kairox.config import KairoxConfig
+    from kairox.ingest import IngestStats
+    from kairox.plugins import KairoxPluginManager
+    from kairox.registry import Registry
+    from kairox.sources import SourceFactory
+    from kairox.workspace.rag_index import IndexStats, WorkspaceRagIndex
+
+
+class AppFacade:
+    """Kairox's verbs over one workspace.
+
+    :param cwd: where to look for ``kairox.toml`` (and the workspace root).
+    :param config_path: an explicit ``kairox.toml`` instead of searching upwards.
+    :param config: an already loaded configuration (tests, embedding applications).
+    :param pm: the plugin manager; the process-wide one by default.
+    :param state_dir: ``$KAIROX_HOME`` by default.
+    """
+
+    def __init__(
+        self,
+        *,
+        cwd: Path | None = None,
+        config_path: Path | None = None,
+        config: KairoxConfig | None = None,
+        pm: KairoxPluginManager | None = None,
+        state_dir: Path | None = None,
+    ) -> None:
+        self.cwd = (cwd or Path.cwd()).resolve()
+        self._config_path = config_path
+        self._config = config
+        self._pm = pm
+        self.state_dir = state_dir or paths.kairox_home()
+
+    # -- set-up ---------------------------------------------------------------------
+
+    @property
+    def plugin_manager(self) -> KairoxPluginManager:
+        if self._pm is None:
+            from kairox.plugins import get_plugin_manager
+
+            self._pm = get_plugin_manager()
+        return self._pm
+
+    @property
+    def registry(self) -> Registry:
+        return self.plugin_manager.registry
+
+    @property
+    def config(self) -> KairoxConfig:
+        if self._config is None:
+            from kairox.config import load_config
+
+            self._config = load_config(
+                cwd=self.cwd, config_path=self._config_path, registry=self.registry
+            )
+        return self._config
+
+    @cached_property
+    def workspace_root(self) -> Path:
+        """The folder of ``kairox.toml``, else the git root, else the current folder."""
+        if self.config.workspace_file is not None:
+            return self.config.workspace_file.parent.resolve()
+        return paths.workspace_root(self.cwd)
+
+    @cached_property
+    def sources(self) -> SourceFactory:
+        from kairox.sources import SourceFactory
+
+        return SourceFactory(
+            self.config,
+            self.registry,
+            workspace_root=self.workspace_root,
+            state_dir=self.state_dir,
+        )
+
+    # -- workspace index ------------------------------------------------------------
+
+    def workspace_index(self) -> WorkspaceRagIndex:
+        from kairox.default_plugins.workspace_rag import build_index
+
+        return build_index(self.sources.context())
+
+    def index_workspace(
+        self, *, wait: bool = True, progress: Callable[[str, int, int], None] | None = None
+    ) -> IndexStats:
+        """Index (or re-index) the workspace's files incrementally."""
+        index = self.workspace_index()
+        try:
+            return index.index(wait=wait, progress=progress)
+        finally:
+            index.close()
+
+    # -- search -------------------------------------------------------------------
+
+    def resolve_profile(self, profile: str | None) -> str:
+        name, _ = self.config.resolve_profile(profile or "default")
+        return name
+
+    async def search(
+        self,
+        text: str,
+        *,
+        profile: str | None = None,
+        k: int = 10,
+        filters: Mapping[str, Any] | None = None,
+        fusion: str = "rrf",
+        only: set[str] | None = None,
+    ) -> RetrievalResult:
+        """Search the workspace and every knowledge base the profile sees, fused."""
+        composite = self.sources.composite(self.resolve_profile(profile), fusion=fusion, only=only)
+        return await composite.retrieve(Query(text, k=k, filters=dict(filters or {})))
+
+    # -- knowledge bases ----------------------------------------------------------
+
+    def ingestable(self, kb_id: str) -> IngestableSource:
+        """The knowledge base ``kb_id``, which must accept documents."""
+        from kairox.config import ConfigError, ConfigProblem
+        from kairox.sources import SourceError
+
+        entry = self.config.knowledge_bases.get(kb_id)
+        if entry is None:
+            known = ", ".join(self.config.knowledge_bases) or "none configured"
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        file=self.config.workspace_file,
+                        table=f"knowledge_bases.{kb_id}",
+                        key=None,
+                        problem=f"no knowledge base {kb_id!r} is configured (known: {known})",
+                        fix=f'add [knowledge_bases.{kb_id}] with kind = "sqlite-fts" and a path',
+                    )
+                ]
+            )
+        source = self.sources.knowledge_base(entry)
+        if not isinstance(source, IngestableSource):
+            raise SourceError(
+                f"knowledge base {kb_id!r} (kind {entry.kind!r}) is filled outside Kairox; "
+                "`kairox kb ingest` writes only to local kinds such as sqlite-fts and tantivy"
+            )
+        return source
+
+    def ingest(
+        self,
+        kb_id: str,
+        inputs: Sequence[Path],
+        *,
+        prune: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> IngestStats:
+        """Fill knowledge base ``kb_id`` from files, folders and JSONL, incrementally."""
+        from kairox.ingest import ingest
+
+        return ingest(
+            self.ingestable(kb_id),
+            inputs,
+            root=self.workspace_root,
+            prune=prune,
+            progress=progress,
+        )

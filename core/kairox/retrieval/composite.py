@@ -1,0 +1,326 @@
+"""The composite retriever: ask every source at once, each under its own deadline, then fuse.
+
+One slow or broken source costs at most its own deadline and shows up as a report; it never
+fails the retrieval or holds it up. The query is embedded once per embedding backend in
+use, not once per source, and handed to dense sources in ``Query.embeddings``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from kairox.retrieval.fusion import check_method, check_weights, fuse
+from kairox.retrieval.model import (
+    Hit,
+    Query,
+    RetrievalResult,
+    ScoreKind,
+    SourceReport,
+    SourceStatus,
+    WorkspaceRetriever,
+)
+
+__all__ = ["CompositeWorkspaceRetriever", "QueryEmbeddingError"]
+
+
+class QueryEmbeddingError(RuntimeError):
+    """The query could not be embedded, so the sources that need the vector cannot run."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """One source's report, plus its hits when it answered."""
+
+    report: SourceReport
+    hits: list[Hit]
+
+
+class CompositeWorkspaceRetriever:
+    """Fans a query out to several sources concurrently and fuses their hits.
+
+    :param sources: the retrievers to ask (workspace retrievers and knowledge bases
+        alike). Names must be unique.
+    :param timeouts_ms: per-source deadlines by name; others get ``default_timeout_ms``.
+    :param default_timeout_ms: the deadline for a source not in ``timeouts_ms``.
+    :param weights: per-source fusion weights by name (default 1.0; 0 switches a source's
+        hits off without skipping the call).
+    :param fusion: ``"rrf"``, ``"minmax"`` or ``"dbsf"`` (see :mod:`kairox.retrieval.fusion`).
+    :param rrf_k: the RRF constant.
+    :param candidates: how many hits to ask each source for; default ``max(query.k, 20)``
+        because deeper lists fuse better than exactly ``k``.
+    :param skipped: sources that are configured but cannot be used, name -> reason (for
+        example ``"kind 'tantivy' is not installed: kairox install kairox-tantivy"``).
+        Each retrieval reports them as ``skipped`` with that reason.
+
+    Reports come in the order of ``sources``, then the skipped sources in the order given.
+
+    :raises ValueError: for a duplicate source name (naming it), an unknown fusion method,
+        a bad weight or timeout, or a weight/timeout for a name that is not configured.
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[WorkspaceRetriever],
+        *,
+        timeouts_ms: Mapping[str, int] | None = None,
+        default_timeout_ms: int = 800,
+        weights: Mapping[str, float] | None = None,
+        fusion: str = "rrf",
+        rrf_k: int = 60,
+        candidates: int | None = None,
+        skipped: Mapping[str, str] | None = None,
+    ) -> None:
+        self._sources: tuple[WorkspaceRetriever, ...] = tuple(sources)
+        self._skipped: dict[str, str] = dict(skipped or {})
+        seen: set[str] = set()
+        for name in [source.name for source in self._sources] + list(self._skipped):
+            if name in seen:
+                raise ValueError(f"two retrieval sources are named {name!r}; names must be unique")
+            seen.add(name)
+
+        check_method(fusion)
+        self._weights: dict[str, float] = dict(weights or {})
+        check_weights(self._weights)
+        self._timeouts_ms: dict[str, int] = dict(timeouts_ms or {})
+        for name, ms in [*self._timeouts_ms.items(), ("default", default_timeout_ms)]:
+            if not ms > 0:
+                raise ValueError(f"timeout for {name!r} must be > 0 ms, got {ms!r}")
+        # A weight or timeout for a name nobody configured is almost always a typo;
+        # silently ignoring it would leave the user wondering why it has no effect.
+        for label, names in (("weights", self._weights), ("timeouts_ms", self._timeouts_ms)):
+            unknown = sorted(set(names) - seen)
+            if unknown:
+                raise ValueError(
+                    f"{label} mentions unknown sources {unknown}; configured: {sorted(seen) or 'none'}"
+                )
+        if rrf_k < 0:
+            raise ValueError(f"rrf_k must be >= 0, got {rrf_k}")
+        if candidates is not None and candidates < 1:
+            raise ValueError(f"candidates must be >= 1 or None, got {candidates}")
+
+        self._default_timeout_ms = default_timeout_ms
+        self._fusion = fusion
+        self._rrf_k = rrf_k
+        self._candidates = candidates
+
+    @property
+    def sources(self) -> tuple[WorkspaceRetriever, ...]:
+        """The sources that are asked, in report order."""
+        return self._sources
+
+    @property
+    def skipped(self) -> Mapping[str, str]:
+        """Configured sources that cannot be used, name -> reason."""
+        return dict(self._skipped)
+
+    def timeout_ms(self, name: str) -> int:
+        """The deadline for source ``name``."""
+        return self._timeouts_ms.get(name, self._default_timeout_ms)
+
+    async def retrieve(self, query: Query) -> RetrievalResult:
+        """Ask every source concurrently and return the fused hits plus one report each.
+
+        Returns within the largest source deadline (plus scheduling noise), whatever the
+        sources do: a source past its deadline is cancelled and not waited for.
+        """
+        depth = self._candidates or max(query.k, 20)
+        embeddings = self._start_embeddings(query)
+        try:
+            outcomes = await asyncio.gather(
+                *(self._ask(source, query, depth, embeddings) for source in self._sources)
+            )
+        finally:
+            # Nobody is waiting for these any more (every source that needed one has
+            # answered or timed out). A backend busy in a thread finishes on its own.
+            for task in embeddings.values():
+                task.cancel()
+
+        reports = [outcome.report for outcome in outcomes]
+        reports += [
+            SourceReport(name, SourceStatus.SKIPPED, error=reason)
+            for name, reason in self._skipped.items()
+        ]
+        ranked = {o.report.source: o.hits for o in outcomes if o.report.status is SourceStatus.OK}
+        kinds: dict[str, ScoreKind] = {
+            source.name: source.score_kind
+            for source in self._sources
+            if isinstance(getattr(source, "score_kind", None), ScoreKind)
+        }
+        hits = fuse(
+            ranked,
+            method=self._fusion,
+            weights=self._weights,
+            rrf_k=self._rrf_k,
+            score_kinds=kinds,
+            limit=query.k,
+        )
+        return RetrievalResult(hits=hits, reports=reports)
+
+    def retrieve_sync(self, query: Query) -> RetrievalResult:
+        """:meth:`retrieve` for synchronous callers (the CLI), on a private event loop.
+
+        Not ``asyncio.run``: on exit it joins the default thread pool, so one source that
+        ignored cancellation in a thread would hold the answer up until that thread ends.
+        Here the pool is let go without waiting; a straggling thread finishes on its own
+        and its result is dropped.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # no loop running in this thread: the normal, synchronous case
+        else:
+            raise RuntimeError("retrieve_sync() cannot run inside an event loop; await retrieve()")
+        loop = asyncio.new_event_loop()
+        executor = ThreadPoolExecutor(thread_name_prefix="kairox-retrieve")
+        loop.set_default_executor(executor)
+        try:
+            return loop.run_until_complete(self.retrieve(query))
+        finally:
+            try:
+                leftovers = [task for task in asyncio.all_tasks(loop) if not task.done()]
+                for task in leftovers:
+                    task.cancel()
+                if leftovers:
+                    loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                executor.shutdown(wait=False, cancel_futures=True)
+                loop.close()
+
+    def _start_embeddings(self, query: Query) -> dict[str, asyncio.Task[Any]]:
+        """Start one query embedding per backend name that some source needs.
+
+        Backends are grouped by ``name`` because the name identifies the model: two
+        sources over the same model share one vector. A name the caller already put in
+        ``query.embeddings`` is not embedded again.
+        """
+        backends: dict[str, Any] = {}
+        for source in self._sources:
+            embedder = getattr(source, "embedder", None)
+            if embedder is None:
+                continue
+            name = embedder.name
+            if name not in query.embeddings and name not in backends:
+                backends[name] = embedder
+        tasks: dict[str, asyncio.Task[Any]] = {}
+        for name, backend in backends.items():
+            task = asyncio.create_task(
+                asyncio.to_thread(_embed_query, backend, query.text), name=f"kairox-embed-{name}"
+            )
+            # If every source needing it timed out, no one reads the outcome; say so, or
+            # asyncio logs "exception was never retrieved".
+            task.add_done_callback(_consume_outcome)
+            tasks[name] = task
+        return tasks
+
+    async def _ask(
+        self,
+        source: WorkspaceRetriever,
+        query: Query,
+        depth: int,
+        embeddings: Mapping[str, asyncio.Task[Any]],
+    ) -> _Outcome:
+        """Run one source under its deadline and turn whatever happens into a report."""
+        name = source.name
+        timeout_ms = self.timeout_ms(name)
+        started = time.perf_counter()
+        task = asyncio.create_task(
+            self._call(source, query, depth, embeddings), name=f"kairox-source-{name}"
+        )
+        task.add_done_callback(_consume_outcome)
+        try:
+            # asyncio.wait, not wait_for: wait_for would wait for the cancelled task to
+            # finish, and a source blocked in a thread cannot finish early.
+            done, _ = await asyncio.wait({task}, timeout=timeout_ms / 1000)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        latency_ms = (time.perf_counter() - started) * 1000
+
+        if not done:
+            task.cancel()
+            return _Outcome(
+                SourceReport(
+                    name,
+                    SourceStatus.TIMEOUT,
+                    latency_ms,
+                    error=f"no answer within {timeout_ms} ms",
+                ),
+                [],
+            )
+        if task.cancelled():
+            # Nothing here cancelled it, so the source cancelled itself.
+            error = "CancelledError: the source cancelled its own retrieval"
+            return _Outcome(SourceReport(name, SourceStatus.ERROR, latency_ms, error=error), [])
+        exc = task.exception()
+        if exc is not None:
+            error = f"{type(exc).__name__}: {exc}"
+            return _Outcome(SourceReport(name, SourceStatus.ERROR, latency_ms, error=error), [])
+        hits = task.result()
+        return _Outcome(SourceReport(name, SourceStatus.OK, latency_ms, len(hits)), hits)
+
+    async def _call(
+        self,
+        source: WorkspaceRetriever,
+        query: Query,
+        depth: int,
+        embeddings: Mapping[str, asyncio.Task[Any]],
+    ) -> list[Hit]:
+        """Wait for this source's query vector (if any), ask it, and check the answer."""
+        vectors = dict(query.embeddings)
+        embedder = getattr(source, "embedder", None)
+        if embedder is not None and embedder.name not in vectors:
+            backend = embedder.name
+            try:
+                # shield: this source timing out must not cancel the embedding that
+                # other sources on the same backend are still waiting for.
+                vectors[backend] = await asyncio.shield(embeddings[backend])
+            except Exception as exc:
+                raise QueryEmbeddingError(
+                    f"could not embed the query with backend {backend!r}: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+        hits = await source.retrieve(dataclasses.replace(query, k=depth, embeddings=vectors))
+        return self._checked(hits, depth)
+
+    def _checked(self, hits: object, depth: int) -> list[Hit]:
+        """The source's hits, truncated to ``depth``; a malformed answer raises."""
+        if not isinstance(hits, list | tuple):
+            raise TypeError(f"retrieve() returned {type(hits).__name__}, expected a list of Hit")
+        for hit in hits:
+            if not isinstance(hit, Hit):
+                raise TypeError(f"retrieve() returned a {type(hit).__name__} among its hits")
+            # Fusion hashes text and reads span metadata; a malformed hit must fail this
+            # source's report, not the whole retrieval inside fuse().
+            if not (
+                isinstance(hit.id, str)
+                and isinstance(hit.text, str)
+                and isinstance(hit.metadata, Mapping)
+            ):
+                raise TypeError(f"hit {hit.id!r} needs a str id, str text and mapping metadata")
+            # Score fusion cannot place a NaN; rank fusion never looks at scores.
+            if self._fusion != "rrf" and not math.isfinite(hit.score):
+                raise ValueError(f"hit {hit.id!r} has a non-finite score {hit.score!r}")
+        # A source may return more than asked; only the first ``depth`` are its answer.
+        return list(hits[:depth])
+
+
+def _embed_query(backend: Any, text: str) -> Any:
+    """Embed one query text with ``backend`` and return its single row."""
+    vectors = backend.embed([text])
+    if len(vectors) != 1:
+        raise ValueError(f"embed() returned {len(vectors)} rows for 1 text")
+    return vectors[0]
+
+
+def _consume_outcome(task: asyncio.Task[Any]) -> None:
+    """Mark a task's exception as seen; its outcome is reported another way or not needed."""
+    if not task.cancelled():
+        task.exception()

@@ -1,0 +1,600 @@
+"""``WorkspaceRagIndex``: the workspace's files, chunked, embedded and searchable.
+
+Storage is the per-user SQLite database, keyed by workspace root:
+
+* ``rag_files``: one row per indexed file with its content hash;
+* ``rag_chunks``: the chunks of each file (character spans into the file), with an
+  FTS5 table over them for lexical search;
+* ``rag_embeddings``: vectors addressed by (chunk-text hash, embedder name), float32
+  blobs, L2-normalised. Content addressing means an unchanged chunk is never embedded
+  twice, even when the file around it changes, and vectors of different models (or
+  widths) sit side by side without ever being compared.
+
+Each batch of files is replaced in one transaction, so a run killed at any point
+leaves every file's chunks from one version; the next run finishes the job. An
+advisory file lock keeps two ``kairox index`` runs on one workspace from interleaving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kairox.embedding import EmbeddingBackend
+from kairox.errors import KairoxError
+from kairox.retrieval import Hit, Query, QueryError, ScoreKind
+from kairox.retrieval.vectors import normalise, top_k
+from kairox.workspace.chunking import chunk_text
+from kairox.workspace.files import WorkspaceFile, iter_workspace_files, read_text
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS rag_files (
+    workspace TEXT NOT NULL,
+    relpath TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    PRIMARY KEY (workspace, relpath)
+);
+CREATE TABLE IF NOT EXISTS rag_chunks (
+    id INTEGER PRIMARY KEY,
+    workspace TEXT NOT NULL,
+    relpath TEXT NOT NULL,
+    chunk_index INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    "end" INTEGER NOT NULL,
+    token_count INTEGER NOT NULL,
+    text_hash TEXT NOT NULL,
+    text TEXT NOT NULL,
+    UNIQUE (workspace, relpath, chunk_index)
+);
+CREATE INDEX IF NOT EXISTS rag_chunks_text_hash ON rag_chunks(text_hash);
+CREATE TABLE IF NOT EXISTS rag_embeddings (
+    text_hash TEXT NOT NULL,
+    embedder TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (text_hash, embedder)
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS rag_chunks_fts USING fts5(
+    relpath, text, content='rag_chunks', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER IF NOT EXISTS rag_chunks_ai AFTER INSERT ON rag_chunks BEGIN
+    INSERT INTO rag_chunks_fts(rowid, relpath, text) VALUES (new.id, new.relpath, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS rag_chunks_ad AFTER DELETE ON rag_chunks BEGIN
+    INSERT INTO rag_chunks_fts(rag_chunks_fts, rowid, relpath, text)
+    VALUES ('delete', old.id, old.relpath, old.text);
+END;
+"""
+
+# Files whose chunks are embedded and written together: small enough that a killed run
+# loses little work, large enough to batch the embedder well.
+FILES_PER_BATCH = 32
+_EMBED_BATCH = 256
+NOT_INDEXED = "this workspace is not indexed yet: run `kairox index`"
+
+
+class WorkspaceIndexError(KairoxError, RuntimeError):
+    """The workspace index cannot be used as asked."""
+
+
+class IndexBusyError(WorkspaceIndexError):
+    """Another process is indexing this workspace right now."""
+
+
+@dataclass
+class IndexStats:
+    """What one ``index()`` run did."""
+
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    chunks_embedded: int = 0
+    chunks_total: int = 0
+    skipped_files: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "added": self.added,
+            "updated": self.updated,
+            "removed": self.removed,
+            "unchanged": self.unchanged,
+            "skipped": self.skipped,
+            "chunks_embedded": self.chunks_embedded,
+            "chunks_total": self.chunks_total,
+        }
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    index: int
+    start: int
+    end: int
+    token_count: int
+    text_hash: str
+    text: str
+
+
+@dataclass(frozen=True)
+class _PendingFile:
+    relpath: str
+    content_hash: str
+    size: int
+    mtime_ns: int
+    chunks: list[_Chunk]
+
+
+def _text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def open_database(path: Path) -> sqlite3.Connection:
+    """Open (creating if needed) the state database with the RAG tables in place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path, check_same_thread=False, timeout=30)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA busy_timeout=30000")
+    with db:
+        db.executescript(_SCHEMA)
+    return db
+
+
+class WorkspaceRagIndex:
+    """Index a workspace's text files and search them by vector or by words.
+
+    :param database: the SQLite file (normally ``$KAIROX_HOME/kairox.db``).
+    :param root: the workspace root; its resolved path is the workspace id.
+    :param embedder: the embedding backend; only its vectors are ever searched.
+    """
+
+    def __init__(
+        self,
+        database: Path,
+        root: Path,
+        embedder: EmbeddingBackend,
+        *,
+        chunk_tokens: int = 256,
+        chunk_overlap: int = 32,
+        encoding: str = "o200k_base",
+        max_file_bytes: int = 2_000_000,
+    ) -> None:
+        self.database = Path(database)
+        self.root = Path(root).resolve()
+        self.workspace_id = str(self.root)
+        self.embedder = embedder
+        self.chunk_tokens = chunk_tokens
+        self.chunk_overlap = chunk_overlap
+        self.encoding = encoding
+        self.max_file_bytes = max_file_bytes
+        self._db = open_database(self.database)
+        # One connection, used from asyncio.to_thread workers: serialise access to it.
+        self._lock = threading.RLock()
+        self._matrix_cache: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- indexing -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _exclusive(self, wait: bool) -> Iterator[None]:
+        lock_dir = self.database.parent / "locks"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha256(self.workspace_id.encode()).hexdigest()[:16]
+        with open(lock_dir / f"index-{name}.lock", "a+") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                raise IndexBusyError(
+                    f"another `kairox index` is running on {self.root}; wait for it to "
+                    "finish, or run without --no-wait to wait for it automatically"
+                ) from None
+            # The kernel drops a flock when its process dies, even by SIGKILL.
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def is_busy(self) -> bool:
+        """Whether another process is indexing this workspace right now."""
+        try:
+            with self._exclusive(wait=False):
+                return False
+        except IndexBusyError:
+            return True
+
+    def index(
+        self,
+        *,
+        wait: bool = True,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> IndexStats:
+        """Bring the index in line with the files on disk; returns what changed.
+
+        :param wait: wait for another process's run to finish instead of raising
+            :class:`IndexBusyError`.
+        :param progress: ``progress(relpath, done, total)`` after each file.
+        """
+        with self._exclusive(wait), self._lock:
+            return self._index(progress)
+
+    def _index(self, progress: Callable[[str, int, int], None] | None) -> IndexStats:
+        stats = IndexStats()
+        known = {
+            relpath: (content_hash, size, mtime)
+            for relpath, content_hash, size, mtime in self._db.execute(
+                "SELECT relpath, content_hash, size, mtime_ns FROM rag_files WHERE workspace=?",
+                (self.workspace_id,),
+            )
+        }
+        files = list(iter_workspace_files(self.root, max_bytes=self.max_file_bytes))
+        seen: set[str] = set()
+        batch: list[_PendingFile] = []
+        touched: list[tuple[int, int, str, str]] = []  # new stat of unchanged content
+        for done, file in enumerate(files, start=1):
+            previous = known.get(file.relpath)
+            if previous is not None and previous[1:] == (file.size, file.mtime_ns):
+                seen.add(file.relpath)
+                stats.unchanged += 1
+            else:
+                text = read_text(file.path)
+                if text is None:  # binary or undecodable: not indexed (and leaves if it was)
+                    stats.skipped += 1
+                    stats.skipped_files.append(file.relpath)
+                else:
+                    seen.add(file.relpath)
+                    content_hash = _text_hash(text)
+                    if previous is not None and previous[0] == content_hash:
+                        stats.unchanged += 1
+                        touched.append((file.size, file.mtime_ns, self.workspace_id, file.relpath))
+                    else:
+                        batch.append(self._prepare(file, text, content_hash))
+                        if previous is None:
+                            stats.added += 1
+                        else:
+                            stats.updated += 1
+            if len(batch) >= FILES_PER_BATCH:
+                stats.chunks_embedded += self._write_batch(batch)
+                batch = []
+            if progress is not None:
+                progress(file.relpath, done, len(files))
+        stats.chunks_embedded += self._write_batch(batch)
+        gone = sorted(set(known) - seen)
+        with self._db:
+            self._db.executemany(
+                "UPDATE rag_files SET size=?, mtime_ns=? WHERE workspace=? AND relpath=?",
+                touched,
+            )
+            for relpath in gone:
+                self._delete_file(relpath)
+        stats.removed = len(gone)
+        stats.chunks_embedded += self._embed_missing()
+        self._collect_garbage()
+        stats.chunks_total = self.chunk_count()
+        return stats
+
+    def _prepare(self, file: WorkspaceFile, text: str, content_hash: str) -> _PendingFile:
+        chunks = [
+            _Chunk(c.index, c.start, c.end, c.token_count, _text_hash(c.text), c.text)
+            for c in chunk_text(
+                text,
+                max_tokens=self.chunk_tokens,
+                overlap_tokens=self.chunk_overlap,
+                encoding=self.encoding,
+            )
+        ]
+        return _PendingFile(file.relpath, content_hash, file.size, file.mtime_ns, chunks)
+
+    def _have_vectors(self, hashes: Sequence[str]) -> set[str]:
+        have: set[str] = set()
+        for start in range(0, len(hashes), 500):
+            part = list(hashes[start : start + 500])
+            marks = ",".join("?" * len(part))
+            have.update(
+                row[0]
+                for row in self._db.execute(
+                    "SELECT text_hash FROM rag_embeddings WHERE embedder=? AND dim=? "
+                    f"AND text_hash IN ({marks})",
+                    (self.embedder.name, self.embedder.dim, *part),
+                )
+            )
+        return have
+
+    def _embed(self, texts_by_hash: Mapping[str, str]) -> list[tuple[str, str, int, bytes]]:
+        rows: list[tuple[str, str, int, bytes]] = []
+        hashes = sorted(texts_by_hash)
+        for start in range(0, len(hashes), _EMBED_BATCH):
+            part = hashes[start : start + _EMBED_BATCH]
+            vectors = normalise(self.embedder.embed([texts_by_hash[h] for h in part]))
+            if vectors.shape != (len(part), self.embedder.dim):
+                raise WorkspaceIndexError(
+                    f"embedding backend {self.embedder.name!r} returned shape "
+                    f"{vectors.shape}, expected ({len(part)}, {self.embedder.dim})"
+                )
+            rows.extend(
+                (h, self.embedder.name, self.embedder.dim, vectors[i].tobytes())
+                for i, h in enumerate(part)
+            )
+        return rows
+
+    def _write_batch(self, batch: list[_PendingFile]) -> int:
+        if not batch:
+            return 0
+        texts = {chunk.text_hash: chunk.text for f in batch for chunk in f.chunks}
+        have = self._have_vectors(sorted(texts))
+        # Embed before opening the transaction: the slow part never holds the write lock.
+        rows = self._embed({h: t for h, t in texts.items() if h not in have})
+        with self._db:
+            self._db.executemany("INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)", rows)
+            for pending in batch:
+                self._delete_file(pending.relpath)
+                self._db.executemany(
+                    'INSERT INTO rag_chunks(workspace, relpath, chunk_index, start, "end", '
+                    "token_count, text_hash, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            self.workspace_id,
+                            pending.relpath,
+                            c.index,
+                            c.start,
+                            c.end,
+                            c.token_count,
+                            c.text_hash,
+                            c.text,
+                        )
+                        for c in pending.chunks
+                    ],
+                )
+                self._db.execute(
+                    "INSERT INTO rag_files VALUES (?, ?, ?, ?, ?)",
+                    (
+                        self.workspace_id,
+                        pending.relpath,
+                        pending.content_hash,
+                        pending.size,
+                        pending.mtime_ns,
+                    ),
+                )
+        return len(rows)
+
+    def _delete_file(self, relpath: str) -> None:
+        key = (self.workspace_id, relpath)
+        self._db.execute("DELETE FROM rag_chunks WHERE workspace=? AND relpath=?", key)
+        self._db.execute("DELETE FROM rag_files WHERE workspace=? AND relpath=?", key)
+
+    def _embed_missing(self) -> int:
+        """Embed chunks with no vector from the current embedder (after a model switch)."""
+        rows = self._db.execute(
+            "SELECT DISTINCT c.text_hash, c.text FROM rag_chunks c LEFT JOIN rag_embeddings e "
+            "ON e.text_hash = c.text_hash AND e.embedder = ? AND e.dim = ? "
+            "WHERE c.workspace = ? AND e.text_hash IS NULL",
+            (self.embedder.name, self.embedder.dim, self.workspace_id),
+        ).fetchall()
+        embedded = 0
+        for start in range(0, len(rows), _EMBED_BATCH):
+            vectors = self._embed(dict(rows[start : start + _EMBED_BATCH]))
+            with self._db:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)", vectors
+                )
+            embedded += len(vectors)
+        return embedded
+
+    def _collect_garbage(self) -> None:
+        # Vectors that no chunk of any workspace refers to any more.
+        with self._db:
+            self._db.execute(
+                "DELETE FROM rag_embeddings WHERE text_hash NOT IN "
+                "(SELECT text_hash FROM rag_chunks)"
+            )
+
+    # -- inspection -------------------------------------------------------------------
+
+    def file_count(self) -> int:
+        with self._lock:
+            return self._db.execute(
+                "SELECT count(*) FROM rag_files WHERE workspace=?", (self.workspace_id,)
+            ).fetchone()[0]
+
+    def chunk_count(self) -> int:
+        with self._lock:
+            return self._db.execute(
+                "SELECT count(*) FROM rag_chunks WHERE workspace=?", (self.workspace_id,)
+            ).fetchone()[0]
+
+    def is_indexed(self) -> bool:
+        return self.file_count() > 0
+
+    # -- search ---------------------------------------------------------------------
+
+    def _matrix(self) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk ids, vectors) of this workspace for the current embedder, cached."""
+        # data_version changes when another connection commits; total_changes when we do.
+        key = (self._db.execute("PRAGMA data_version").fetchone()[0], self._db.total_changes)
+        if self._matrix_cache is not None and self._matrix_cache[0] == key:
+            return self._matrix_cache[1], self._matrix_cache[2]
+        rows = self._db.execute(
+            "SELECT c.id, e.vector FROM rag_chunks c JOIN rag_embeddings e "
+            "ON e.text_hash = c.text_hash AND e.embedder = ? AND e.dim = ? "
+            "WHERE c.workspace = ? ORDER BY c.id",
+            (self.embedder.name, self.embedder.dim, self.workspace_id),
+        ).fetchall()
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(
+            len(rows), self.embedder.dim
+        )
+        self._matrix_cache = (key, ids, matrix)
+        return ids, matrix
+
+    def _hits(self, scored: Sequence[tuple[int, float]], source: str) -> list[Hit]:
+        if not scored:
+            return []
+        marks = ",".join("?" * len(scored))
+        rows = {
+            row[0]: row[1:]
+            for row in self._db.execute(
+                f'SELECT id, relpath, chunk_index, start, "end", text FROM rag_chunks '
+                f"WHERE id IN ({marks})",
+                [chunk_id for chunk_id, _ in scored],
+            )
+        }
+        hits = []
+        for chunk_id, score in scored:
+            relpath, index, start, end, text = rows[chunk_id]
+            hits.append(
+                Hit(
+                    id=f"{relpath}#{index}",
+                    text=text,
+                    score=float(score),
+                    source=source,
+                    uri=str(self.root / relpath),
+                    metadata={
+                        "path": relpath,
+                        "ext": Path(relpath).suffix,
+                        "chunk": index,
+                        "start": start,
+                        "end": end,
+                    },
+                )
+            )
+        return hits
+
+    def _filter_clause(self, filters: Mapping[str, Any]) -> tuple[str, list[str]]:
+        """SQL over ``rag_chunks c`` for ``path``/``ext`` filters (``""`` when none)."""
+        unknown = set(filters) - {"path", "ext"}
+        if unknown:
+            raise QueryError(
+                f"the workspace index filters on 'path' and 'ext' only, not {sorted(unknown)}"
+            )
+        clauses: list[str] = []
+        params: list[str] = []
+        for key, wanted in filters.items():
+            values = [str(v) for v in (wanted if isinstance(wanted, list | tuple) else [wanted])]
+            if not values:
+                clauses.append("0")
+            elif key == "path":
+                clauses.append(f"c.relpath IN ({','.join('?' * len(values))})")
+                params.extend(values)
+            else:
+                clauses.append("(" + " OR ".join("c.relpath LIKE ?" for _ in values) + ")")
+                params.extend(f"%{v if v.startswith('.') else '.' + v}" for v in values)
+        return "".join(f" AND {c}" for c in clauses), params
+
+    def search_vector(
+        self,
+        vector: np.ndarray,
+        k: int,
+        filters: Mapping[str, Any] | None = None,
+        *,
+        source: str = "workspace",
+    ) -> list[Hit]:
+        """Cosine similarity of one query vector against every chunk; the top ``k``."""
+        with self._lock:
+            ids, matrix = self._matrix()
+            if len(ids) == 0:
+                return []
+            if np.asarray(vector).shape[-1] != matrix.shape[1]:
+                raise WorkspaceIndexError(
+                    f"the query vector has {np.asarray(vector).shape[-1]} dimensions; the "
+                    f"index holds {matrix.shape[1]} ({self.embedder.name})"
+                )
+            mask = None
+            if filters:
+                clause, params = self._filter_clause(filters)
+                allowed = np.fromiter(
+                    (
+                        row[0]
+                        for row in self._db.execute(
+                            f"SELECT c.id FROM rag_chunks c WHERE c.workspace = ?{clause}",
+                            [self.workspace_id, *params],
+                        )
+                    ),
+                    dtype=np.int64,
+                )
+                mask = np.isin(ids, allowed)
+            rows, scores = top_k(matrix, np.asarray(vector), k, mask=mask)
+            chosen = [(int(ids[r]), float(s)) for r, s in zip(rows, scores, strict=True)]
+            return self._hits(chosen, source)
+
+    def search_words(
+        self,
+        text: str,
+        k: int,
+        filters: Mapping[str, Any] | None = None,
+        *,
+        source: str = "workspace-fts",
+    ) -> list[Hit]:
+        """BM25 (FTS5) over chunk text and file paths; the top ``k``. Any text is safe."""
+        from kairox.default_plugins.sqlite_fts import match_expression
+
+        expression = match_expression(text)
+        if expression is None:
+            return []
+        clause, params = self._filter_clause(filters or {})
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT rag_chunks_fts.rowid, bm25(rag_chunks_fts) AS rank FROM rag_chunks_fts "
+                "JOIN rag_chunks c ON c.id = rag_chunks_fts.rowid "
+                f"WHERE rag_chunks_fts MATCH ? AND c.workspace = ?{clause} "
+                "ORDER BY rank, c.id LIMIT ?",
+                [expression, self.workspace_id, *params, k],
+            ).fetchall()
+            return self._hits([(row[0], -row[1]) for row in rows], source)
+
+
+class WorkspaceDenseRetriever:
+    """The workspace index searched by embedding similarity."""
+
+    score_kind = ScoreKind.COSINE
+
+    def __init__(self, index: WorkspaceRagIndex, name: str = "workspace") -> None:
+        self.index = index
+        self.name = name
+        self.embedder = index.embedder
+
+    def unavailable_reason(self) -> str | None:
+        return None if self.index.is_indexed() else NOT_INDEXED
+
+    def _search(self, query: Query) -> list[Hit]:
+        if not query.text.strip():
+            return []
+        vector = query.embeddings.get(self.embedder.name)
+        if vector is None:
+            vector = self.embedder.embed([query.text])[0]
+        return self.index.search_vector(vector, query.k, query.filters, source=self.name)
+
+    async def retrieve(self, query: Query) -> list[Hit]:
+        return await asyncio.to_thread(self._search, query)
+
+
+class WorkspaceLexicalRetriever:
+    """The workspace index searched by words (FTS5 BM25 over chunks and paths)."""
+
+    score_kind = ScoreKind.BM25
+
+    def __init__(self, index: WorkspaceRagIndex, name: str = "workspace-fts") -> None:
+        self.index = index
+        self.name = name
+
+    def unavailable_reason(self) -> str | None:
+        return None if self.index.is_indexed() else NOT_INDEXED
+
+    async def retrieve(self, query: Query) -> list[Hit]:
+        return await asyncio.to_thread(
+            self.index.search_words, query.text, query.k, query.filters, source=self.name
+        )

@@ -1,0 +1,119 @@
+"""``kairox index``, ``kairox search`` and ``kairox kb ingest`` end to end, in-process."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+@pytest.fixture
+def workspace_with_kb(workspace):
+    (workspace / "docs").mkdir()
+    (workspace / "docs" / "rocket.md").write_text("The rocket engine burns liquid oxygen.\n")
+    (workspace / "docs" / "garden.txt").write_text("Tomatoes need sun and water.\n")
+    (workspace / "papers.jsonl").write_text(
+        json.dumps({"id": "p1", "title": "Orbits", "text": "Kepler laws of planetary orbits"})
+        + "\n"
+        + json.dumps(
+            {"id": "p2", "text": "Oxygen isotopes in rocket exhaust", "metadata": {"y": 1}}
+        )
+        + "\n"
+    )
+    (workspace / "kairox.toml").write_text(
+        "[profiles.default]\n"
+        "[profiles.research]\n"
+        'aliases = ["r"]\n'
+        "[knowledge_bases.papers]\n"
+        'kind = "sqlite-fts"\n'
+        'path = "state/papers.db"\n'
+        'profile_aliases = ["r"]\n'
+        "[knowledge_bases.broken]\n"
+        'kind = "sqlite-fts"\n'
+        'path = "missing.db"\n'
+    )
+    return workspace
+
+
+def test_index_reports_counts_and_is_incremental(invoke, workspace_with_kb):
+    first = invoke("index", "--json")
+    assert first.exit_code == 0, first.output
+    counts = json.loads(first.output)
+    assert counts["added"] == 4 and counts["chunks_embedded"] > 0
+    again = json.loads(invoke("index", "--json").output)
+    assert (again["added"], again["unchanged"], again["chunks_embedded"]) == (0, 4, 0)
+    (workspace_with_kb / "docs" / "garden.txt").unlink()
+    third = invoke("index")
+    assert third.exit_code == 0
+    assert "1 removed" in third.output
+
+
+def test_search_before_indexing_says_how_to_fix(invoke, workspace_with_kb):
+    result = invoke("search", "rocket", "--json")
+    assert result.exit_code == 0, result.output
+    reports = {r["source"]: r for r in json.loads(result.output)["sources"]}
+    assert reports["workspace"]["status"] == "skipped"
+    assert "kairox index" in reports["workspace"]["error"]
+
+
+def test_search_fuses_workspace_and_visible_knowledge_bases(invoke, workspace_with_kb):
+    assert invoke("index").exit_code == 0
+    ingest = invoke("kb", "ingest", "papers", "papers.jsonl", "--json")
+    assert ingest.exit_code == 0, ingest.output
+    assert json.loads(ingest.output)["added"] == 2
+
+    result = invoke("search", "rocket oxygen", "--profile", "research", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    reports = {r["source"]: r for r in data["sources"]}
+    assert reports["papers"]["status"] == "ok" and reports["papers"]["hits"] >= 1
+    assert reports["broken"]["status"] == "error"  # a dead source is reported, not fatal
+    assert "kairox kb ingest broken" in reports["broken"]["error"]
+    sources = {p["source"] for hit in data["hits"] for p in hit["sources"]}
+    assert {"workspace", "workspace-fts", "papers"} <= sources
+    assert [h["rank"] for h in data["hits"]] == list(range(1, len(data["hits"]) + 1))
+    top = data["hits"][0]
+    assert top["uri"].endswith("rocket.md") and "rocket" in top["snippet"].lower()
+
+    # the default profile does not see `papers`
+    default = json.loads(invoke("search", "rocket oxygen", "--json").output)
+    assert "papers" not in {r["source"] for r in default["sources"]}
+
+    table = invoke("search", "rocket oxygen", "-p", "r", "-k", "2")
+    assert table.exit_code == 0
+    assert "papers: ok" in table.output and "broken: error" in table.output
+
+
+def test_search_unknown_profile_is_a_config_error(invoke, workspace_with_kb):
+    result = invoke("search", "x", "--profile", "reserch")
+    assert result.exit_code == 2
+    assert "did you mean 'research'" in result.output
+
+
+def test_ingest_is_incremental_and_prunes_on_request(invoke, workspace_with_kb):
+    invoke("kb", "ingest", "papers", "papers.jsonl")
+    (workspace_with_kb / "papers.jsonl").write_text(
+        json.dumps({"id": "p1", "title": "Orbits", "text": "Kepler laws of planetary orbits"})
+        + "\n"
+    )
+    kept = json.loads(invoke("kb", "ingest", "papers", "papers.jsonl", "--json").output)
+    assert (kept["added"], kept["updated"], kept["unchanged"], kept["deleted"]) == (0, 0, 1, 0)
+    pruned = json.loads(
+        invoke("kb", "ingest", "papers", "papers.jsonl", "--prune", "--json").output
+    )
+    assert pruned["deleted"] == 1
+
+
+def test_ingest_folder_and_errors(invoke, workspace_with_kb):
+    result = invoke("kb", "ingest", "papers", "docs", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["added"] == 2
+
+    (workspace_with_kb / "bad.jsonl").write_text('{"id": "x", "text": "ok"}\n{"id": "y"}\n')
+    bad = invoke("kb", "ingest", "papers", "bad.jsonl")
+    assert bad.exit_code == 1
+    assert "bad.jsonl:2" in bad.output and "'text'" in bad.output
+
+    unknown = invoke("kb", "ingest", "nope", "docs")
+    assert unknown.exit_code == 2
+    assert "knowledge_bases.nope" in unknown.output

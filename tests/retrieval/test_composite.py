@@ -1,0 +1,434 @@
+"""The composite retriever: fan-out, deadlines, failures, skipped sources, shared query embedding.
+
+The sources here are small test doubles of the ``WorkspaceRetriever`` protocol (static
+lists, a sleeper, a raiser, a thread-bound blocker); real sources have their own tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from kairox.retrieval import (
+    CompositeWorkspaceRetriever,
+    Hit,
+    Query,
+    RetrievalResult,
+    ScoreKind,
+    SourceReport,
+    SourceStatus,
+)
+from kairox.testing import run
+
+
+class StaticSource:
+    """Returns a fixed list of hits and records every query it is asked.
+
+    A hit's text depends only on its id, so two sources returning one id return the same
+    passage (and fusion merges them by text).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        ids: Sequence[str] = (),
+        *,
+        embedder: object | None = None,
+        delay: float = 0.0,
+        score_kind: ScoreKind = ScoreKind.BM25,
+    ) -> None:
+        self.name = name
+        self.score_kind = score_kind
+        self.hits = [
+            Hit(id=i, text=f"text of {i}", score=float(len(ids) - n), source=name)
+            for n, i in enumerate(ids)
+        ]
+        self.delay = delay
+        self.received: list[Query] = []
+        if embedder is not None:
+            self.embedder = embedder
+
+    async def retrieve(self, query: Query) -> list[Hit]:
+        self.received.append(query)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        return self.hits[: query.k]
+
+
+class SlowSource(StaticSource):
+    """Answers only after five seconds: always past any deadline used here."""
+
+    async def retrieve(self, query: Query) -> list[Hit]:
+        await asyncio.sleep(5)
+        return self.hits
+
+
+class RaisingSource(StaticSource):
+    async def retrieve(self, query: Query) -> list[Hit]:
+        raise RuntimeError("index file is corrupt")
+
+
+class ThreadBoundSource(StaticSource):
+    """Blocks in a worker thread, which cancellation cannot stop.
+
+    The thread waits (up to 3 s) for ``release`` so a test can end it promptly once it
+    has checked that the composite did not wait; ``finished`` is set as the thread ends.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.release = threading.Event()
+        self.finished = threading.Event()
+
+    def _block(self) -> None:
+        self.release.wait(3)
+        self.finished.set()
+
+    async def retrieve(self, query: Query) -> list[Hit]:
+        await asyncio.to_thread(self._block)
+        return self.hits
+
+
+class CountingEmbedder:
+    """An embedding backend that counts its calls; the vector is filled with ``fill``."""
+
+    def __init__(self, name: str, fill: float = 1.0, dim: int = 4) -> None:
+        self.name = name
+        self.dim = dim
+        self.fill = fill
+        self.calls: list[list[str]] = []
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            self.calls.append(list(texts))
+        return np.full((len(texts), self.dim), self.fill, dtype=np.float32)
+
+
+class BrokenEmbedder(CountingEmbedder):
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        super().embed(texts)
+        raise OSError("model file missing")
+
+
+def report(result: RetrievalResult, name: str) -> SourceReport:
+    return next(r for r in result.reports if r.source == name)
+
+
+def retrieve(composite: CompositeWorkspaceRetriever, text: str = "q", k: int = 10):
+    return run(composite.retrieve(Query(text, k=k)))
+
+
+# --- fan-out and fusion --------------------------------------------------------------------
+
+
+def test_hits_from_every_source_are_fused() -> None:
+    composite = CompositeWorkspaceRetriever(
+        [StaticSource("A", ["x", "y"]), StaticSource("B", ["y", "z"])]
+    )
+    result = retrieve(composite)
+    assert result.hits[0].id == "y"  # found by both
+    assert {h.id for h in result.hits} == {"x", "y", "z"}
+    assert [r.status for r in result.reports] == [SourceStatus.OK, SourceStatus.OK]
+    assert [r.hit_count for r in result.reports] == [2, 2]
+    assert all(r.latency_ms >= 0 and r.error is None for r in result.reports)
+
+
+def test_sources_are_asked_for_a_deeper_list_and_the_result_is_cut_to_k() -> None:
+    a = StaticSource("A", [f"a{i}" for i in range(30)])
+    b = StaticSource("B", [f"b{i}" for i in range(30)])
+    result = retrieve(CompositeWorkspaceRetriever([a, b]), k=5)
+    assert [q.k for q in a.received + b.received] == [20, 20]
+    assert len(result.hits) == 5
+    assert report(result, "A").hit_count == 20
+
+    big_k = retrieve(CompositeWorkspaceRetriever([a]), k=25)
+    assert a.received[-1].k == 25 and len(big_k.hits) == 25
+
+    retrieve(CompositeWorkspaceRetriever([a], candidates=7), k=5)
+    assert a.received[-1].k == 7
+
+
+def test_the_query_is_passed_through() -> None:
+    source = StaticSource("A", ["x"])
+    run(
+        CompositeWorkspaceRetriever([source]).retrieve(
+            Query('"weird" AND (text)', k=3, filters={"lang": "en"})
+        )
+    )
+    assert source.received[0].text == '"weird" AND (text)'
+    assert source.received[0].filters == {"lang": "en"}
+
+
+def test_weights_and_fusion_method_apply() -> None:
+    sources = [StaticSource("A", ["a"]), StaticSource("B", ["b"]), StaticSource("C", ["a"])]
+    assert [h.id for h in retrieve(CompositeWorkspaceRetriever(sources)).hits] == ["a", "b"]
+    weighted = CompositeWorkspaceRetriever(sources, weights={"B": 3.0})
+    assert [h.id for h in retrieve(weighted).hits] == ["b", "a"]
+    minmax = CompositeWorkspaceRetriever(sources, fusion="minmax")
+    assert [h.score for h in retrieve(minmax).hits] == [2.0, 1.0]
+
+
+def test_reports_follow_source_order_not_finishing_order() -> None:
+    sources = [
+        StaticSource("late", ["l"], delay=0.05),
+        StaticSource("early", ["e"]),
+        StaticSource("middle", ["m"], delay=0.02),
+    ]
+    result = retrieve(CompositeWorkspaceRetriever(sources, default_timeout_ms=5000))
+    assert [r.source for r in result.reports] == ["late", "early", "middle"]
+    assert all(r.status is SourceStatus.OK for r in result.reports)
+
+
+# --- failures and deadlines ----------------------------------------------------------------
+
+
+def test_a_slow_source_times_out_and_the_others_still_answer() -> None:
+    composite = CompositeWorkspaceRetriever(
+        [StaticSource("fast", ["x", "y"]), SlowSource("slow", ["never"])],
+        timeouts_ms={"slow": 50},
+    )
+    result = retrieve(composite)
+    assert [h.id for h in result.hits] == ["x", "y"]
+    slow = report(result, "slow")
+    assert slow.status is SourceStatus.TIMEOUT
+    assert slow.error == "no answer within 50 ms"
+    assert slow.hit_count == 0
+    assert report(result, "fast").status is SourceStatus.OK
+
+
+def test_default_timeout_applies_to_unlisted_sources() -> None:
+    composite = CompositeWorkspaceRetriever([SlowSource("slow")], default_timeout_ms=30)
+    assert composite.timeout_ms("slow") == 30
+    assert report(retrieve(composite), "slow").error == "no answer within 30 ms"
+
+
+def test_a_raising_source_is_reported_and_the_others_are_fine() -> None:
+    composite = CompositeWorkspaceRetriever([RaisingSource("bad"), StaticSource("good", ["x"])])
+    result = retrieve(composite)
+    bad = report(result, "bad")
+    assert bad.status is SourceStatus.ERROR
+    assert bad.error == "RuntimeError: index file is corrupt"
+    assert [h.id for h in result.hits] == ["x"]
+    assert report(result, "good").status is SourceStatus.OK
+
+
+def test_a_malformed_answer_is_an_error_not_a_crash() -> None:
+    class ReturnsStrings(StaticSource):
+        async def retrieve(self, query: Query) -> list[Hit]:
+            return ["not a hit"]  # type: ignore[list-item]
+
+    result = retrieve(
+        CompositeWorkspaceRetriever([ReturnsStrings("odd"), StaticSource("ok", ["x"])])
+    )
+    assert report(result, "odd").status is SourceStatus.ERROR
+    assert report(result, "odd").error.startswith("TypeError: ")
+    assert [h.id for h in result.hits] == ["x"]
+
+
+def test_a_hit_with_malformed_fields_is_an_error_not_a_crash() -> None:
+    class NoneMetadata(StaticSource):
+        async def retrieve(self, query: Query) -> list[Hit]:
+            return [Hit("h", "text", 1.0, self.name, metadata=None)]  # type: ignore[arg-type]
+
+    result = retrieve(CompositeWorkspaceRetriever([NoneMetadata("odd"), StaticSource("ok", ["x"])]))
+    assert report(result, "odd").status is SourceStatus.ERROR
+    assert "mapping metadata" in report(result, "odd").error
+    assert [h.id for h in result.hits] == ["x"]
+
+
+def test_score_fusion_turns_a_nan_score_into_an_error_report() -> None:
+    class NanScores(StaticSource):
+        async def retrieve(self, query: Query) -> list[Hit]:
+            return [Hit("h", "text", float("nan"), self.name)]
+
+    sources = [NanScores("nan"), StaticSource("ok", ["x"])]
+    scored = retrieve(CompositeWorkspaceRetriever(sources, fusion="dbsf"))
+    assert report(scored, "nan").status is SourceStatus.ERROR
+    assert "non-finite" in report(scored, "nan").error
+    # Rank fusion never reads scores, so the same answer is usable there.
+    ranked = retrieve(CompositeWorkspaceRetriever(sources))
+    assert report(ranked, "nan").status is SourceStatus.OK
+
+
+def test_a_thread_bound_source_does_not_hold_the_result() -> None:
+    blocker = ThreadBoundSource("blocking")
+    composite = CompositeWorkspaceRetriever(
+        [blocker, StaticSource("fast", ["x"])], timeouts_ms={"blocking": 50}
+    )
+
+    async def scenario() -> tuple[RetrievalResult, bool]:
+        result = await composite.retrieve(Query("q"))
+        still_running = not blocker.finished.is_set()
+        blocker.release.set()  # let the thread end so the event loop can close promptly
+        return result, still_running
+
+    result, still_running = run(scenario())
+    assert still_running, "retrieve() waited for a thread that ignored cancellation"
+    assert report(result, "blocking").status is SourceStatus.TIMEOUT
+    assert [h.id for h in result.hits] == ["x"]
+
+
+def test_retrieve_sync_does_not_wait_for_a_straggling_thread() -> None:
+    blocker = ThreadBoundSource("blocking")
+    composite = CompositeWorkspaceRetriever(
+        [blocker, StaticSource("fast", ["x"])], timeouts_ms={"blocking": 50}
+    )
+    try:
+        result = composite.retrieve_sync(Query("q"))
+        assert not blocker.finished.is_set(), "retrieve_sync() joined the straggling thread"
+    finally:
+        blocker.release.set()
+    assert report(result, "blocking").status is SourceStatus.TIMEOUT
+    assert [h.id for h in result.hits] == ["x"]
+    assert blocker.finished.wait(5)  # and the thread ends cleanly on its own
+
+
+def test_retrieve_sync_refuses_to_run_inside_an_event_loop() -> None:
+    composite = CompositeWorkspaceRetriever([StaticSource("A", ["x"])])
+
+    async def inside() -> None:
+        composite.retrieve_sync(Query("q"))
+
+    with pytest.raises(RuntimeError, match="await retrieve"):
+        run(inside())
+
+
+# --- skipped sources and configuration errors ----------------------------------------------
+
+
+def test_skipped_sources_are_reported_every_time() -> None:
+    reason = "kind 'tantivy' is not installed: kairox install kairox-tantivy"
+    composite = CompositeWorkspaceRetriever(
+        [StaticSource("A", ["x"])], skipped={"notes": reason}, weights={"notes": 2.0}
+    )
+    for _ in range(2):
+        result = retrieve(composite)
+        assert [r.source for r in result.reports] == ["A", "notes"]
+        assert report(result, "notes") == SourceReport(
+            "notes", SourceStatus.SKIPPED, 0.0, 0, reason
+        )
+        assert [h.id for h in result.hits] == ["x"]
+
+
+def test_no_usable_source_gives_an_empty_result() -> None:
+    result = retrieve(CompositeWorkspaceRetriever([], skipped={"kb": "no credentials"}))
+    assert result.hits == []
+    assert [r.status for r in result.reports] == [SourceStatus.SKIPPED]
+
+
+def test_duplicate_names_are_rejected() -> None:
+    with pytest.raises(ValueError, match="'docs'"):
+        CompositeWorkspaceRetriever([StaticSource("docs"), StaticSource("docs")])
+    with pytest.raises(ValueError, match="'docs'"):
+        CompositeWorkspaceRetriever([StaticSource("docs")], skipped={"docs": "why"})
+
+
+def test_bad_configuration_is_rejected() -> None:
+    source = StaticSource("A")
+    with pytest.raises(ValueError, match="rrf, minmax, dbsf"):
+        CompositeWorkspaceRetriever([source], fusion="borda")
+    with pytest.raises(ValueError, match="weight for source 'A'"):
+        CompositeWorkspaceRetriever([source], weights={"A": -1})
+    with pytest.raises(ValueError, match="timeout for 'A'"):
+        CompositeWorkspaceRetriever([source], timeouts_ms={"A": 0})
+    with pytest.raises(ValueError, match="unknown sources \\['typo'\\]"):
+        CompositeWorkspaceRetriever([source], timeouts_ms={"typo": 100})
+    with pytest.raises(ValueError, match="candidates"):
+        CompositeWorkspaceRetriever([source], candidates=0)
+
+
+# --- shared query embedding ----------------------------------------------------------------
+
+
+def test_two_sources_on_one_backend_share_one_embedding() -> None:
+    embedder = CountingEmbedder("hash-4", fill=0.5)
+    same_name_other_object = CountingEmbedder("hash-4", fill=0.5)
+    dense = [
+        StaticSource("d1", ["x"], embedder=embedder),
+        StaticSource("d2", ["y"], embedder=embedder),
+        StaticSource("d3", ["z"], embedder=same_name_other_object),
+    ]
+    lexical = StaticSource("fts", ["w"])
+    result = run(CompositeWorkspaceRetriever([*dense, lexical]).retrieve(Query("find me")))
+
+    assert embedder.calls + same_name_other_object.calls == [["find me"]]
+    for source in dense:
+        vector = source.received[0].embeddings["hash-4"]
+        np.testing.assert_array_equal(vector, np.full(4, 0.5, dtype=np.float32))
+    assert dict(lexical.received[0].embeddings) == {}
+    assert all(r.status is SourceStatus.OK for r in result.reports)
+
+
+def test_each_backend_is_called_once() -> None:
+    small, large = CountingEmbedder("small", fill=1.0), CountingEmbedder("large", fill=2.0, dim=8)
+    sources = [
+        StaticSource("s1", ["a"], embedder=small),
+        StaticSource("l1", ["b"], embedder=large),
+        StaticSource("s2", ["c"], embedder=small),
+        StaticSource("l2", ["d"], embedder=large),
+    ]
+    run(CompositeWorkspaceRetriever(sources).retrieve(Query("q")))
+    assert len(small.calls) == 1 and len(large.calls) == 1
+    assert sources[0].received[0].embeddings["small"].shape == (4,)
+    assert sources[1].received[0].embeddings["large"].shape == (8,)
+    # Each source gets its own backend's vector, never a different model's.
+    assert "large" not in sources[0].received[0].embeddings
+    assert "small" not in sources[1].received[0].embeddings
+
+
+def test_a_vector_the_caller_supplied_is_not_recomputed() -> None:
+    embedder = CountingEmbedder("hash-4")
+    source = StaticSource("d", ["x"], embedder=embedder)
+    given = np.zeros(4, dtype=np.float32)
+    run(CompositeWorkspaceRetriever([source]).retrieve(Query("q", embeddings={"hash-4": given})))
+    assert embedder.calls == []
+    assert source.received[0].embeddings["hash-4"] is given
+
+
+def test_a_failing_embedding_is_an_error_for_the_sources_that_need_it() -> None:
+    broken = BrokenEmbedder("minilm")
+    sources = [
+        StaticSource("dense1", ["x"], embedder=broken),
+        StaticSource("dense2", ["y"], embedder=broken),
+        StaticSource("fts", ["z"]),
+    ]
+    result = retrieve(CompositeWorkspaceRetriever(sources))
+    assert len(broken.calls) == 1
+    for name in ("dense1", "dense2"):
+        failed = report(result, name)
+        assert failed.status is SourceStatus.ERROR
+        assert "'minilm'" in failed.error and "OSError: model file missing" in failed.error
+    assert sources[0].received == [] and sources[1].received == []
+    assert [h.id for h in result.hits] == ["z"]
+
+
+def test_a_slow_embedding_counts_against_the_source_deadline() -> None:
+    class SlowEmbedder(CountingEmbedder):
+        def __init__(self, name: str) -> None:
+            super().__init__(name)
+            self.release = threading.Event()
+
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            self.release.wait(3)
+            return super().embed(texts)
+
+    slow = SlowEmbedder("big-model")
+    dense = StaticSource("dense", ["x"], embedder=slow)
+
+    async def scenario() -> RetrievalResult:
+        try:
+            return await CompositeWorkspaceRetriever(
+                [dense, StaticSource("fts", ["y"])], timeouts_ms={"dense": 50}
+            ).retrieve(Query("q"))
+        finally:
+            slow.release.set()
+
+    result = run(scenario())
+    assert report(result, "dense").status is SourceStatus.TIMEOUT
+    assert dense.received == []
+    assert [h.id for h in result.hits] == ["y"]
