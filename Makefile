@@ -22,9 +22,12 @@ lint: install
 test: lint
 	$(BIN)/pytest $(TEST_DIRS)
 
+# The main job on the embedded defaults (SQLite, hashing embedder): index this checkout,
+# then search it. State goes to $KAIROX_HOME (default ~/.local/share/kairox).
+QUERY ?= how does a plugin register a knowledge base kind
 demo: install
-	$(BIN)/kairox plugins --all
-	$(BIN)/kairox config check
+	$(BIN)/kairox index .
+	$(BIN)/kairox search "$(QUERY)" -k 5
 
 clean:
 	rm -rf $(VENV)

@@ -129,6 +129,20 @@ class AppFacade:
         composite = self.sources.composite(self.resolve_profile(profile), fusion=fusion, only=only)
         return await composite.retrieve(Query(text, k=k, filters=dict(filters or {})))
 
+    def search_sync(
+        self,
+        text: str,
+        *,
+        profile: str | None = None,
+        k: int = 10,
+        filters: Mapping[str, Any] | None = None,
+        fusion: str = "rrf",
+        only: set[str] | None = None,
+    ) -> RetrievalResult:
+        """:meth:`search` for synchronous callers; never waits on a source past its deadline."""
+        composite = self.sources.composite(self.resolve_profile(profile), fusion=fusion, only=only)
+        return composite.retrieve_sync(Query(text, k=k, filters=dict(filters or {})))
+
     # -- knowledge bases ----------------------------------------------------------
 
     def ingestable(self, kb_id: str) -> IngestableSource:

@@ -117,3 +117,11 @@ def test_ingest_folder_and_errors(invoke, workspace_with_kb):
     unknown = invoke("kb", "ingest", "nope", "docs")
     assert unknown.exit_code == 2
     assert "knowledge_bases.nope" in unknown.output
+
+
+def test_search_output_shows_brackets_literally(invoke, workspace):
+    (workspace / "conf.toml.txt").write_text("[profiles.default] bracketed section header\n")
+    invoke("index")
+    result = invoke("search", "bracketed section header")
+    assert result.exit_code == 0
+    assert "[profiles.default]" in result.output

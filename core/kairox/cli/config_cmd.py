@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from kairox.cli.app import AppContext, console, console_err, fold_long_values, warn_plugin_failures
 
@@ -94,9 +95,9 @@ def check(app: AppContext, as_json: bool) -> None:
         visible = {(m["profile"], m["source"]): m["visible"] for m in report["matrix"]}
         for source in report["sources"]:
             table.add_row(
-                source["id"],
-                source["kind"],
-                source["provider"] or "-",
+                Text(source["id"]),
+                Text(source["kind"]),
+                Text(source["provider"] or "-"),
                 "yes" if source["installed"] else "[red]no[/]",
                 *("[green]visible[/]" if visible[(p, source["id"])] else "-" for p in profiles),
             )

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from kairox.cli.app import AppContext, console, console_err, fold_long_values
 
@@ -40,7 +41,11 @@ def plugins(app: AppContext, show_all: bool, as_json: bool) -> None:
     table = Table("name", "package", "version", "registers", "status")
     fold_long_values(table)
     for info in infos:
-        status = "[green]ok[/]" if info.error is None else f"[red]failed[/]: {info.error}"
+        status = (
+            Text("ok", style="green")
+            if info.error is None
+            else Text.assemble(("failed", "red"), f": {info.error}")
+        )
         hooks = "\n".join(hook.removeprefix("kairox_register_") for hook in info.hooks)
         table.add_row(info.name, info.package or "", info.version or "", hooks, status)
     console.print(table)

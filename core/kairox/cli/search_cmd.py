@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from typing import Any
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from kairox.cli.app import AppContext, console, fold_long_values
 from kairox.retrieval import FusedHit, RetrievalResult
@@ -90,9 +90,7 @@ def search(
     """Search the workspace index and every knowledge base the profile sees."""
     facade = app.facade()
     name = facade.resolve_profile(profile)
-    result = asyncio.run(
-        facade.search(query, profile=name, k=k, fusion=fusion, only=set(only) or None)
-    )
+    result = facade.search_sync(query, profile=name, k=k, fusion=fusion, only=set(only) or None)
     if as_json:
         click.echo(json.dumps(result_as_json(result, query, name), indent=2, default=str))
         return
@@ -100,12 +98,13 @@ def search(
         table = Table("#", "score", "sources", "where", "snippet")
         fold_long_values(table)
         for rank, hit in enumerate(result.hits, start=1):
+            # Text(), not str: file contents may hold [brackets] that rich reads as markup.
             table.add_row(
                 str(rank),
                 f"{hit.score:.4f}",
-                _provenance(hit),
-                hit.uri or hit.id,
-                snippet(hit.text, query),
+                Text(_provenance(hit)),
+                Text(hit.uri or hit.id),
+                Text(snippet(hit.text, query)),
             )
         console.print(table)
     else:
