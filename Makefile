@@ -3,8 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # Every in-tree distribution that has tests; plugins join this list as they land.
-PACKAGES := . ./plugin-template
-TEST_DIRS := tests plugin-template/tests
+PACKAGES := . ./plugin-template ./plugins/tantivy
+TEST_DIRS := tests plugin-template/tests plugins/tantivy/tests
 
 .PHONY: install test lint demo clean
 

@@ -30,7 +30,8 @@ class Document:
             ensure_ascii=False,
             default=str,
         )
-        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+        # surrogatepass: a lone surrogate (possible in str) must hash, not raise
+        return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class QueryError(KairoxError, ValueError):

@@ -1,0 +1,168 @@
+"""kairox-tantivy: the ``tantivy`` knowledge-base kind (Tantivy BM25 over title and body).
+
+``TantivyConfig`` validates a ``[knowledge_bases.<id>]`` table with ``kind = "tantivy"``,
+``TantivySource`` serves it (``retrieve`` for search; ``upsert``/``delete``/``fingerprints``
+for ``kairox kb ingest``), and the hook at the bottom registers the kind.
+
+Importing this module does not import ``tantivy``: Kairox imports every plugin at start-up
+to list them, so the engine loads on first use (see :func:`kairox_tantivy.index.load_tantivy`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import Field, model_validator
+
+from kairox import hookimpl
+from kairox.config import KnowledgeBaseConfig
+from kairox.registry import BuildContext, KnowledgeBaseKind
+from kairox.retrieval import Document, Hit, Query, ScoreKind
+from kairox_tantivy.index import (
+    IndexHit,
+    TantivyIndex,
+    TantivyIndexError,
+    TantivyLockedError,
+    filter_term,
+    load_tantivy,
+)
+
+__all__ = [
+    "IndexHit",
+    "TantivyConfig",
+    "TantivyIndex",
+    "TantivyIndexError",
+    "TantivyLockedError",
+    "TantivySource",
+    "build_source",
+    "filter_term",
+    "kairox_register_knowledge_base_kinds",
+    "load_tantivy",
+    "resolve_index_dir",
+]
+
+
+class TantivyConfig(KnowledgeBaseConfig):
+    """``[knowledge_bases.<id>]`` with ``kind = "tantivy"``."""
+
+    index_dir: str = Field(
+        description="The index directory; relative paths resolve from the config file's folder."
+    )
+    title_boost: float = Field(default=1.0, ge=0, description="Multiplier on title matches.")
+    body_boost: float = Field(default=1.0, ge=0, description="Multiplier on body matches.")
+
+    @model_validator(mode="after")
+    def _some_field_searched(self) -> TantivyConfig:
+        if self.title_boost == 0 and self.body_boost == 0:
+            raise ValueError("title_boost and body_boost are both 0, so nothing would be searched")
+        return self
+
+
+class TantivySource:
+    """A knowledge base served from a :class:`TantivyIndex` directory.
+
+    Implements :class:`kairox.retrieval.WorkspaceRetriever` (``retrieve``) and
+    :class:`kairox.retrieval.IngestableSource` (``upsert``, ``delete``, ``fingerprints``;
+    the first write creates the index).
+    """
+
+    score_kind = ScoreKind.BM25
+
+    def __init__(
+        self, name: str, path: Path, *, title_boost: float = 1.0, body_boost: float = 1.0
+    ) -> None:
+        self.name = name
+        self.path = Path(path)
+        self.title_boost = title_boost
+        self.body_boost = body_boost
+        self._index: TantivyIndex | None = None
+        self._open_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"TantivySource({self.name!r}, {str(self.path)!r})"
+
+    def _exists(self) -> bool:
+        return (self.path / "meta.json").is_file()
+
+    def _open(self, *, create: bool = False) -> TantivyIndex:
+        with self._open_lock:
+            if self._index is None:
+                if not create and not self._exists():
+                    what = "does not exist" if not self.path.exists() else "holds no tantivy index"
+                    raise TantivyIndexError(
+                        f"knowledge base {self.name!r}: index_dir {self.path} {what}. "
+                        f"Fill it with `kairox kb ingest {self.name} PATH...`, "
+                        "or correct `index_dir`."
+                    )
+                self._index = TantivyIndex(self.path, create=create)
+            return self._index
+
+    # -- IngestableSource ----------------------------------------------------------------
+
+    def upsert(self, documents: Sequence[Document]) -> None:
+        self._open(create=True).upsert(documents)
+
+    def delete(self, ids: Sequence[str]) -> None:
+        if self._index is None and not self._exists():
+            return
+        self._open().delete(ids)
+
+    def fingerprints(self) -> dict[str, str]:
+        if self._index is None and not self._exists():
+            return {}
+        return self._open().fingerprints()
+
+    # -- WorkspaceRetriever ----------------------------------------------------------------
+
+    def _search(self, query: Query) -> list[Hit]:
+        rows = self._open().search(
+            query.text,
+            query.k,
+            query.filters,
+            title_boost=self.title_boost,
+            body_boost=self.body_boost,
+        )
+        return [
+            Hit(
+                id=row.id,
+                text=f"{row.title}\n{row.body}" if row.title else row.body,
+                score=row.score,
+                source=self.name,
+                uri=row.uri,
+                metadata={**row.metadata, "title": row.title} if row.title else row.metadata,
+            )
+            for row in rows
+        ]
+
+    async def retrieve(self, query: Query) -> list[Hit]:
+        return await asyncio.to_thread(self._search, query)
+
+
+def resolve_index_dir(config: TantivyConfig, ctx: BuildContext) -> Path:
+    """``index_dir`` as an absolute path: ``~`` expanded, relative to ``ctx.base_dir``."""
+    path = Path(config.index_dir).expanduser()
+    return path if path.is_absolute() else ctx.base_dir / path
+
+
+def build_source(kb_id: str, config: TantivyConfig, ctx: BuildContext) -> TantivySource:
+    return TantivySource(
+        kb_id,
+        resolve_index_dir(config, ctx),
+        title_boost=config.title_boost,
+        body_boost=config.body_boost,
+    )
+
+
+@hookimpl
+def kairox_register_knowledge_base_kinds(register):
+    register(
+        KnowledgeBaseKind(
+            name="tantivy",
+            config_model=TantivyConfig,
+            factory=build_source,
+            description="Tantivy (en_stem) over title and body; bm25.",
+        )
+    )

@@ -1,0 +1,440 @@
+"""A Kairox document index on disk, kept by Tantivy (through tantivy-py).
+
+One directory holds one index. Its schema:
+
+==============  =========================  ==========================================
+field           how                        why
+==============  =========================  ==========================================
+``id``          raw, stored                one term per document: delete/replace by id
+``title``       ``en_stem``, stored        searched (BM25), boostable
+``body``        ``en_stem``, stored        searched (BM25), boostable
+``uri``         raw, stored                returned with hits
+``fingerprint`` raw, stored                :attr:`Document.fingerprint` for ingestion
+``filter``      raw, not stored            one ``"key"=value`` term per scalar metadata value
+``metadata``    bytes, stored              the metadata as JSON, returned with hits
+==============  =========================  ==========================================
+
+User text never reaches Tantivy's query parser. The query is run through the same
+analysis ``en_stem`` applies at indexing time (simple tokenizer, drop tokens of 40+ bytes,
+lowercase, English Snowball stemmer) and the resulting terms become a boolean SHOULD
+query of per-field term queries, so ``"``, ``:``, ``(``, ``AND``, ``-``, ``*``, ``^``,
+``~`` and ``\\`` are just characters the tokenizer skips, and ``rings`` still finds ``ring``.
+
+Writers are taken per write call and released before it returns, so an idle index holds no
+lock and searching never needs one. ``tantivy`` is imported on first use, never at import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kairox.retrieval import Document, QueryError
+
+__all__ = [
+    "MAX_QUERY_TERMS",
+    "IndexHit",
+    "TantivyIndex",
+    "TantivyIndexError",
+    "TantivyLockedError",
+    "filter_term",
+    "load_tantivy",
+]
+
+#: Tantivy silently skips raw tokens longer than this many UTF-8 bytes (``MAX_TOKEN_LEN``).
+MAX_TERM_BYTES = 65_530
+#: Distinct query terms beyond this are ignored (a pasted megabyte still answers fast).
+MAX_QUERY_TERMS = 1024
+#: The writer's total indexing memory budget, split between its threads.
+WRITER_HEAP_BYTES = 128_000_000
+
+INSTALL_HINT = "pip install kairox-tantivy (or pip install tantivy)"
+
+_SCALARS = (str, int, float, bool)
+_SEQUENCES = (list, tuple, set, frozenset)
+
+
+class TantivyIndexError(RuntimeError):
+    """The index directory is missing, unreadable, or not a kairox-tantivy index."""
+
+
+class TantivyLockedError(TantivyIndexError):
+    """Another writer (another process, or another index object) holds the writer lock."""
+
+
+def load_tantivy() -> ModuleType:
+    """Import tantivy-py, or raise an ImportError that says what to install."""
+    try:
+        import tantivy
+    except ImportError as exc:
+        raise ImportError(
+            f"the tantivy knowledge-base kind needs the `tantivy` package: {INSTALL_HINT}"
+        ) from exc
+    return tantivy
+
+
+def _build_schema(tantivy: ModuleType) -> Any:
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("title", stored=True, tokenizer_name="en_stem")
+    builder.add_text_field("body", stored=True, tokenizer_name="en_stem")
+    builder.add_text_field("uri", stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("fingerprint", stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("filter", stored=False, tokenizer_name="raw", index_option="basic")
+    builder.add_bytes_field("metadata", stored=True, indexed=False)
+    return builder.build()
+
+
+def _build_analyzer(tantivy: ModuleType) -> Any:
+    """The query-side twin of tantivy's built-in ``en_stem`` tokenizer."""
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+def _valid_utf8(text: str) -> str:
+    """``text`` with lone surrogates (which UTF-8 cannot carry) replaced by ``?``."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def _filter_value(value: Any) -> Any:
+    # bool and integral floats compare like their int (True == 1, 2021.0 == 2021), as
+    # they do in Python and in the sqlite-fts source.
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def filter_term(key: str, value: str | int | float | bool) -> str:
+    """The ``filter`` field term for metadata ``key == value``: ``"key"=json(value)``.
+
+    Both halves are JSON (ASCII-escaped), so the term is unambiguous whatever the key or
+    value contains, and the string ``"2021"`` differs from the number ``2021``.
+    """
+    return json.dumps(str(key)) + "=" + json.dumps(_filter_value(value))
+
+
+def _metadata_terms(metadata: Mapping[str, Any]) -> list[str]:
+    """Filter terms for every scalar value (and every scalar element of a list value)."""
+    terms: list[str] = []
+    for key, value in metadata.items():
+        values = list(value) if isinstance(value, _SEQUENCES) else [value]
+        for item in values:
+            if isinstance(item, _SCALARS):
+                term = filter_term(key, item)
+                if len(term) <= MAX_TERM_BYTES:
+                    terms.append(term)
+    return list(dict.fromkeys(terms))
+
+
+def _check_id(doc_id: Any) -> str:
+    if not isinstance(doc_id, str):
+        raise TypeError(f"document id must be a str, got {type(doc_id).__name__}")
+    try:
+        size = len(doc_id.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError(f"document id {doc_id!r} is not valid UTF-8 (lone surrogate)") from None
+    if size > MAX_TERM_BYTES:
+        raise ValueError(
+            f"document id {doc_id[:40]!r}... is {size} bytes; tantivy indexes at most "
+            f"{MAX_TERM_BYTES} bytes per id"
+        )
+    return doc_id
+
+
+def _deleter(writer: Any) -> Any:
+    """``delete_documents_by_term`` (tantivy-py 0.25+), else its older name."""
+    return getattr(writer, "delete_documents_by_term", None) or writer.delete_documents
+
+
+@dataclass(frozen=True, slots=True)
+class IndexHit:
+    """One search result as stored: BM25 ``score``, higher is better."""
+
+    id: str
+    title: str
+    body: str
+    uri: str | None
+    metadata: dict[str, Any]
+    score: float
+
+
+class TantivyIndex:
+    """One Tantivy index directory: add, replace, delete and search documents by id.
+
+    :param path: the index directory.
+    :param create: create the directory and an empty index when there is none; without
+        it a missing index is a :class:`TantivyIndexError`.
+    """
+
+    def __init__(self, path: Path | str, *, create: bool = False) -> None:
+        self.path = Path(path)
+        tantivy = load_tantivy()
+        self._tantivy = tantivy
+        self._schema = _build_schema(tantivy)
+        self._analyzer = _build_analyzer(tantivy)
+        self._write_lock = threading.Lock()
+        self._loaded: tuple[tuple[int, ...] | None, float] = (None, 0.0)
+        meta = self.path / "meta.json"
+        if not meta.is_file():
+            if not create:
+                raise TantivyIndexError(f"no tantivy index at {self.path} (no meta.json)")
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise TantivyIndexError(
+                    f"cannot create the index folder {self.path}: {exc}"
+                ) from exc
+        try:
+            if meta.is_file():
+                is_compatible = getattr(tantivy.Index, "is_compatible", None)
+                if is_compatible is not None and not is_compatible(str(self.path)):
+                    raise TantivyIndexError(
+                        f"the index at {self.path} was written by an incompatible tantivy "
+                        "version; delete the folder and ingest again"
+                    )
+                index = tantivy.Index.open(str(self.path))
+                if index.schema != self._schema:
+                    raise TantivyIndexError(
+                        f"{self.path} holds a tantivy index with a different schema (not written "
+                        "by this version of kairox-tantivy); delete the folder and ingest again"
+                    )
+            else:
+                index = tantivy.Index(self._schema, path=str(self.path), reuse=True)
+            # Reload explicitly (after our own commits; before a search when meta.json
+            # changed) instead of relying on a file watcher thread: deterministic.
+            index.config_reader(reload_policy="Manual")
+        except (ValueError, OSError) as exc:
+            raise TantivyIndexError(f"{self.path} is not a readable tantivy index: {exc}") from exc
+        self._index = index
+
+    def __repr__(self) -> str:
+        return f"TantivyIndex({str(self.path)!r})"
+
+    # -- writing -----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _writer(self) -> Iterator[Any]:
+        """A writer for one batch: commit on success, roll back on error, always release."""
+        with self._write_lock:
+            try:
+                writer = self._index.writer(heap_size=WRITER_HEAP_BYTES)
+            except ValueError as exc:
+                if "LockBusy" in str(exc):
+                    raise TantivyLockedError(
+                        f"the index at {self.path} is being written by another process "
+                        "(tantivy writer lock held); wait for it to finish or stop it"
+                    ) from exc
+                raise TantivyIndexError(f"cannot write to the index at {self.path}: {exc}") from exc
+            committed = False
+            try:
+                yield writer
+                writer.commit()
+                committed = True
+            finally:
+                if not committed:
+                    with contextlib.suppress(Exception):
+                        writer.rollback()
+                # Consumes the writer and releases the lock (also waits for merges).
+                try:
+                    writer.wait_merging_threads()
+                except ValueError as exc:
+                    if committed:
+                        raise TantivyIndexError(
+                            f"tantivy failed to finish merging segments in {self.path}: {exc}"
+                        ) from exc
+                del writer
+            self._reload()
+
+    def _document(self, doc: Document) -> Any:
+        out = self._tantivy.Document()
+        out.add_text("id", doc.id)
+        out.add_text("title", _valid_utf8(doc.title or ""))
+        out.add_text("body", _valid_utf8(doc.text or ""))
+        if doc.uri is not None:
+            out.add_text("uri", _valid_utf8(str(doc.uri)))
+        out.add_text("fingerprint", doc.fingerprint)
+        metadata = dict(doc.metadata)
+        for term in _metadata_terms(metadata):
+            out.add_text("filter", term)
+        out.add_bytes("metadata", json.dumps(metadata, sort_keys=True, default=str).encode())
+        return out
+
+    def upsert(self, documents: Iterable[Document]) -> int:
+        """Add or replace documents by id, in one commit. Returns how many were written."""
+        latest: dict[str, Document] = {}
+        for doc in documents:
+            latest[_check_id(doc.id)] = doc  # the last copy of an id in a batch wins
+        if not latest:
+            return 0
+        prepared = [self._document(doc) for doc in latest.values()]
+        with self._writer() as writer:
+            delete = _deleter(writer)
+            for doc_id, doc in zip(latest, prepared, strict=True):
+                # A delete applies to documents added before it, so the add survives.
+                delete("id", doc_id)
+                writer.add_document(doc)
+        return len(prepared)
+
+    def delete(self, ids: Iterable[str]) -> int:
+        """Delete documents by id, in one commit. Returns how many of the ids existed."""
+        wanted = list(dict.fromkeys(_check_id(i) for i in ids))
+        if not wanted:
+            return 0
+        existing = self._count_ids(wanted)
+        if existing:
+            with self._writer() as writer:
+                delete = _deleter(writer)
+                for doc_id in wanted:
+                    delete("id", doc_id)
+        return existing
+
+    # -- reading -----------------------------------------------------------------------
+
+    def _meta_state(self) -> tuple[int, ...] | None:
+        # Every commit (ours or another process's) atomically replaces meta.json.
+        try:
+            st = (self.path / "meta.json").stat()
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+
+    def _reload(self) -> None:
+        state = self._meta_state()  # before reloading: a later commit is seen next time
+        self._index.reload()
+        self._loaded = (state, time.monotonic())
+
+    def _searcher(self) -> Any:
+        """A searcher that sees every commit so far, by this or any other process.
+
+        Reloading re-opens the segment list; it is skipped while meta.json is unchanged
+        (and at least once a second it happens regardless, to bound any doubt).
+        """
+        state, when = self._loaded
+        if state is None or state != self._meta_state() or time.monotonic() - when >= 1.0:
+            self._reload()
+        return self._index.searcher()
+
+    def _count_ids(self, ids: Sequence[str]) -> int:
+        query = self._tantivy.Query.term_set_query(self._schema, "id", list(ids))
+        return self._searcher().search(query, limit=1, count=True).count
+
+    def count(self) -> int:
+        """How many documents the index holds."""
+        return self._searcher().num_docs
+
+    def fingerprints(self) -> dict[str, str]:
+        """Every stored id with the :attr:`Document.fingerprint` it was stored with."""
+        searcher = self._searcher()
+        total = searcher.num_docs
+        if total == 0:
+            return {}
+        result = searcher.search(self._tantivy.Query.all_query(), limit=total, count=False)
+        out: dict[str, str] = {}
+        for _score, address in result.hits:
+            doc = searcher.doc(address)
+            out[doc.get_first("id")] = doc.get_first("fingerprint") or ""
+        return out
+
+    def query_terms(self, text: str) -> list[str]:
+        """The distinct ``en_stem`` terms of ``text``, in order (at most MAX_QUERY_TERMS)."""
+        terms = dict.fromkeys(self._analyzer.analyze(_valid_utf8(text)))
+        return list(terms)[:MAX_QUERY_TERMS]
+
+    def _filter_clauses(self, filters: Mapping[str, Any]) -> list[Any] | None:
+        """Must clauses (scoring 0) for the filters; None when nothing can match."""
+        Occur, Query = self._tantivy.Occur, self._tantivy.Query
+        clauses = []
+        for key, wanted in filters.items():
+            values = list(wanted) if isinstance(wanted, _SEQUENCES) else [wanted]
+            for value in values:
+                if not isinstance(value, _SCALARS):
+                    raise QueryError(
+                        f"filter {key!r}: {value!r} is not a string, number or boolean; "
+                        "metadata filters compare plain values"
+                    )
+            if not values:
+                return None  # "any of nothing"
+            terms = [filter_term(key, value) for value in values]
+            any_of = Query.term_set_query(self._schema, "filter", terms)
+            clauses.append((Occur.Must, Query.const_score_query(any_of, 0.0)))
+        return clauses
+
+    def search(
+        self,
+        text: str,
+        k: int,
+        filters: Mapping[str, Any] | None = None,
+        *,
+        title_boost: float = 1.0,
+        body_boost: float = 1.0,
+    ) -> list[IndexHit]:
+        """Best first (BM25, higher is better); any string is a valid ``text``.
+
+        Terms are OR-ed over ``title`` and ``body``; filters are equality on metadata,
+        a list meaning "any of", different keys all required. A termless query is ``[]``.
+        """
+        Occur, Query = self._tantivy.Occur, self._tantivy.Query
+        if k < 1:
+            return []
+        fields = [
+            (f, boost) for f, boost in (("title", title_boost), ("body", body_boost)) if boost > 0
+        ]
+        terms = self.query_terms(text)
+        if not terms or not fields:
+            return []
+        filter_clauses = self._filter_clauses(filters or {})
+        if filter_clauses is None:
+            return []
+        try:
+            should = []
+            for term in terms:
+                for name, boost in fields:
+                    clause = Query.term_query(self._schema, name, term)
+                    if boost != 1.0:
+                        clause = Query.boost_query(clause, boost)
+                    should.append((Occur.Should, clause))
+            query = Query.boolean_query(should)
+            if filter_clauses:
+                query = Query.boolean_query([(Occur.Must, query), *filter_clauses])
+            searcher = self._searcher()
+            # Never ask for more than exists: tantivy sizes its top-k buffer by the limit.
+            limit = min(k, max(searcher.num_docs, 1))
+            result = searcher.search(query, limit=limit, count=False)
+            rows = [(score, searcher.doc(address)) for score, address in result.hits]
+        except ValueError as exc:
+            # Terms are built, not parsed, so this should not happen; if tantivy still
+            # objects, say so plainly rather than leaking the engine's error.
+            raise QueryError(f"tantivy could not run the query {text[:200]!r}: {exc}") from exc
+        hits = []
+        for score, doc in rows:
+            raw_metadata = doc.get_first("metadata")
+            hits.append(
+                IndexHit(
+                    id=doc.get_first("id"),
+                    title=doc.get_first("title") or "",
+                    body=doc.get_first("body") or "",
+                    uri=doc.get_first("uri"),
+                    # bytes (tantivy-py 0.25+) or a list of ints (0.24)
+                    metadata=json.loads(bytes(raw_metadata)) if raw_metadata else {},
+                    score=float(score),
+                )
+            )
+        return hits

@@ -1,0 +1,131 @@
+"""Kairox's conformance suite, the registration check, property tests over hostile input,
+and discovery through ``kairox plugins``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import kairox_tantivy
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kairox.retrieval import Document, Query, QueryError, ScoreKind
+from kairox.testing import SourceConformance, check_kind_registration, run
+
+
+class TestTantivyConformance(SourceConformance):
+    @pytest.fixture
+    def conformance_source(self, filled, tmp_path, make_source):
+        return make_source(tmp_path, "index")
+
+    @pytest.fixture
+    def broken_source(self, tmp_path, make_source):
+        return make_source(tmp_path, "missing-index")
+
+
+def test_registers_the_tantivy_kind():
+    kind = check_kind_registration(kairox_tantivy, "tantivy")
+    assert kind.config_model is kairox_tantivy.TantivyConfig
+    assert kind.factory is kairox_tantivy.build_source
+
+
+def test_scores_are_bm25_and_best_first(filled, tmp_path, make_source):
+    source = make_source(tmp_path)
+    assert source.score_kind is ScoreKind.BM25
+    hits = run(source.retrieve(Query("saturn rings water", k=5)))
+    assert hits[0].id == "astro-1" and len(hits) > 1
+    assert all(hit.score > 0 for hit in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+# -- properties ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shared_source(tmp_path_factory, make_source, corpus_docs):
+    folder = tmp_path_factory.mktemp("tantivy")
+    kairox_tantivy.TantivyIndex(folder / "index", create=True).upsert(corpus_docs)
+    return make_source(folder)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text())
+def test_any_unicode_query_returns_hits_or_a_query_error(shared_source, text):
+    try:
+        hits = run(shared_source.retrieve(Query(text, k=5)))
+    except QueryError:
+        return
+    assert isinstance(hits, list) and len(hits) <= 5
+
+
+_scalar = st.one_of(st.text(max_size=20), st.integers(), st.floats(), st.booleans())
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    text=st.text(max_size=50),
+    filters=st.dictionaries(
+        st.text(max_size=10),
+        st.one_of(
+            _scalar,
+            st.lists(_scalar, max_size=3),
+            st.none(),
+            st.dictionaries(st.text(), st.integers(), max_size=1),
+        ),
+        max_size=3,
+    ),
+)
+def test_any_filter_returns_hits_or_a_query_error(shared_source, text, filters):
+    try:
+        hits = run(shared_source.retrieve(Query(text, k=5, filters=filters)))
+    except QueryError:
+        return
+    assert isinstance(hits, list) and len(hits) <= 5
+
+
+@pytest.fixture(scope="module")
+def scratch_index(tmp_path_factory):
+    return kairox_tantivy.TantivyIndex(tmp_path_factory.mktemp("scratch") / "index", create=True)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(body=st.text(min_size=1, max_size=120))
+def test_every_word_of_a_document_finds_it(scratch_index, body):
+    """The query side analyses text exactly like ``en_stem`` did at indexing time."""
+    scratch_index.upsert([Document("doc", body)])
+    for word in body.split():
+        if not scratch_index.query_terms(word):
+            continue  # punctuation only, or a token of 40+ bytes that en_stem drops
+        assert [h.id for h in scratch_index.search(word, 1)] == ["doc"], word
+
+
+# -- discovery -------------------------------------------------------------------------
+
+
+def test_importing_the_plugin_does_not_import_tantivy():
+    code = "import sys, kairox_tantivy; print('tantivy' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
+
+
+def test_kairox_plugins_lists_tantivy_as_ok():
+    result = subprocess.run(
+        [sys.executable, "-m", "kairox", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={k: v for k, v in os.environ.items() if k != "KAIROX_LOAD_PLUGINS"},
+    )
+    listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
+    assert "tantivy" in listed, result.stdout
+    assert listed["tantivy"]["status"] == "ok"
+    assert listed["tantivy"]["package"] == "kairox-tantivy"
+    assert "kairox_register_knowledge_base_kinds" in listed["tantivy"]["hooks"]
