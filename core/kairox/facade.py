@@ -17,11 +17,12 @@ from kairox import paths
 from kairox.retrieval import IngestableSource, Query, RetrievalResult
 
 if TYPE_CHECKING:
-    from kairox.config import KairoxConfig
+    from kairox.config import KairoxConfig, KnowledgeBaseEntry
     from kairox.ingest import IngestStats
     from kairox.plugins import KairoxPluginManager
     from kairox.registry import Registry
     from kairox.sources import SourceFactory
+    from kairox.sync import SyncStats
     from kairox.workspace.rag_index import IndexStats, WorkspaceRagIndex
 
 
@@ -147,8 +148,19 @@ class AppFacade:
 
     def ingestable(self, kb_id: str) -> IngestableSource:
         """The knowledge base ``kb_id``, which must accept documents."""
-        from kairox.config import ConfigError, ConfigProblem
         from kairox.sources import SourceError
+
+        entry = self._knowledge_base_entry(kb_id)
+        source = self.sources.knowledge_base(entry)
+        if not isinstance(source, IngestableSource):
+            raise SourceError(
+                f"knowledge base {kb_id!r} (kind {entry.kind!r}) is filled outside Kairox; "
+                "`kairox kb ingest` writes only to local kinds such as sqlite-fts and tantivy"
+            )
+        return source
+
+    def _knowledge_base_entry(self, kb_id: str) -> KnowledgeBaseEntry:
+        from kairox.config import ConfigError, ConfigProblem
 
         entry = self.config.knowledge_bases.get(kb_id)
         if entry is None:
@@ -164,13 +176,7 @@ class AppFacade:
                     )
                 ]
             )
-        source = self.sources.knowledge_base(entry)
-        if not isinstance(source, IngestableSource):
-            raise SourceError(
-                f"knowledge base {kb_id!r} (kind {entry.kind!r}) is filled outside Kairox; "
-                "`kairox kb ingest` writes only to local kinds such as sqlite-fts and tantivy"
-            )
-        return source
+        return entry
 
     def ingest(
         self,
@@ -190,3 +196,39 @@ class AppFacade:
             prune=prune,
             progress=progress,
         )
+
+    def sync(
+        self,
+        kb_id: str,
+        *,
+        full: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> SyncStats:
+        """Push the workspace index into remote knowledge base ``kb_id`` (see kairox.sync)."""
+        from kairox.retrieval import VectorSyncTarget
+        from kairox.sources import SourceError
+        from kairox.sync import sync_workspace
+        from kairox.workspace.rag_index import NOT_INDEXED, WorkspaceRagIndex
+
+        entry = self._knowledge_base_entry(kb_id)
+        target = self.sources.knowledge_base(entry)
+        if not isinstance(target, VectorSyncTarget):
+            raise SourceError(
+                f"knowledge base {kb_id!r} (kind {entry.kind!r}) cannot receive the workspace "
+                "index; `kairox kb sync` pushes to vector stores such as pinecone and weaviate"
+            )
+        settings = self.config.workspace
+        index = WorkspaceRagIndex(
+            self.state_dir / "kairox.db",
+            self.workspace_root,
+            self.sources.embedding_backend(target.embedding_backend),
+            chunk_tokens=settings.chunk_tokens,
+            chunk_overlap=settings.chunk_overlap,
+            max_file_bytes=settings.max_file_bytes,
+        )
+        try:
+            if not index.is_indexed():
+                raise SourceError(NOT_INDEXED)
+            return sync_workspace(index, target, kb_id=kb_id, full=full, progress=progress)
+        finally:
+            index.close()

@@ -45,3 +45,33 @@ def ingest(
         + (f", {len(stats.skipped_files)} binary files skipped" if stats.skipped_files else ""),
         markup=False,
     )
+
+
+@kb.command()
+@click.argument("kb_id")
+@click.option("--full", is_flag=True, help="Push every chunk again, not only what changed.")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@click.pass_obj
+def sync(app: AppContext, kb_id: str, full: bool, as_json: bool) -> None:
+    """Push the workspace index (chunks, vectors, metadata) into knowledge base KB_ID.
+
+    Only changed chunks are sent; chunks of deleted files are deleted remotely. Ids are
+    stable, so a sync that failed half-way is finished by running it again.
+    """
+    facade = app.facade()
+    with Progress(console=console_err, transient=True, disable=as_json) as progress:
+        task = progress.add_task(f"syncing {kb_id}", total=None)
+        stats = facade.sync(
+            kb_id,
+            full=full,
+            progress=lambda done, total: progress.update(task, completed=done, total=total),
+        )
+    if as_json:
+        click.echo(json.dumps({"knowledge_base": kb_id, **stats.as_json()}, indent=2))
+        return
+    console.print(
+        f"{kb_id}: {stats.upserted} chunks pushed, {stats.deleted} deleted, "
+        f"{stats.unchanged} unchanged"
+        + (f" ({stats.embedded} chunks embedded for this store's model)" if stats.embedded else ""),
+        markup=False,
+    )

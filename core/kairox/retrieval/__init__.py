@@ -1,7 +1,13 @@
 """Retrieval: the data model, fusion, and the composite retriever."""
 
 from kairox.retrieval.composite import CompositeWorkspaceRetriever, QueryEmbeddingError
-from kairox.retrieval.documents import Document, IngestableSource, QueryError
+from kairox.retrieval.documents import (
+    Document,
+    IngestableSource,
+    QueryError,
+    VectorRecord,
+    VectorSyncTarget,
+)
 from kairox.retrieval.fusion import FUSION_METHODS, fuse, text_fingerprint
 from kairox.retrieval.model import (
     FusedHit,
@@ -30,6 +36,8 @@ __all__ = [
     "ScoreKind",
     "SourceReport",
     "SourceStatus",
+    "VectorRecord",
+    "VectorSyncTarget",
     "WorkspaceRetriever",
     "fuse",
     "text_fingerprint",

@@ -54,3 +54,39 @@ class IngestableSource(Protocol):
     def delete(self, ids: Sequence[str]) -> None: ...
 
     def fingerprints(self) -> dict[str, str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRecord:
+    """One workspace chunk pushed to a remote vector store by ``kairox kb sync``.
+
+    :param id: stable across runs (derived from workspace, path and chunk number), so a
+        re-sync overwrites instead of duplicating.
+    :param vector: the chunk's embedding (float32, L2-normalised), from the backend the
+        knowledge base is configured with.
+    :param text: the chunk text (stored remotely so hits can show it).
+    :param metadata: ``path``, ``chunk``, ``start``, ``end``, ``workspace`` and
+        ``fingerprint`` (the chunk-text hash plus the embedder name).
+    """
+
+    id: str
+    vector: Sequence[float]
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class VectorSyncTarget(Protocol):
+    """A remote vector store that ``kairox kb sync`` can push the workspace index into.
+
+    ``embedding_backend`` names the backend whose vectors the store holds; sync refuses
+    to push vectors of another model. Both calls are idempotent (same ids overwrite;
+    deleting a missing id is not an error) and raise on failure, so sync can resume.
+    """
+
+    name: str
+    embedding_backend: str
+
+    def upsert_vectors(self, records: Sequence[VectorRecord]) -> None: ...
+
+    def delete_vectors(self, ids: Sequence[str]) -> None: ...

@@ -120,6 +120,19 @@ class IndexStats:
 
 
 @dataclass(frozen=True)
+class ChunkVector:
+    """One stored chunk and its vector (see :meth:`WorkspaceRagIndex.iter_chunk_vectors`)."""
+
+    relpath: str
+    chunk_index: int
+    start: int
+    end: int
+    text: str
+    text_hash: str
+    vector: np.ndarray
+
+
+@dataclass(frozen=True)
 class _Chunk:
     index: int
     start: int
@@ -394,6 +407,30 @@ class WorkspaceRagIndex:
                 )
             embedded += len(vectors)
         return embedded
+
+    def embed_missing(self) -> int:
+        """Give every chunk a vector from this index's embedder; returns how many were made.
+
+        ``kairox kb sync`` uses it to push a knowledge base's model even when the workspace
+        searches with another: vectors of both models are kept side by side.
+        """
+        with self._exclusive(wait=True), self._lock:
+            return self._embed_missing()
+
+    def iter_chunk_vectors(self) -> Iterator[ChunkVector]:
+        """Every chunk of this workspace with its vector from this index's embedder."""
+        with self._lock:
+            rows = self._db.execute(
+                'SELECT c.relpath, c.chunk_index, c.start, c."end", c.text, c.text_hash, '
+                "e.vector FROM rag_chunks c JOIN rag_embeddings e ON e.text_hash = c.text_hash "
+                "AND e.embedder = ? AND e.dim = ? WHERE c.workspace = ? "
+                "ORDER BY c.relpath, c.chunk_index",
+                (self.embedder.name, self.embedder.dim, self.workspace_id),
+            ).fetchall()
+        for relpath, index, start, end, text, text_hash, blob in rows:
+            yield ChunkVector(
+                relpath, index, start, end, text, text_hash, np.frombuffer(blob, np.float32)
+            )
 
     def _collect_garbage(self) -> None:
         # Vectors that no chunk of any workspace refers to any more.

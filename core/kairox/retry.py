@@ -1,0 +1,74 @@
+"""Bounded exponential backoff for calls to remote services, inside a time budget.
+
+Cloud sources retry throttling (429) and server errors (5xx) a few times, but never past
+their own deadline: a retry that could not finish in time is not started. Errors that a
+retry cannot fix (bad credentials, a missing index) are raised at once.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How to retry: attempts, delays (seconds) and the overall time budget.
+
+    :param attempts: the most calls made, the first included.
+    :param base_delay: the delay before the first retry; it doubles each time.
+    :param max_delay: the cap on one delay.
+    :param budget: seconds from the first call after which no retry starts.
+    :param jitter: a fraction of each delay added at random, so clients spread out.
+    """
+
+    attempts: int = 4
+    base_delay: float = 0.05
+    max_delay: float = 1.0
+    budget: float = 5.0
+    jitter: float = 0.2
+
+    @classmethod
+    def within(cls, timeout_ms: int, **overrides: float) -> RetryPolicy:
+        """A policy whose retries all fit in a source's deadline."""
+        return cls(budget=timeout_ms / 1000 * 0.9, **overrides)  # type: ignore[arg-type]
+
+    def delay(self, retry: int, suggested: float | None = None) -> float:
+        """The pause before retry number ``retry`` (1-based); honours ``Retry-After``."""
+        base = min(self.max_delay, self.base_delay * 2 ** (retry - 1))
+        if suggested is not None:
+            base = min(self.max_delay, max(base, suggested))
+        return base * (1 + self.jitter * random.random())
+
+
+def call_with_retries(
+    call: Callable[[], T],
+    *,
+    retryable: Callable[[Exception], bool],
+    policy: RetryPolicy,
+    retry_after: Callable[[Exception], float | None] = lambda exc: None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
+    """``call()``, retried while ``retryable(error)`` and the budget allows.
+
+    The last error is raised unchanged when attempts or time run out, so callers see
+    the service's own message.
+    """
+    started = clock()
+    for attempt in range(1, policy.attempts + 1):
+        try:
+            return call()
+        except Exception as exc:
+            if attempt == policy.attempts or not retryable(exc):
+                raise
+            pause = policy.delay(attempt, retry_after(exc))
+            if clock() - started + pause > policy.budget:
+                raise
+            sleep(pause)
+    raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover

@@ -1,0 +1,87 @@
+"""Bounded exponential backoff."""
+
+from __future__ import annotations
+
+import pytest
+
+from kairox.retry import RetryPolicy, call_with_retries
+
+
+class Flaky:
+    def __init__(self, failures, error=None):
+        self.failures = failures
+        self.error = error or ConnectionError("503 Service Unavailable")
+        self.calls = 0
+
+    def __call__(self):
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        return "ok"
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+        self.pauses = []
+
+    def sleep(self, seconds):
+        self.pauses.append(seconds)
+        self.now += seconds
+
+    def __call__(self):
+        return self.now
+
+
+def run(call, policy, clock=None, **kwargs):
+    clock = clock or FakeClock()
+    return call_with_retries(call, policy=policy, sleep=clock.sleep, clock=clock, **kwargs), clock
+
+
+def test_retries_retryable_errors_with_doubling_delays():
+    flaky = Flaky(2)
+    result, clock = run(flaky, RetryPolicy(jitter=0), retryable=lambda e: True)
+    assert result == "ok" and flaky.calls == 3
+    assert clock.pauses == [0.05, 0.1]
+
+
+def test_non_retryable_errors_raise_at_once():
+    flaky = Flaky(5, PermissionError("401 Unauthorized"))
+    with pytest.raises(PermissionError):
+        run(flaky, RetryPolicy(), retryable=lambda e: not isinstance(e, PermissionError))
+    assert flaky.calls == 1
+
+
+def test_attempts_are_bounded_and_the_last_error_surfaces():
+    flaky = Flaky(10)
+    with pytest.raises(ConnectionError, match="503"):
+        run(flaky, RetryPolicy(attempts=3, jitter=0), retryable=lambda e: True)
+    assert flaky.calls == 3
+
+
+def test_no_retry_starts_past_the_budget():
+    flaky = Flaky(10)
+    clock = FakeClock()
+    with pytest.raises(ConnectionError):
+        run(
+            flaky,
+            RetryPolicy(attempts=10, base_delay=0.4, budget=1.0, jitter=0),
+            clock,
+            retryable=lambda e: True,
+        )
+    assert clock.now <= 1.0 and flaky.calls == 2  # 0.4 then 0.8 would overrun
+
+
+def test_retry_after_is_honoured_up_to_the_cap():
+    flaky = Flaky(1)
+    _, clock = run(
+        flaky,
+        RetryPolicy(jitter=0, max_delay=0.5),
+        retryable=lambda e: True,
+        retry_after=lambda e: 2.0,
+    )
+    assert clock.pauses == [0.5]
+
+
+def test_policy_within_a_deadline():
+    assert RetryPolicy.within(1000).budget == pytest.approx(0.9)
