@@ -15,21 +15,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kairox.events import ensure_component_schema
 from kairox.retrieval import VectorRecord, VectorSyncTarget
 from kairox.workspace.rag_index import open_database
 
 if TYPE_CHECKING:
     from kairox.workspace.rag_index import WorkspaceRagIndex
 
-_JOURNAL = """
-CREATE TABLE IF NOT EXISTS kb_sync_journal (
-    kb_id TEXT NOT NULL,
-    workspace TEXT NOT NULL,
-    record_id TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    PRIMARY KEY (kb_id, workspace, record_id)
-);
-"""
+_JOURNAL = (
+    """CREATE TABLE IF NOT EXISTS kb_sync_journal (
+        kb_id TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        record_id TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        PRIMARY KEY (kb_id, workspace, record_id)
+    )""",
+)
 
 BATCH_SIZE = 100
 
@@ -92,8 +93,7 @@ def _sync(
     progress: Callable[[int, int], None] | None,
     stats: SyncStats,
 ) -> SyncStats:
-    with db:
-        db.executescript(_JOURNAL)
+    ensure_component_schema(db, "kb_sync", 1, _JOURNAL)
     key = (kb_id, index.workspace_id)
     journal = dict(
         db.execute(
@@ -151,4 +151,3 @@ def _sync(
         if progress is not None:
             progress(done, total)
     return stats
-

@@ -46,7 +46,7 @@ def text_fingerprint(text: str) -> str:
     they should still count as the same passage.
     """
     normalised = " ".join(text.casefold().split())
-    return hashlib.sha256(normalised.encode("utf-8")).hexdigest()
+    return hashlib.sha256(normalised.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

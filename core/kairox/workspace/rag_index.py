@@ -32,21 +32,23 @@ import numpy as np
 
 from kairox.embedding import EmbeddingBackend
 from kairox.errors import KairoxError
+from kairox.events import ensure_component_schema
 from kairox.retrieval import Hit, Query, QueryError, ScoreKind
 from kairox.retrieval.vectors import normalise, top_k
 from kairox.workspace.chunking import chunk_text
 from kairox.workspace.files import WorkspaceFile, iter_workspace_files, read_text
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS rag_files (
+_SCHEMA_VERSION = 1
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS rag_files (
     workspace TEXT NOT NULL,
     relpath TEXT NOT NULL,
     content_hash TEXT NOT NULL,
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
     PRIMARY KEY (workspace, relpath)
-);
-CREATE TABLE IF NOT EXISTS rag_chunks (
+)""",
+    """CREATE TABLE IF NOT EXISTS rag_chunks (
     id INTEGER PRIMARY KEY,
     workspace TEXT NOT NULL,
     relpath TEXT NOT NULL,
@@ -57,27 +59,27 @@ CREATE TABLE IF NOT EXISTS rag_chunks (
     text_hash TEXT NOT NULL,
     text TEXT NOT NULL,
     UNIQUE (workspace, relpath, chunk_index)
-);
-CREATE INDEX IF NOT EXISTS rag_chunks_text_hash ON rag_chunks(text_hash);
-CREATE TABLE IF NOT EXISTS rag_embeddings (
+)""",
+    """CREATE INDEX IF NOT EXISTS rag_chunks_text_hash ON rag_chunks(text_hash)""",
+    """CREATE TABLE IF NOT EXISTS rag_embeddings (
     text_hash TEXT NOT NULL,
     embedder TEXT NOT NULL,
     dim INTEGER NOT NULL,
     vector BLOB NOT NULL,
     PRIMARY KEY (text_hash, embedder)
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS rag_chunks_fts USING fts5(
+)""",
+    """CREATE VIRTUAL TABLE IF NOT EXISTS rag_chunks_fts USING fts5(
     relpath, text, content='rag_chunks', content_rowid='id',
     tokenize='porter unicode61 remove_diacritics 2'
-);
-CREATE TRIGGER IF NOT EXISTS rag_chunks_ai AFTER INSERT ON rag_chunks BEGIN
+)""",
+    """CREATE TRIGGER IF NOT EXISTS rag_chunks_ai AFTER INSERT ON rag_chunks BEGIN
     INSERT INTO rag_chunks_fts(rowid, relpath, text) VALUES (new.id, new.relpath, new.text);
-END;
-CREATE TRIGGER IF NOT EXISTS rag_chunks_ad AFTER DELETE ON rag_chunks BEGIN
+END""",
+    """CREATE TRIGGER IF NOT EXISTS rag_chunks_ad AFTER DELETE ON rag_chunks BEGIN
     INSERT INTO rag_chunks_fts(rag_chunks_fts, rowid, relpath, text)
     VALUES ('delete', old.id, old.relpath, old.text);
-END;
-"""
+END""",
+)
 
 # Files whose chunks are embedded and written together: small enough that a killed run
 # loses little work, large enough to batch the embedder well.
@@ -159,10 +161,14 @@ def open_database(path: Path) -> sqlite3.Connection:
     """Open (creating if needed) the state database with the RAG tables in place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path, check_same_thread=False, timeout=30)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA busy_timeout=30000")
-    with db:
-        db.executescript(_SCHEMA)
+    try:
+        db.execute("PRAGMA busy_timeout=30000")
+        # Versioned per component: the database is shared with events and memories.
+        ensure_component_schema(db, "workspace_index", _SCHEMA_VERSION, _SCHEMA)
+        db.execute("PRAGMA journal_mode=WAL")
+    except BaseException:
+        db.close()
+        raise
     return db
 
 

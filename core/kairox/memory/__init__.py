@@ -1,0 +1,46 @@
+"""Memory: the ``<memory>`` marker protocol and the scoped memory store.
+
+The model proposes memories with ``<memory scope=... key=...>body</memory>`` markers in its
+stream (:mod:`kairox.memory.markers`); approved memories live in a :class:`MemoryStore`
+(:mod:`kairox.memory.store`) that shares the event store's SQLite database.
+"""
+
+from __future__ import annotations
+
+from kairox.memory.markers import (
+    KEY_MAX_LENGTH,
+    SCOPES,
+    ExtractionResult,
+    MarkerExtractor,
+    MemoryMarker,
+    RejectedMarker,
+    extract_memory_markers,
+    normalize_key,
+)
+from kairox.memory.store import (
+    MEMORY_SCHEMA_VERSION,
+    STATUSES,
+    MemoryRecord,
+    MemoryStore,
+    Scope,
+    SqliteMemoryStore,
+    Status,
+)
+
+__all__ = [
+    "KEY_MAX_LENGTH",
+    "MEMORY_SCHEMA_VERSION",
+    "SCOPES",
+    "STATUSES",
+    "ExtractionResult",
+    "MarkerExtractor",
+    "MemoryMarker",
+    "MemoryRecord",
+    "MemoryStore",
+    "RejectedMarker",
+    "Scope",
+    "SqliteMemoryStore",
+    "Status",
+    "extract_memory_markers",
+    "normalize_key",
+]
