@@ -67,6 +67,7 @@ __all__ = [
     "KairoxConfig",
     "KnowledgeBaseConfig",
     "KnowledgeBaseEntry",
+    "MemoryConfig",
     "ProfileConfig",
     "WorkspaceConfig",
     "find_workspace_config",
@@ -75,7 +76,7 @@ __all__ = [
 ]
 
 USER_CONFIG_NAME = "config.toml"
-ALLOWED_TOP_LEVEL: tuple[str, ...] = ("profiles", "knowledge_bases", "workspace")
+ALLOWED_TOP_LEVEL: tuple[str, ...] = ("profiles", "knowledge_bases", "workspace", "memory")
 DEFAULT_PROFILE = "default"
 
 #: First-party knowledge-base kinds and the package that provides each.
@@ -216,6 +217,14 @@ class WorkspaceConfig(BaseModel):
         return value
 
 
+class MemoryConfig(BaseModel):
+    """How proposed memories are handled: ``[memory]``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_proposals_per_turn: StrictInt = Field(default=5, ge=0, le=100)
+
+
 _COMMON_KB_KEYS: frozenset[str] = frozenset(KnowledgeBaseConfig.model_fields)
 
 # What each built-in key expects, used as the fix for a type or range error.
@@ -241,11 +250,13 @@ _FIELD_FIXES: dict[str, str] = {
     "chunk_tokens": "use a whole number of tokens from 16 to 8192, e.g. chunk_tokens = 256",
     "chunk_overlap": "use a whole number of tokens below chunk_tokens, e.g. chunk_overlap = 32",
     "max_file_bytes": "use a whole number of bytes, e.g. max_file_bytes = 2000000",
+    "max_proposals_per_turn": "use a whole number from 0 to 100, e.g. max_proposals_per_turn = 5",
 }
 _BUILTIN_MODELS: tuple[type[BaseModel], ...] = (
     ProfileConfig,
     KnowledgeBaseConfig,
     WorkspaceConfig,
+    MemoryConfig,
 )
 
 
@@ -290,6 +301,7 @@ class KairoxConfig:
     :param files: the files actually loaded, user file first.
     :param workspace_file: the workspace file, if one was loaded.
     :param root: the folder of the workspace file, else the current folder.
+    :param memory: the ``[memory]`` settings.
     """
 
     profiles: dict[str, ProfileConfig]
@@ -298,6 +310,7 @@ class KairoxConfig:
     files: list[Path]
     workspace_file: Path | None
     root: Path
+    memory: MemoryConfig = field(default_factory=lambda: MemoryConfig())
 
     def resolve_profile(self, name_or_alias: str) -> tuple[str, ProfileConfig]:
         """The ``(name, profile)`` a profile name or alias refers to.
@@ -445,17 +458,17 @@ class _Loader:
     def layer(
         self,
         docs: list[tuple[Path, dict[str, Any]]],
-    ) -> tuple[dict[str, _Table], dict[str, _Table], _Table | None]:
+    ) -> tuple[dict[str, _Table], dict[str, _Table], dict[str, _Table]]:
         profiles: dict[str, _Table] = {}
         kbs: dict[str, _Table] = {}
-        workspace: _Table | None = None
+        singles: dict[str, _Table] = {}  # [workspace], [memory]: one table each
         for path, doc in docs:
             for top, value in doc.items():
                 if top not in ALLOWED_TOP_LEVEL:
                     self._unknown_top_level(path, top)
                     continue
-                if top == "workspace":
-                    workspace = _Table(value, path)
+                if top in ("workspace", "memory"):
+                    singles[top] = _Table(value, path)
                     continue
                 if not isinstance(value, dict):
                     self.add(
@@ -469,7 +482,7 @@ class _Loader:
                 target = profiles if top == "profiles" else kbs
                 for ident, table in value.items():
                     target[ident] = _Table(table, path)
-        return profiles, kbs, workspace
+        return profiles, kbs, singles
 
     def _unknown_top_level(self, path: Path, top: str) -> None:
         suggestion = _did_you_mean(top, ALLOWED_TOP_LEVEL)
@@ -480,7 +493,7 @@ class _Loader:
         else:
             fix = (
                 "remove it; the allowed tables are [profiles.<name>], "
-                "[knowledge_bases.<id>] and [workspace]"
+                "[knowledge_bases.<id>], [workspace] and [memory]"
             )
         self.add(path, top, None, problem, fix)
 
@@ -730,6 +743,13 @@ class _Loader:
             )
         return out
 
+    def memory(self, t: _Table | None) -> MemoryConfig:
+        if t is None or not self.check_is_table("memory", None, t):
+            return MemoryConfig()
+        skip = self.check_secrets(t.raw, t.origin, "memory")
+        found = self.validate(MemoryConfig, t.raw, t.origin, "memory", skip=skip)
+        return found if isinstance(found, MemoryConfig) else MemoryConfig()
+
     def workspace(self, t: _Table | None) -> WorkspaceConfig:
         if t is None:
             return WorkspaceConfig()
@@ -827,13 +847,14 @@ def load_config(
         if doc is not None:
             docs.append((path, doc))
 
-    profile_tables, kb_tables, ws_table = loader.layer(docs)
+    profile_tables, kb_tables, singles = loader.layer(docs)
     profiles = loader.profiles(profile_tables)
     if DEFAULT_PROFILE not in profile_tables:
         profiles = {DEFAULT_PROFILE: ProfileConfig(), **profiles}
     loader.alias_collisions(profiles, profile_tables)
     knowledge_bases = loader.knowledge_bases(kb_tables, _profile_refs(profile_tables))
-    workspace = loader.workspace(ws_table)
+    workspace = loader.workspace(singles.get("workspace"))
+    memory = loader.memory(singles.get("memory"))
 
     if loader.problems:
         raise ConfigError(loader.problems)
@@ -841,6 +862,7 @@ def load_config(
         profiles=profiles,
         knowledge_bases=knowledge_bases,
         workspace=workspace,
+        memory=memory,
         files=[path for path, _ in docs],
         workspace_file=workspace_file,
         root=workspace_file.parent if workspace_file is not None else here,

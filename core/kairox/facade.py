@@ -19,6 +19,8 @@ from kairox.retrieval import IngestableSource, Query, RetrievalResult
 if TYPE_CHECKING:
     from kairox.config import KairoxConfig, KnowledgeBaseEntry
     from kairox.ingest import IngestStats
+    from kairox.memory.approvals import MemoryApprovals
+    from kairox.memory.store import MemoryRecord
     from kairox.plugins import KairoxPluginManager
     from kairox.registry import Registry
     from kairox.sources import SourceFactory
@@ -92,6 +94,46 @@ class AppFacade:
             workspace_root=self.workspace_root,
             state_dir=self.state_dir,
         )
+
+    @cached_property
+    def workspace_id(self) -> str:
+        """The workspace's id in the state database: its resolved root path."""
+        return str(self.workspace_root)
+
+    @property
+    def database(self) -> Path:
+        """The per-user state database (events, memories, workspace indexes)."""
+        return self.state_dir / "kairox.db"
+
+    # -- memory ----------------------------------------------------------------------
+
+    @cached_property
+    def memory(self) -> MemoryApprovals:
+        """The approval flow over the memory store and the event log (shared database)."""
+        from kairox.events import SqliteEventStore
+        from kairox.memory.approvals import MemoryApprovals
+        from kairox.memory.store import SqliteMemoryStore
+
+        return MemoryApprovals(
+            SqliteMemoryStore(self.database),
+            SqliteEventStore(self.database),
+            max_proposals_per_turn=self.config.memory.max_proposals_per_turn,
+        )
+
+    def memories(self, *, scope: str | None = None, pending: bool = False) -> list[MemoryRecord]:
+        """Memories this workspace sees (user + this workspace), or pending proposals."""
+        if pending:
+            found = self.memory.pending(self.workspace_id)
+            return [r for r in found if scope is None or r.scope == scope]
+        store = self.memory.store
+        found = []
+        if scope in (None, "user"):
+            found += store.list(scope="user")
+        if scope in (None, "workspace"):
+            found += store.list(scope="workspace", workspace_id=self.workspace_id)
+        if scope == "session":
+            found += [r for r in store.list(scope="session") if r.workspace_id == self.workspace_id]
+        return sorted(found, key=lambda r: r.id)
 
     # -- workspace index ------------------------------------------------------------
 

@@ -20,8 +20,8 @@ def invoke() -> Callable[..., Result]:
     """Run ``kairox ARGS`` in-process with the built-ins and no entry-point plugins."""
     pm = build_plugin_manager(entry_points=False)
 
-    def run(*args: str) -> Result:
-        return CliRunner().invoke(build_cli(pm), list(args))
+    def run(*args: str, input: str | None = None) -> Result:
+        return CliRunner().invoke(build_cli(pm), list(args), input=input)
 
     return run
 

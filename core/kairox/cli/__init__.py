@@ -14,7 +14,15 @@ from kairox.cli.app import AppContext, KairoxGroup, console_err
 def build_cli(pm: Any = None) -> click.Group:
     """A fresh root group with the built-in commands and every plugin's commands."""
     from kairox import __version__
-    from kairox.cli import bench_cmd, config_cmd, index_cmd, kb_cmd, plugins_cmd, search_cmd
+    from kairox.cli import (
+        bench_cmd,
+        config_cmd,
+        index_cmd,
+        kb_cmd,
+        memory_cmd,
+        plugins_cmd,
+        search_cmd,
+    )
 
     @click.group(cls=KairoxGroup, context_settings={"help_option_names": ["-h", "--help"]})
     @click.version_option(__version__, "--version", prog_name="kairox")
@@ -37,6 +45,7 @@ def build_cli(pm: Any = None) -> click.Group:
     cli.add_command(search_cmd.search)
     cli.add_command(kb_cmd.kb)
     cli.add_command(bench_cmd.bench)
+    cli.add_command(memory_cmd.memory)
     plugins_cmd.add_plugin_commands(cli, pm)
     return cli
 

@@ -1,0 +1,150 @@
+"""``kairox memory``: see, approve, reject, write, edit and forget memories."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from kairox.cli.app import AppContext, console, fold_long_values
+from kairox.memory.store import MemoryRecord
+
+SCOPES = click.Choice(["user", "workspace", "session"])
+
+
+def record_json(record: MemoryRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "scope": record.scope,
+        "key": record.key,
+        "body": record.body,
+        "status": record.status,
+        "workspace_id": record.workspace_id,
+        "session_id": record.session_id,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "approved_at": record.approved_at,
+        "injection_warning": record.injection_warning,
+        "provenance": record.provenance,
+    }
+
+
+def _show(record: MemoryRecord, verb: str) -> None:
+    console.print(
+        Text(f"{verb} {record.scope} memory {record.key or record.id} (#{record.id}): ")
+        + Text(record.body)
+    )
+
+
+@click.group()
+def memory() -> None:
+    """Memories the model proposed and you approved (or wrote yourself)."""
+
+
+@memory.command("list")
+@click.option("--scope", type=SCOPES, help="Only this scope.")
+@click.option("--pending", is_flag=True, help="Proposals waiting for your decision.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def list_(app: AppContext, scope: str | None, pending: bool, as_json: bool) -> None:
+    """List the memories this workspace sees (user + workspace), or pending proposals."""
+    records = app.facade().memories(scope=scope, pending=pending)
+    if as_json:
+        click.echo(json.dumps([record_json(r) for r in records], indent=2))
+        return
+    if not records:
+        console.print("no pending proposals" if pending else "no memories yet", markup=False)
+        return
+    table = Table("id", "scope", "key", "body", "status", "updated")
+    fold_long_values(table)
+    for r in records:
+        status = Text(r.status)
+        if r.injection_warning:
+            status.append(" ⚠ proposed after tool output", style="yellow")
+        table.add_row(str(r.id), r.scope, Text(r.key or "-"), Text(r.body), status, r.updated_at)
+    console.print(table)
+
+
+@memory.command()
+@click.argument("memory_id", type=int)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def show(app: AppContext, memory_id: int, as_json: bool) -> None:
+    """Show one memory or proposal with its provenance."""
+    from kairox.memory.approvals import MemoryNotFound
+
+    record = app.facade().memory.store.get(memory_id)
+    if record is None:
+        raise MemoryNotFound(f"no memory #{memory_id}; `kairox memory list` shows the ids")
+    data = record_json(record)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    for name, value in data.items():
+        console.print(Text(f"{name}: ", style="bold") + Text(str(value)))
+
+
+@memory.command()
+@click.argument("memory_id", type=int)
+@click.pass_obj
+def approve(app: AppContext, memory_id: int) -> None:
+    """Approve pending proposal MEMORY_ID (it overwrites the memory under its key)."""
+    _show(app.facade().memory.approve(memory_id), "approved")
+
+
+@memory.command()
+@click.argument("memory_id", type=int)
+@click.option("--reason", default="rejected by the user", show_default=True)
+@click.pass_obj
+def reject(app: AppContext, memory_id: int, reason: str) -> None:
+    """Reject pending proposal MEMORY_ID (kept as history, never used)."""
+    _show(app.facade().memory.reject(memory_id, reason), "rejected")
+
+
+@memory.command("set")
+@click.option("--scope", type=click.Choice(["user", "workspace"]), required=True)
+@click.option("--key", required=True, help="A stable key; writing it again overwrites.")
+@click.argument("body")
+@click.pass_obj
+def set_(app: AppContext, scope: str, key: str, body: str) -> None:
+    """Write a memory yourself (no approval needed: you are the approver)."""
+    facade = app.facade()
+    _show(facade.memory.set(scope, key, body, workspace_id=facade.workspace_id), "saved")
+
+
+@memory.command()
+@click.argument("key")
+@click.argument("body", required=False)
+@click.option(
+    "--scope", type=click.Choice(["user", "workspace"]), help="Default: workspace, then user."
+)
+@click.pass_obj
+def edit(app: AppContext, key: str, body: str | None, scope: str | None) -> None:
+    """Replace the body under KEY (opens $EDITOR when BODY is not given)."""
+    facade = app.facade()
+    current = facade.memory.find(key, workspace_id=facade.workspace_id, scope=scope)
+    if body is None:
+        edited = click.edit(current.body)
+        if edited is None or not edited.strip():
+            raise click.ClickException("nothing changed: the editor was closed without a body")
+        body = edited.strip()
+    _show(facade.memory.edit(key, body, workspace_id=facade.workspace_id, scope=scope), "edited")
+
+
+@memory.command()
+@click.argument("key")
+@click.option(
+    "--scope", type=click.Choice(["user", "workspace"]), help="Default: workspace, then user."
+)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_obj
+def forget(app: AppContext, key: str, scope: str | None, yes: bool) -> None:
+    """Delete the memory under KEY for good."""
+    facade = app.facade()
+    record = facade.memory.find(key, workspace_id=facade.workspace_id, scope=scope)
+    if not yes:
+        click.confirm(f"forget {record.scope} memory {record.key!r}: {record.body!r}?", abort=True)
+    _show(facade.memory.forget(key, workspace_id=facade.workspace_id, scope=scope), "forgot")
