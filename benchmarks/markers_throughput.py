@@ -25,7 +25,7 @@ PIECES = [
     "The build passed after we pinned the parser version. ",
     "Next we look at the flaky test in `tests/test_io.py` and the <b>odd</b> markup.\n",
     '<memory scope="workspace" key="ci.python">CI runs Python 3.11 only.</memory>',
-    "```python\nprint('<memory scope=\"user\" key=\"x\">literal in code</memory>')\n```\n",
+    '```python\nprint(\'<memory scope="user" key="x">literal in code</memory>\')\n```\n',
     "<memory scope='user' key='tone'>Prefers short answers.</memory> ",
     '<memory scope="global">rejected: unknown scope</memory>',
     "Some unicode: café, 東京, 🚀 and a stray < sign.\n",
@@ -77,8 +77,10 @@ def main() -> None:
                 "ratio_to_re_sub": round(seconds / baseline, 1),
             }
         )
-        print(f"chunk {chunk:>5}: {seconds:8.3f} s  {rows[-1]['mb_per_s']:7.2f} MB/s  "
-              f"{rows[-1]['ratio_to_re_sub']:7.1f}x re.sub")
+        print(
+            f"chunk {chunk:>5}: {seconds:8.3f} s  {rows[-1]['mb_per_s']:7.2f} MB/s  "
+            f"{rows[-1]['ratio_to_re_sub']:7.1f}x re.sub"
+        )
     print(f"re.sub baseline: {baseline:.3f} s")
     report = {
         "benchmark": "markers_throughput",

@@ -170,6 +170,12 @@ class ProfileConfig(BaseModel):
     context_window: StrictInt = Field(default=128000, gt=0)
     headroom: StrictInt = Field(default=4096, ge=0)
     aliases: list[StrictStr] = Field(default_factory=list)
+    backend: StrictStr = "openai-compatible"
+    base_url: StrictStr = "https://api.openai.com/v1"
+    api_key_env: StrictStr | None = "OPENAI_API_KEY"
+    summarizer: StrictStr = "extractive"
+    auto_compact: StrictBool = True
+    system_prompt: StrictStr = "You are a helpful assistant."
 
     @field_validator("headroom")
     @classmethod
@@ -237,6 +243,10 @@ _FIELD_FIXES: dict[str, str] = {
         "e.g. headroom = 4096"
     ),
     "aliases": 'use a list of names in quotes, e.g. aliases = ["smart"]',
+    "backend": 'use a model backend name, e.g. backend = "openai-compatible" or "scripted"',
+    "base_url": 'use the API root, e.g. base_url = "http://127.0.0.1:11434/v1" for Ollama',
+    "summarizer": 'use a summarizer name, e.g. summarizer = "extractive"',
+    "auto_compact": "use true or false (no quotes)",
     "kind": 'use the kind name in quotes, e.g. kind = "sqlite-fts"',
     "enabled": "use true or false (no quotes)",
     "profile_aliases": (

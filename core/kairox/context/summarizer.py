@@ -1,0 +1,25 @@
+"""The ``Summarizer`` protocol compaction uses to shrink the oldest history."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from kairox.models import ChatMessage
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Turns the oldest tier of a conversation into a shorter summary.
+
+    ``summarize`` returns text of at most ``max_tokens`` tokens (counted in
+    ``encoding``) that keeps the thread: the user's goal, decisions and constraints,
+    tool calls and their outcomes, open questions, names and numbers. It raises on
+    failure; compaction then falls back to a sliding window and says so.
+    """
+
+    name: str
+
+    async def summarize(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
+    ) -> str: ...
