@@ -29,6 +29,7 @@ ALLOW_LIST_ENV = "KAIROX_LOAD_PLUGINS"
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "kairox.default_plugins.hashing_embedder",
     "kairox.default_plugins.sqlite_fts",
+    "kairox.default_plugins.summarizers",
     "kairox.default_plugins.workspace_rag",
 )
 

@@ -8,6 +8,7 @@ import sys
 
 from kairox import __version__
 from kairox.cli import plugins_cmd
+from kairox.plugins import BUILTIN_PLUGINS
 
 
 def test_version(invoke):
@@ -21,11 +22,7 @@ def test_plugins_all_json_lists_every_builtin_ok(kairox_process):
     assert result.returncode == 0, result.stderr
     listed = json.loads(result.stdout)
     builtins = [p for p in listed if p["builtin"]]
-    assert {p["name"] for p in builtins} == {
-        "kairox.default_plugins.hashing_embedder",
-        "kairox.default_plugins.sqlite_fts",
-        "kairox.default_plugins.workspace_rag",
-    }
+    assert {p["name"] for p in builtins} == set(BUILTIN_PLUGINS)
     assert all(p["status"] == "ok" and p["hooks"] for p in builtins)
 
 

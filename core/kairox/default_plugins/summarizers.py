@@ -1,0 +1,768 @@
+"""The built-in history summarisers compaction uses: ``extractive``, ``sliding-window``, ``llm``.
+
+All three implement :class:`kairox.context.summarizer.Summarizer` and return text of at most
+``max_tokens`` tokens, counted with :func:`kairox.context.tokens.count_tokens` in the
+profile's encoding; every result passes through one final fitting step so that promise holds
+whatever the input.
+
+* ``extractive`` (the default) needs no model. It sorts the sentences of the history into
+  fixed sections (goal; decisions and constraints; tool calls and outcomes; open questions;
+  recent user messages), scores them by how likely a later question is to ask about them
+  (numbers, proper names, quoted strings, paths, identifiers, dates, decision cues) and
+  keeps the best that fit, in their original order. Same input, same output.
+* ``sliding-window`` keeps the newest whole messages that fit behind a marker saying how many
+  were dropped. Compaction falls back to it when another summariser keeps failing, so it has
+  no failure mode of its own.
+* ``llm`` asks the profile's :class:`~kairox.models.ModelBackend` for a summary with the same
+  fixed sections, retries a failing model with bounded backoff, trims an over-long reply at
+  a line or sentence boundary, and appends the most recent user message verbatim when the
+  budget allows. When the model keeps failing it raises :class:`~kairox.models.ModelError`
+  and compaction falls back to the sliding window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kairox import hookimpl
+from kairox.context.tokens import count_tokens, get_encoding
+from kairox.errors import KairoxError
+from kairox.models import ChatMessage, ModelBackend, ModelError
+from kairox.registry import SummarizerSpec
+
+__all__ = [
+    "SECTION_DECISIONS",
+    "SECTION_GOAL",
+    "SECTION_OPEN_QUESTIONS",
+    "SECTION_RECENT",
+    "SECTION_TOOLS",
+    "ExtractiveSummarizer",
+    "LlmSummarizer",
+    "SlidingWindowSummarizer",
+    "SummarizerOptionError",
+    "build_llm_prompt",
+    "fit_to_budget",
+    "kairox_register_summarizers",
+]
+
+SECTION_GOAL = "Goal"
+SECTION_DECISIONS = "Decisions and constraints"
+SECTION_TOOLS = "Tool calls and outcomes"
+SECTION_OPEN_QUESTIONS = "Open questions"
+SECTION_RECENT = "Recent user messages"
+#: The heading the ``llm`` summariser puts the last user message under.
+SECTION_MOST_RECENT = "Most recent user message"
+
+#: The order sections are rendered in; fixed, so summaries of different turns line up.
+_EXTRACTIVE_SECTIONS = (
+    SECTION_GOAL,
+    SECTION_DECISIONS,
+    SECTION_TOOLS,
+    SECTION_OPEN_QUESTIONS,
+    SECTION_RECENT,
+)
+_LLM_SECTIONS = (SECTION_GOAL, SECTION_DECISIONS, SECTION_TOOLS, SECTION_OPEN_QUESTIONS)
+
+
+class SummarizerOptionError(KairoxError, ValueError):
+    """A summariser was configured with a missing, unknown or invalid option."""
+
+
+# -- budget fitting shared by all three ---------------------------------------------------
+
+# Places where cutting a text leaves whole sentences: after . ! ? (plus closing quotes or
+# brackets) followed by whitespace.
+_SENTENCE_END = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s)")
+
+
+def _longest_fitting_cut(
+    text: str, cuts: Sequence[int], max_tokens: int, encoding: str
+) -> int | None:
+    """The largest position in ``cuts`` (ascending) whose prefix fits, or ``None``.
+
+    Binary search keeps this at O(log n) token counts. Token counts of prefixes are not
+    strictly monotonic in their length, so the answer is re-checked by the caller's own
+    count rather than trusted.
+    """
+    low, high, best = 0, len(cuts) - 1, None
+    while low <= high:
+        mid = (low + high) // 2
+        if count_tokens(text[: cuts[mid]].rstrip(), encoding) <= max_tokens:
+            best = cuts[mid]
+            low = mid + 1
+        else:
+            high = mid - 1
+    return best
+
+
+def fit_to_budget(text: str, max_tokens: int, encoding: str) -> str:
+    """``text`` if it fits in ``max_tokens``, else its longest prefix that does.
+
+    The cut prefers the end of a line or sentence, then a word boundary, and only then any
+    character, so a truncated summary ends on a whole line or sentence whenever that keeps
+    any text.
+    The result is guaranteed to count at most ``max_tokens`` tokens (``""`` when the budget
+    is zero or negative).
+    """
+    if max_tokens <= 0 or not text:
+        return ""
+    if count_tokens(text, encoding) <= max_tokens:
+        return text
+    lines = {m.start() for m in re.finditer(r"\n", text)}
+    sentences = sorted(lines | {m.end() for m in _SENTENCE_END.finditer(text)})
+    words = [m.start() for m in re.finditer(r"\s", text)]
+    for cuts in (sentences, words, range(1, len(text))):
+        cut = _longest_fitting_cut(text, cuts, max_tokens, encoding)
+        if cut is not None:
+            candidate = text[:cut].rstrip()
+            # Only a non-empty prefix counts: a boundary at position 0 keeps nothing, and a
+            # finer-grained cut may still keep something.
+            if candidate and count_tokens(candidate, encoding) <= max_tokens:
+                return candidate
+    return ""
+
+
+def _check_budget(max_tokens: int) -> None:
+    # bool is an int; a True budget is a caller bug worth naming, not one token.
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+        raise TypeError(f"max_tokens must be an int, got {max_tokens!r}")
+
+
+# -- text analysis for the extractive summariser -----------------------------------------------
+
+# Abbreviations whose trailing period does not end a sentence ("Dr. Alvarez" is one name).
+_ABBREVIATIONS = frozenset(
+    {
+        "dr", "mr", "mrs", "ms", "prof", "st", "jr", "sr", "vs", "etc", "e.g", "i.e", "no",
+        "fig", "approx", "inc", "ltd", "co", "dept", "mt", "gen", "col", "capt", "sgt",
+        "rev", "hon", "cf", "al", "ca", "vol", "p", "pp",
+    }
+)  # fmt: skip
+_LIST_MARKER = re.compile(r"^\s*(?:#{1,6}\s+|[-*•>]+\s+|\d{1,3}[.)]\s+)")
+_WORD = re.compile(r"\S+")
+
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,:]\d+)*(?:%|[a-zA-Z]{1,3}\b)?")
+_QUOTED = re.compile(
+    r"\"[^\"\n]{1,200}\"|(?<!\w)'[^'\n]{1,200}'(?!\w)|`[^`\n]{1,200}`|“[^”\n]{1,200}”"
+)
+_PATH = re.compile(
+    r"https?://\S+"
+    r"|(?<![\w/])(?:~|\.{1,2})?/?[\w.-]+(?:/[\w.-]+)+/?"
+    r"|[A-Za-z]:\\[\w\\.-]+"
+    r"|\b[\w-]+\.(?:py|pyi|js|mjs|ts|tsx|jsx|json|toml|ya?ml|md|rst|txt|rs|go|java|kt|c|h"
+    r"|cc|cpp|hpp|cs|rb|php|sh|sql|html|css|cfg|ini|lock|csv|log|env|xml|proto)\b"
+)
+_IDENTIFIER = re.compile(
+    r"\b[A-Za-z]\w*_\w+\b"  # snake_case, CONSTANT_CASE
+    r"|\b[a-z]+[A-Z]\w*\b"  # camelCase
+    r"|\b[A-Z][a-z0-9]+[A-Z]\w*\b"  # PascalCase with inner capitals (PostgreSQL)
+    r"|\b[A-Z]{2,}\d*\b"  # acronyms and units (API, MB, S3)
+    r"|\b\w+\(\)?"  # calls: fetch() or fetch(x)
+    r"|\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b"  # dotted names: os.path.join
+)
+_MONTHS = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
+_DATE = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b"
+    rf"|\b{_MONTHS}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTHS}\b"
+    r"|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|today|tomorrow"
+    r"|yesterday|tonight|next week|end of (?:day|week|month|quarter))\b"
+    r"|\bq[1-4]\b|\b\d{1,2}(?::\d{2})?\s?(?:am|pm)\b",
+    re.IGNORECASE,
+)
+# Words that mark a decision or a constraint: what a later turn must not contradict.
+_DECISION_CUE = re.compile(
+    r"\b(?:decided?|decision|agreed?|agreement|chose|chosen|choose|going with|go with"
+    r"|settled on|picked|prefer(?:s|red)?|approved?|confirmed?|use|uses|using|switch(?:ed)? to"
+    r"|must(?:n't| not)?|never|always|don'?t|do not|should(?:n'?t| not)?|requires?|required"
+    r"|requirements?|deadline|due|limits?|limited|budget|at most|at least|no more than"
+    r"|maximum|minimum|max|min|cannot|can'?t|only|exceed(?:s|ed)?|forbidden|allowed"
+    r"|mandatory|constraints?|policy|rule)\b",
+    re.IGNORECASE,
+)
+# A later user message with one of these restates or changes the goal.
+_GOAL_CUE = re.compile(
+    r"\b(?:my|our|the|new) (?:goal|aim|objective|task|plan)\b|\bi (?:want|need|would like)\b"
+    r"|\bi'd like\b|\bwe (?:want|need)\b|\binstead\b|\bchange of plans?\b|\bfrom now on\b"
+    r"|\bactually\b|\blet'?s (?:instead|now|switch)\b",
+    re.IGNORECASE,
+)
+# An assistant sentence reporting a tool call it made.
+_TOOL_MENTION = re.compile(
+    r"\b(?:call(?:s|ed|ing)?|invok(?:e|es|ed|ing)|ran|execut(?:e|es|ed|ing)|tool|queried)\b",
+    re.IGNORECASE,
+)
+_TOOL_ERROR = re.compile(r"\b(?:\w*error|\w*exception|failed|failure|fatal)\b", re.IGNORECASE)
+_SALIENT = re.compile(r"[^\W\d_]{4,}|\d+")
+_STOPWORDS = frozenset(
+    {
+        "what", "which", "where", "when", "would", "could", "should", "there", "their",
+        "about", "with", "from", "this", "that", "have", "does", "will", "your", "they",
+        "them", "then", "than", "into", "also", "just", "like", "make", "more", "some",
+        "such", "were", "been", "being", "here", "only", "over", "very", "want", "need",
+        "please", "know", "think",
+    }
+)  # fmt: skip
+# Words capitalised anywhere, hence no sign of a proper name.
+_NOT_NAMES = frozenset({"I", "I'm", "I'll", "I've", "I'd", "OK", "Ok"})
+
+#: Longest text one bullet keeps; a longer sentence is cut at a word boundary.
+_MAX_ITEM_CHARS = 400
+#: Longest tool outcome kept, so one verbose tool output cannot crowd out the rest.
+_MAX_OUTCOME_CHARS = 160
+#: Share of the budget the verbatim recent user messages may take.
+_RECENT_SHARE = 0.3
+#: A first user message shorter than this many words ("hi") does not state a goal alone.
+_SHORT_GOAL_WORDS = 5
+
+
+def _split_sentences(content: str) -> list[str]:
+    """Sentences of ``content``, one line at a time; list markers and headings stripped."""
+    sentences: list[str] = []
+    for raw_line in content.splitlines():
+        line = _LIST_MARKER.sub("", raw_line).strip()
+        if not line:
+            continue
+        start = 0
+        for match in _SENTENCE_END.finditer(line):
+            if match.group().startswith(".") and match.group().rstrip("\"'”’)]") == ".":
+                before = line[start : match.start()].rsplit(None, 1)
+                word = before[-1].lower() if before else ""
+                # "Dr. Alvarez", "e.g. this", "J. Smith": the period is not an ending.
+                if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
+                    continue
+            sentence = line[start : match.end()].strip()
+            if sentence:
+                sentences.append(sentence)
+            start = match.end()
+        tail = line[start:].strip()
+        if tail:
+            sentences.append(tail)
+    return sentences
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters at a word boundary, marked with an ellipsis."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    return text[: cut if cut > limit // 2 else limit].rstrip() + " …"
+
+
+def _proper_names(sentence: str) -> int:
+    """Capitalised words not at the sentence start: the usual shape of a name."""
+    words = _WORD.findall(sentence)
+    count = 0
+    for index, word in enumerate(words[1:], start=1):
+        word = word.strip("\"'“”‘’()[]{},;:!?")
+        if not word or word in _NOT_NAMES or not word[0].isupper():
+            continue
+        # After a colon a capital starts a clause, not a name.
+        if words[index - 1].endswith(":"):
+            continue
+        count += 1
+    return count
+
+
+def _fact_score(text: str) -> float:
+    """How much ``text`` carries the exact details later questions ask about.
+
+    Each kind of detail is capped so one list of numbers cannot outrank everything else.
+    Paths, quoted strings and dates weigh most: they are the hardest to reconstruct.
+    """
+    return (
+        3 * min(len(_NUMBER.findall(text)), 3)
+        + 3 * min(_proper_names(text), 3)
+        + 3 * min(len(_QUOTED.findall(text)), 2)
+        + 4 * min(len(_PATH.findall(text)), 2)
+        + 2 * min(len(_IDENTIFIER.findall(text)), 3)
+        + 3 * min(len(_DATE.findall(text)), 2)
+    )
+
+
+def _salient_words(text: str) -> set[str]:
+    return {w for w in (m.casefold() for m in _SALIENT.findall(text)) if w not in _STOPWORDS}
+
+
+@dataclass(frozen=True, slots=True)
+class _Item:
+    """One candidate bullet: its section, where it came from, and how much it matters."""
+
+    section: str
+    position: tuple[int, int]  # (message index, sentence index): the original order
+    text: str
+    score: float
+
+
+def _is_user(message: ChatMessage) -> bool:
+    return message.role == "user"
+
+
+def _goal_messages(messages: Sequence[ChatMessage]) -> set[int]:
+    """Indices of the user messages that state the goal: the first ones, until one is
+    substantial (a bare "hi" does not state a goal)."""
+    chosen: set[int] = set()
+    for index, message in enumerate(messages):
+        if not _is_user(message) or not message.content.strip():
+            continue
+        chosen.add(index)
+        if len(message.content.split()) >= _SHORT_GOAL_WORDS:
+            break
+    return chosen
+
+
+def _open_question(
+    question: str, index: int, messages: Sequence[ChatMessage], words: Sequence[set[str]]
+) -> bool:
+    """Whether no later message from the other side answers ``question``.
+
+    "Answers" is approximated deterministically: a later user/assistant message from the
+    other party that shares a salient word with the question (or, for a question without
+    salient words, any later message from the other party).
+    """
+    asker_is_user = _is_user(messages[index])
+    wanted = _salient_words(question)
+    for later in range(index + 1, len(messages)):
+        message = messages[later]
+        if message.role not in ("user", "assistant") or _is_user(message) == asker_is_user:
+            continue
+        if not wanted or wanted & words[later]:
+            return False
+    return True
+
+
+def _tool_outcome(message: ChatMessage) -> str:
+    """``name: outcome``, the shortest form that says what happened.
+
+    The outcome is the last line reporting an error when there is one (a traceback's
+    first line says nothing, its last says what failed), else the first non-empty line.
+    """
+    lines = [line.strip() for line in message.content.splitlines() if line.strip()]
+    errors = [line for line in lines if _TOOL_ERROR.search(line)]
+    line = errors[-1] if errors else lines[0] if lines else ""
+    outcome = _clip(line, _MAX_OUTCOME_CHARS) if line else "(no output)"
+    return f"{message.name or 'tool'}: {outcome}"
+
+
+def _candidates(messages: Sequence[ChatMessage], skip: set[int]) -> list[_Item]:
+    """Every sentence worth a bullet, sorted into its section and scored.
+
+    Messages in ``skip`` are already quoted verbatim; only their goal sentences are kept,
+    because the goal section must make sense on its own.
+    """
+    goal_indices = _goal_messages(messages)
+    substantial = {i for i in goal_indices if len(messages[i].content.split()) >= _SHORT_GOAL_WORDS}
+    words = [_salient_words(m.content) for m in messages]
+    total = max(len(messages), 1)
+    items: list[_Item] = []
+    seen: set[str] = set()
+    for index, message in enumerate(messages):
+        # A small bonus for later messages: a later decision usually supersedes an earlier one.
+        recency = index / total
+        if message.role == "tool":
+            text = _tool_outcome(message)
+            if text.casefold() not in seen:
+                seen.add(text.casefold())
+                items.append(_Item(SECTION_TOOLS, (index, 0), text, 4 + _fact_score(text)))
+            continue
+        for number, sentence in enumerate(_split_sentences(message.content)):
+            key = " ".join(sentence.casefold().split())
+            if key in seen:
+                continue
+            text = _clip(sentence, _MAX_ITEM_CHARS)
+            facts = _fact_score(sentence)
+            cue = _DECISION_CUE.search(sentence) is not None
+            if index in goal_indices:
+                # The first sentence of the first message is usually the request itself; a
+                # greeting before it ("hi") is kept only when there is room to spare.
+                base = 20 - min(number, 10) if index in substantial else 1
+                item = _Item(SECTION_GOAL, (index, number), text, base + facts)
+            elif _is_user(message) and _GOAL_CUE.search(sentence):
+                item = _Item(SECTION_GOAL, (index, number), text, 12 + facts + recency)
+            elif index in skip:
+                continue
+            elif message.role == "assistant" and _TOOL_MENTION.search(sentence):
+                item = _Item(SECTION_TOOLS, (index, number), text, 3 + facts + recency)
+            elif sentence.rstrip("\"'”’)]").endswith("?"):
+                if not _open_question(sentence, index, messages, words):
+                    continue  # answered: the answer carries the content
+                item = _Item(SECTION_OPEN_QUESTIONS, (index, number), text, 5 + facts + recency)
+            elif cue or facts:
+                item = _Item(SECTION_DECISIONS, (index, number), text, 2 * cue + facts + recency)
+            else:
+                continue  # filler: no cue, no detail a later turn could need
+            seen.add(key)
+            items.append(item)
+    return items
+
+
+def _render(chosen: Sequence[_Item], recent: Sequence[str]) -> str:
+    """The summary text: non-empty sections in fixed order, bullets in original order."""
+    blocks: list[str] = []
+    for section in _EXTRACTIVE_SECTIONS:
+        if section == SECTION_RECENT:
+            lines = [f"- {content}" for content in recent]
+        else:
+            items = sorted((i for i in chosen if i.section == section), key=lambda i: i.position)
+            lines = [f"- {item.text}" for item in items]
+        if lines:
+            blocks.append(f"## {section}\n" + "\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+class ExtractiveSummarizer:
+    """Deterministic, model-free summary in fixed sections (the default summariser).
+
+    Sentences are sorted into *Goal* (the first user messages and later ones that restate
+    or change the goal), *Decisions and constraints* (decision or constraint cues, or exact
+    details such as numbers and names), *Tool calls and outcomes* (each tool message's
+    name and outcome, and assistant sentences reporting calls), *Open questions*
+    (questions the other side never took up) and *Recent user messages* (the last one or
+    two user messages verbatim, when they fit in 30 % of the budget). The highest-scoring
+    bullets that fit are kept, shown in their original order; empty sections are left out.
+    """
+
+    name = "extractive"
+
+    async def summarize(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
+    ) -> str:
+        return self.summarize_sync(messages, max_tokens=max_tokens, encoding=encoding)
+
+    def summarize_sync(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
+    ) -> str:
+        """The summary, computed synchronously (it never waits on anything)."""
+        _check_budget(max_tokens)
+        get_encoding(encoding)  # a bad encoding name fails here, not half-way
+        if max_tokens <= 0 or not any(m.content.strip() for m in messages):
+            return ""
+        recent_indices, recent = self._recent(messages, max_tokens, encoding)
+        items = _candidates(messages, set(recent_indices))
+        chosen = self._choose(items, recent, max_tokens, encoding)
+        text = _render(chosen, recent)
+        # Token counts of joined lines are not exactly additive; drop the weakest bullets
+        # (then the verbatim messages) until the real count fits.
+        by_rank = sorted(chosen, key=lambda i: (-i.score, i.position))
+        while count_tokens(text, encoding) > max_tokens and (by_rank or recent):
+            if by_rank:
+                by_rank.pop()
+            else:
+                recent = recent[1:]
+            text = _render(by_rank, recent)
+        return fit_to_budget(text, max_tokens, encoding)
+
+    @staticmethod
+    def _recent(
+        messages: Sequence[ChatMessage], max_tokens: int, encoding: str
+    ) -> tuple[list[int], list[str]]:
+        """The last one or two user messages that fit, verbatim, oldest first."""
+        allowance = int(max_tokens * _RECENT_SHARE) - count_tokens(
+            f"## {SECTION_RECENT}\n\n\n", encoding
+        )
+        indices: list[int] = []
+        used = 0
+        for index in range(len(messages) - 1, -1, -1):
+            message = messages[index]
+            if not _is_user(message) or not message.content.strip():
+                continue
+            cost = count_tokens(f"- {message.content}\n", encoding)
+            if used + cost > allowance:
+                break  # an older message in place of a newer one would mislead
+            indices.insert(0, index)
+            used += cost
+            if len(indices) == 2:
+                break
+        return indices, [messages[i].content for i in indices]
+
+    @staticmethod
+    def _choose(
+        items: Sequence[_Item], recent: Sequence[str], max_tokens: int, encoding: str
+    ) -> list[_Item]:
+        """The best items whose estimated cost fits next to the verbatim messages."""
+        used = count_tokens(_render((), recent), encoding)
+        opened: set[str] = set()
+        chosen: list[_Item] = []
+        for item in sorted(items, key=lambda i: (-i.score, i.position)):
+            cost = count_tokens(f"- {item.text}\n", encoding)
+            if item.section not in opened:
+                cost += count_tokens(f"## {item.section}\n\n", encoding)
+            if used + cost > max_tokens:
+                continue  # a shorter, lower-ranked item may still fit
+            used += cost
+            opened.add(item.section)
+            chosen.append(item)
+        return chosen
+
+
+# -- sliding window -----------------------------------------------------------------------------
+
+
+def _format_message(message: ChatMessage) -> str:
+    label = f"{message.role} ({message.name})" if message.name else message.role
+    return f"{label}: {message.content}"
+
+
+def _window_marker(dropped: int) -> str:
+    return f"[sliding window: {dropped} earlier messages dropped]"
+
+
+class SlidingWindowSummarizer:
+    """The newest whole messages that fit, behind ``[sliding window: N earlier messages
+    dropped]``.
+
+    Messages are taken newest first while they fit and emitted in their original order as
+    ``role: content``; the kept ones are always a contiguous tail of the history. This is
+    also compaction's fallback when another summariser fails, so it makes no model call
+    and returns ``""`` rather than failing on an empty history or a non-positive budget.
+    """
+
+    name = "sliding-window"
+
+    async def summarize(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
+    ) -> str:
+        return self.summarize_sync(messages, max_tokens=max_tokens, encoding=encoding)
+
+    def summarize_sync(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
+    ) -> str:
+        """The window, computed synchronously (it never waits on anything)."""
+        _check_budget(max_tokens)
+        if max_tokens <= 0 or not messages:
+            return ""
+        # Price the marker with the largest count it can show; should a smaller count ever
+        # cost more, the exact check below corrects the estimate.
+        used = count_tokens(_window_marker(len(messages)), encoding)
+        kept: list[str] = []
+        for message in reversed(messages):
+            block = _format_message(message)
+            cost = count_tokens(f"\n\n{block}", encoding)
+            if used + cost > max_tokens:
+                break
+            kept.append(block)
+            used += cost
+        kept.reverse()
+        text = "\n\n".join([_window_marker(len(messages) - len(kept)), *kept])
+        while kept and count_tokens(text, encoding) > max_tokens:
+            kept.pop(0)  # the estimate was a token short: drop the oldest kept message
+            text = "\n\n".join([_window_marker(len(messages) - len(kept)), *kept])
+        return fit_to_budget(text, max_tokens, encoding)
+
+
+# -- llm ------------------------------------------------------------------------------------------
+
+_LLM_SYSTEM_PROMPT = """\
+You compress the oldest part of a conversation between a user and an AI assistant, so \
+the conversation can go on without it. Write a summary of at most {target} tokens with \
+exactly these Markdown sections, in this order:
+
+{headings}
+
+Rules:
+- Keep names, numbers, versions, file paths, identifiers, dates and quoted strings \
+exactly as written.
+- Goal: what the user wants, including any later change of goal.
+- Decisions and constraints: what was decided or agreed, and every requirement, limit \
+or prohibition.
+- Tool calls and outcomes: each tool that was called and what it returned or why it failed.
+- Open questions: questions still unanswered and work still pending.
+- Write "- none" under a section with nothing to report.
+- Bullet points, no preamble, no closing remarks; do not invent or answer anything."""
+
+
+def build_llm_prompt(messages: Sequence[ChatMessage], target_tokens: int) -> list[ChatMessage]:
+    """The chat messages the ``llm`` summariser sends: instructions, then the transcript."""
+    headings = "\n".join(f"## {section}" for section in _LLM_SECTIONS)
+    system = _LLM_SYSTEM_PROMPT.format(target=target_tokens, headings=headings)
+    transcript = "\n\n".join(
+        f"[{number}] {_format_message(message)}" for number, message in enumerate(messages, 1)
+    )
+    request = (
+        f"Summarise these {len(messages)} messages in at most {target_tokens} tokens.\n\n"
+        f"<conversation>\n{transcript}\n</conversation>"
+    )
+    return [ChatMessage("system", system), ChatMessage("user", request)]
+
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class LlmSummarizer:
+    """A summary written by the profile's model, in the fixed sections compaction expects.
+
+    :param backend: the :class:`~kairox.models.ModelBackend` to call.
+    :param model: the model name passed to ``backend.stream``.
+    :param retries: how many times a failing call is retried (so ``retries + 1`` calls).
+    :param retry_delay: seconds before the first retry; doubled for each further one.
+    :param max_retry_delay: the cap on one pause, so backoff stays bounded.
+    :param sleep: the coroutine that waits (tests may replace it).
+
+    The reply is collected from the stream; one that fails part-way, or comes back empty,
+    counts as a failure. An over-long reply is cut at a line or sentence boundary. The
+    most recent user message is appended verbatim under *Most recent user message* when
+    it fits; if it takes at most half the budget, the model is asked for a correspondingly
+    shorter summary to make room. After the last retry :class:`ModelError` is raised.
+    """
+
+    name = "llm"
+
+    def __init__(
+        self,
+        backend: ModelBackend | None = None,
+        model: str | None = None,
+        *,
+        retries: int = 2,
+        retry_delay: float = 0.5,
+        max_retry_delay: float = 4.0,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        if backend is None:
+            raise SummarizerOptionError(
+                "the llm summarizer needs a model backend; configure the profile's backend"
+            )
+        if not isinstance(backend, ModelBackend):
+            raise SummarizerOptionError(
+                "the llm summarizer's backend must be a ModelBackend (a `name` and a "
+                f"`stream(messages, *, model, max_tokens)` method), got {backend!r}"
+            )
+        if not isinstance(model, str) or not model.strip():
+            raise SummarizerOptionError(
+                f"the llm summarizer needs a model name; set the profile's model (got {model!r})"
+            )
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise SummarizerOptionError(
+                f"the llm summarizer's retries must be a whole number >= 0, got {retries!r}"
+            )
+        for option, value in (("retry_delay", retry_delay), ("max_retry_delay", max_retry_delay)):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise SummarizerOptionError(
+                    f"the llm summarizer's {option} must be a number of seconds >= 0, got {value!r}"
+                )
+        self.backend = backend
+        self.model = model
+        self.retries = retries
+        self.retry_delay = float(retry_delay)
+        self.max_retry_delay = float(max_retry_delay)
+        self._sleep = sleep
+
+    def backoff(self, retry: int) -> float:
+        """The pause before retry number ``retry`` (1-based): doubling, capped."""
+        return min(self.max_retry_delay, self.retry_delay * 2 ** (retry - 1))
+
+    async def summarize(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
+    ) -> str:
+        _check_budget(max_tokens)
+        get_encoding(encoding)  # a bad encoding name fails before any model call
+        if max_tokens <= 0 or not any(m.content.strip() for m in messages):
+            return ""
+        recent = next((m.content for m in reversed(messages) if _is_user(m)), "")
+        block = f"\n\n## {SECTION_MOST_RECENT}\n{recent}" if recent.strip() else ""
+        block_cost = count_tokens(block, encoding)
+        # Make room for the verbatim message only when it leaves the summary most of the
+        # budget; otherwise the summary comes first and the message is added if it fits.
+        reserved = block_cost if block and block_cost <= max_tokens // 2 else 0
+        target = max_tokens - reserved
+        reply = await self._ask(build_llm_prompt(messages, target), max_tokens)
+        summary = fit_to_budget(reply.strip(), target, encoding)
+        if block and count_tokens(summary + block, encoding) <= max_tokens:
+            summary += block
+        return fit_to_budget(summary, max_tokens, encoding)
+
+    async def _ask(self, prompt: list[ChatMessage], max_tokens: int) -> str:
+        """The model's whole reply, retried with bounded backoff on :class:`ModelError`."""
+        attempts = self.retries + 1
+        last: ModelError | None = None
+        for attempt in range(1, attempts + 1):
+            if attempt > 1:
+                await self._sleep(self.backoff(attempt - 1))
+            try:
+                pieces = [
+                    piece
+                    async for piece in self.backend.stream(
+                        prompt, model=self.model, max_tokens=max_tokens
+                    )
+                ]
+            except ModelError as exc:
+                last = exc
+                continue
+            reply = "".join(pieces)
+            if reply.strip():
+                return reply
+            last = ModelError(f"model {self.model!r} returned an empty summary")
+        raise ModelError(
+            f"the llm summarizer gave up after {attempts} attempt(s) with model "
+            f"{self.model!r}: {last}"
+        ) from last
+
+
+# -- registration -------------------------------------------------------------------------------
+
+
+def _no_options(name: str, options: dict[str, Any]) -> None:
+    if options:
+        raise SummarizerOptionError(
+            f"the {name} summarizer takes no options; got {', '.join(sorted(options))}"
+        )
+
+
+def _extractive_factory(**options: Any) -> ExtractiveSummarizer:
+    _no_options("extractive", options)
+    return ExtractiveSummarizer()
+
+
+def _sliding_window_factory(**options: Any) -> SlidingWindowSummarizer:
+    _no_options("sliding-window", options)
+    return SlidingWindowSummarizer()
+
+
+_LLM_OPTIONS = ("backend", "model", "retries", "retry_delay", "max_retry_delay", "sleep")
+
+
+def _llm_factory(**options: Any) -> LlmSummarizer:
+    unknown = sorted(set(options) - set(_LLM_OPTIONS))
+    if unknown:
+        raise SummarizerOptionError(
+            f"unknown option(s) for the llm summarizer: {', '.join(unknown)}; "
+            f"known: {', '.join(_LLM_OPTIONS)}"
+        )
+    return LlmSummarizer(**options)
+
+
+@hookimpl
+def kairox_register_summarizers(register: Callable[[SummarizerSpec], None]) -> None:
+    register(
+        SummarizerSpec(
+            name="extractive",
+            factory=_extractive_factory,
+            description="Deterministic extractive summary in fixed sections; no model.",
+        )
+    )
+    register(
+        SummarizerSpec(
+            name="sliding-window",
+            factory=_sliding_window_factory,
+            description="Keeps the newest whole messages that fit; never fails.",
+        )
+    )
+    register(
+        SummarizerSpec(
+            name="llm",
+            factory=_llm_factory,
+            description="Summary by the profile's model, with retries; options: backend, model.",
+        )
+    )
