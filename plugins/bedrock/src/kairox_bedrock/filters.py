@@ -1,0 +1,241 @@
+"""Kairox metadata filters, translated into Bedrock's ``RetrievalFilter`` grammar.
+
+The Kairox form (``Query.filters`` and the ``filter`` key of a ``bedrock`` table)::
+
+    {"topic": "cooking"}                      # equality          -> equals
+    {"topic": ["astronomy", "biology"]}       # any of            -> in (value: a list)
+    {"year": {"gte": 2020, "lt": 2024}}       # operators         -> greaterThanOrEquals, lessThan
+    {"$or": [{"topic": "cooking"}, {"year": {"lt": 2018}}]}   # -> orAll
+    {"$and": [{...}, {...}]}                  # -> andAll (several keys already mean "and")
+
+Several conditions are joined with ``andAll``; a single condition is sent bare, because
+Bedrock's ``andAll``/``orAll`` need at least two members. ``in`` always carries a list
+(``{"in": {"key": k, "value": [v1, v2]}}``), never a scalar and never a chain of
+``equals``. An empty any-of list matches nothing, so such a query is answered with no
+hits without calling the service. Anything that cannot be translated is a
+:class:`kairox.retrieval.QueryError` that says what to write instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kairox.retrieval import QueryError
+
+__all__ = [
+    "BEDROCK_OPERATORS",
+    "COMBINATORS",
+    "OPERATORS",
+    "BedrockFilter",
+    "translate_filters",
+]
+
+#: Kairox operator -> Bedrock ``RetrievalFilter`` member.
+OPERATORS: dict[str, str] = {
+    "eq": "equals",
+    "ne": "notEquals",
+    "in": "in",
+    "not_in": "notIn",
+    "gt": "greaterThan",
+    "gte": "greaterThanOrEquals",
+    "lt": "lessThan",
+    "lte": "lessThanOrEquals",
+    "starts_with": "startsWith",
+    "string_contains": "stringContains",
+    "list_contains": "listContains",
+}
+
+#: Keys that combine sub-filters instead of naming a metadata attribute.
+COMBINATORS: dict[str, str] = {"$and": "andAll", "$or": "orAll"}
+
+#: Every member of Bedrock's ``RetrievalFilter`` union (used to spot filters written in
+#: Bedrock's own grammar and say how to write them in the Kairox form).
+BEDROCK_OPERATORS: frozenset[str] = frozenset({*OPERATORS.values(), "andAll", "orAll"})
+
+_LIST_OPERATORS = frozenset({"in", "not_in"})
+_NUMBER_OPERATORS = frozenset({"gt", "gte", "lt", "lte"})
+_STRING_OPERATORS = frozenset({"starts_with", "string_contains"})
+_MAX_KEY_LENGTH = 100  # FilterKey: 1..100 characters
+
+_VALID_OPS = ", ".join(OPERATORS)
+_VALID_COMBINATORS = ", ".join(COMBINATORS)
+
+
+class _Everything:
+    """No condition at all (an empty filter, ``not_in: []``)."""
+
+
+class _Nothing:
+    """A condition no document meets (``in: []``, ``{"topic": []}``)."""
+
+
+_EVERYTHING = _Everything()
+_NOTHING = _Nothing()
+_Node = dict[str, Any] | _Everything | _Nothing
+
+
+@dataclass(frozen=True, slots=True)
+class BedrockFilter:
+    """The translation of one or more Kairox filters.
+
+    :param expression: the ``RetrievalFilter`` to send, or ``None`` when there is no
+        condition (send no ``filter`` at all).
+    :param matches_nothing: no document can match (an empty any-of list): do not call
+        the service, the answer is no hits.
+    """
+
+    expression: dict[str, Any] | None
+    matches_nothing: bool = False
+
+
+def translate_filters(*filters: Mapping[str, Any] | None) -> BedrockFilter:
+    """Translate Kairox filters (all of them must hold) into one Bedrock filter.
+
+    :raises QueryError: an unknown operator or combinator, a value of the wrong type
+        (``in`` without a list, a range bound that is not a number, ...), a bad key.
+    """
+    node = _and([_mapping(f, "filter") for f in filters if f is not None])
+    if isinstance(node, _Nothing):
+        return BedrockFilter(None, matches_nothing=True)
+    if isinstance(node, _Everything):
+        return BedrockFilter(None)
+    return BedrockFilter(node)
+
+
+# -- combinations ------------------------------------------------------------------------
+
+
+def _and(parts: Sequence[_Node]) -> _Node:
+    members: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, _Nothing):
+            return _NOTHING
+        if isinstance(part, _Everything):
+            continue
+        members.extend(part.get("andAll", [part]))
+    if not members:
+        return _EVERYTHING
+    return members[0] if len(members) == 1 else {"andAll": members}
+
+
+def _or(parts: Sequence[_Node]) -> _Node:
+    members: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, _Everything):
+            return _EVERYTHING
+        if isinstance(part, _Nothing):
+            continue
+        members.extend(part.get("orAll", [part]))
+    if not members:
+        return _NOTHING
+    return members[0] if len(members) == 1 else {"orAll": members}
+
+
+# -- the Kairox form ---------------------------------------------------------------------
+
+
+def _mapping(spec: Any, where: str) -> _Node:
+    if not isinstance(spec, Mapping):
+        raise QueryError(
+            f"{where}: expected a table of conditions such as {{'topic': 'cooking'}}, "
+            f"got {type(spec).__name__} {spec!r}"
+        )
+    return _and([_entry(key, value, where) for key, value in spec.items()])
+
+
+def _entry(key: Any, value: Any, where: str) -> _Node:
+    if not isinstance(key, str):
+        raise QueryError(f"{where}: keys must be strings, got {key!r}")
+    if key.startswith("$"):
+        return _combinator(key, value, where)
+    _check_key(key, where)
+    label = f"filter {key!r}"
+    if isinstance(value, Mapping):
+        return _operators(key, value, label)
+    if isinstance(value, list | tuple | set | frozenset):
+        return _condition(key, "in", list(value), label)
+    return _condition(key, "eq", value, label)
+
+
+def _combinator(key: str, value: Any, where: str) -> _Node:
+    if key not in COMBINATORS:
+        raise QueryError(
+            f"{where}: unknown combinator {key!r}; valid combinators: {_VALID_COMBINATORS} "
+            "(a key starting with '$' is not a metadata attribute)"
+        )
+    if not isinstance(value, list | tuple):
+        raise QueryError(
+            f"{where}: {key} takes a list of filters, e.g. "
+            f"{{{key!r}: [{{'topic': 'cooking'}}, {{'year': {{'lt': 2018}}}}]}}; got {value!r}"
+        )
+    parts = [_mapping(sub, f"{where} {key}[{i}]") for i, sub in enumerate(value)]
+    return _or(parts) if key == "$or" else _and(parts)
+
+
+def _operators(key: str, spec: Mapping[str, Any], label: str) -> _Node:
+    if not spec:
+        raise QueryError(
+            f"{label}: an empty table of operators; use one of: {_VALID_OPS}, "
+            f"e.g. {{{key!r}: {{'gte': 2020}}}}"
+        )
+    parts: list[_Node] = []
+    for op, operand in spec.items():
+        if op not in OPERATORS:
+            raise QueryError(_unknown_operator(key, op, spec, label))
+        parts.append(_condition(key, op, operand, label))
+    return _and(parts)
+
+
+def _unknown_operator(key: str, op: Any, spec: Mapping[str, Any], label: str) -> str:
+    message = f"{label}: unknown operator {op!r}; valid operators: {_VALID_OPS}"
+    if key in BEDROCK_OPERATORS or set(spec) <= {"key", "value"}:
+        message += (
+            ". This looks like Bedrock's own filter grammar: write the Kairox form instead, "
+            "e.g. {'year': {'gte': 2020}} or {'topic': ['a', 'b']}"
+        )
+    return message
+
+
+def _condition(key: str, op: str, operand: Any, label: str) -> _Node:
+    if op in _LIST_OPERATORS:
+        if not isinstance(operand, list | tuple | set | frozenset):
+            raise QueryError(
+                f"{label}: {op!r} takes a list of values, e.g. {{{key!r}: {{{op!r}: "
+                f"['a', 'b']}}}}; got {operand!r}"
+            )
+        values = [_scalar(v, label) for v in operand]
+        if not values:
+            return _NOTHING if op == "in" else _EVERYTHING
+        return {OPERATORS[op]: {"key": key, "value": values}}
+    if op in _NUMBER_OPERATORS:
+        if isinstance(operand, bool) or not isinstance(operand, int | float):
+            raise QueryError(
+                f"{label}: {op!r} compares numbers; got {operand!r}. "
+                f"Write e.g. {{{key!r}: {{{op!r}: 2020}}}}"
+            )
+        return {OPERATORS[op]: {"key": key, "value": _scalar(operand, label)}}
+    if op in _STRING_OPERATORS and not isinstance(operand, str):
+        raise QueryError(f"{label}: {op!r} takes a string; got {operand!r}")
+    return {OPERATORS[op]: {"key": key, "value": _scalar(operand, label)}}
+
+
+def _scalar(value: Any, label: str) -> str | int | float | bool:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise QueryError(f"{label}: {value!r} is not a finite number")
+    if isinstance(value, str | bool | int | float):
+        return value
+    raise QueryError(
+        f"{label}: {value!r} is not a string, number or boolean; metadata filters compare "
+        f"plain values (operators go in a table: {_VALID_OPS})"
+    )
+
+
+def _check_key(key: str, where: str) -> None:
+    if not key or len(key) > _MAX_KEY_LENGTH:
+        raise QueryError(
+            f"{where}: metadata key {key[:40]!r} must be 1 to {_MAX_KEY_LENGTH} characters "
+            f"long (Bedrock's limit), got {len(key)}"
+        )

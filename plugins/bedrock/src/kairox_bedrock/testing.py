@@ -1,0 +1,907 @@
+"""``BedrockTestServer``: a loopback Bedrock Agent Runtime for tests, no AWS needed.
+
+A real HTTP server (stdlib ``ThreadingHTTPServer`` on ``127.0.0.1``, a random port, a
+background thread) that speaks the ``Retrieve`` operation of ``bedrock-agent-runtime``
+exactly as boto3 sends it: ``POST /knowledgebases/{knowledgeBaseId}/retrieve`` with a
+JSON body, a JSON answer ``{"retrievalResults": [...], "nextToken": ...}``, and errors the
+way AWS sends them for REST/JSON services (status code, ``x-amzn-ErrorType`` header, body
+``{"message": ...}``), so botocore raises ``ClientError`` with the right
+``Error.Code``. Point a real boto3 client (or a ``bedrock`` knowledge base) at it with
+``endpoint_url``::
+
+    from kairox_bedrock.testing import BedrockDocument, BedrockTestServer, s3_location
+
+    docs = [BedrockDocument("Saturn's rings are ice.", s3_location("s3://b/saturn.txt"),
+                            {"topic": "astronomy", "year": 2021})]
+    with BedrockTestServer(docs, page_size=2) as server:
+        client = boto3.client("bedrock-agent-runtime", region_name="us-east-1",
+                              endpoint_url=server.endpoint_url)
+        client.retrieve(knowledgeBaseId=server.knowledge_base_id,
+                        retrievalQuery={"text": "saturn rings"})
+        server.fail("ThrottlingException", times=2)   # the next two requests get 429
+        server.requests                                # every request, recorded
+
+It behaves like the service where a client can tell: a deterministic lexical score in
+[0, 1] (term overlap, so results are reproducible), numberOfResults (default 5) and
+opaque ``nextToken`` pagination (``page_size`` caps a page), every filter operator of
+``RetrievalFilter`` evaluated on document metadata, ``ValidationException`` (400) for a
+malformed request or filter (``in`` with a scalar, ``andAll`` with one member, empty
+query text), ``ResourceNotFoundException`` (404) for an unknown knowledge base id, and
+SigV4 checks on the ``Authorization`` header: service scope ``bedrock``, optionally the
+region, the access key id (``UnrecognizedClientException``, 403) and the signature
+itself (``InvalidSignatureException``, 403). Failures and slow replies are switched on
+per test: :meth:`BedrockTestServer.fail`, :meth:`~BedrockTestServer.respond_raw`,
+:attr:`~BedrockTestServer.delay`.
+
+This module uses only the standard library (boto3 is the client's business).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import hmac
+import json
+import math
+import re
+import socket
+import threading
+import uuid
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+from kairox_bedrock.source import CHUNK_ID_KEY, LOCATION_FIELDS, SOURCE_URI_KEY
+
+__all__ = [
+    "DEFAULT_KNOWLEDGE_BASE_ID",
+    "ERROR_STATUS",
+    "BedrockDocument",
+    "BedrockTestServer",
+    "RecordedRequest",
+    "corpus_documents",
+    "evaluate_filter",
+    "make_location",
+    "s3_location",
+]
+
+DEFAULT_KNOWLEDGE_BASE_ID = "KAIROXTEST"
+DATA_SOURCE_KEY = "x-amz-bedrock-kb-data-source-id"
+
+#: HTTP status of each error code the server can send (the service model's, plus the
+#: front-door auth errors every AWS service shares).
+ERROR_STATUS: dict[str, int] = {
+    "ValidationException": 400,
+    "SerializationException": 400,
+    "ServiceQuotaExceededException": 400,
+    "IncompleteSignatureException": 403,
+    "AccessDeniedException": 403,
+    "UnrecognizedClientException": 403,
+    "InvalidSignatureException": 403,
+    "ExpiredTokenException": 403,
+    "MissingAuthenticationTokenException": 403,
+    "ResourceNotFoundException": 404,
+    "UnknownOperationException": 404,
+    "ConflictException": 409,
+    "DependencyFailedException": 424,
+    "ThrottlingException": 429,
+    "InternalServerException": 500,
+    "BadGatewayException": 502,
+    "ServiceUnavailableException": 503,
+}
+
+_DEFAULT_MESSAGES: dict[str, str] = {
+    "ThrottlingException": "Rate exceeded",
+    "InternalServerException": "Internal server error",
+    "ServiceUnavailableException": "Service Unavailable",
+    "BadGatewayException": "Bad gateway",
+    "DependencyFailedException": "The vector store did not answer",
+    "AccessDeniedException": (
+        "User: arn:aws:iam::123456789012:user/kairox is not authorized to perform: "
+        "bedrock:Retrieve on resource: knowledge base"
+    ),
+    "UnrecognizedClientException": "The security token included in the request is invalid.",
+    "InvalidSignatureException": (
+        "The request signature we calculated does not match the signature you provided. "
+        "Check your AWS Secret Access Key and signing method. Consult the service "
+        "documentation for details."
+    ),
+    "ExpiredTokenException": "The security token included in the request is expired",
+    "MissingAuthenticationTokenException": "Missing Authentication Token",
+    "ValidationException": "1 validation error detected",
+    "ResourceNotFoundException": "The specified resource was not found",
+    "ServiceQuotaExceededException": "Service quota exceeded",
+    "ConflictException": "Conflict",
+}
+
+# Errors raised by the AWS front door rather than the service: AWS sends their type with
+# a coral namespace suffix, which botocore strips.
+_FRONT_DOOR = frozenset(
+    {
+        "IncompleteSignatureException",
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "ExpiredTokenException",
+        "MissingAuthenticationTokenException",
+    }
+)
+
+_PATH = re.compile(r"/knowledgebases/(?P<kb>[^/]+)/retrieve")
+_KB_ID = re.compile(r"[0-9a-zA-Z]{10}")
+_KB_ARN = re.compile(
+    r"arn:aws(-[^:]+)?:bedrock:[a-z0-9-]{1,20}:[0-9]{12}:knowledge-base/(?P<id>[0-9a-zA-Z]{10})"
+)
+_AUTH = re.compile(
+    r"AWS4-HMAC-SHA256 Credential=(?P<akid>[^/,\s]+)/(?P<date>\d{8})/(?P<region>[^/]+)/"
+    r"(?P<service>[^/]+)/aws4_request,\s*SignedHeaders=(?P<signed>[^,\s]+),\s*"
+    r"Signature=(?P<signature>[0-9a-f]{64})"
+)
+_WORD = re.compile(r"\w+")
+_MAX_QUERY_CHARS = 20_000
+_MAX_RESULTS = 100
+_DEFAULT_RESULTS = 5
+
+_ATTRIBUTE_OPERATORS = frozenset(
+    {
+        "equals",
+        "notEquals",
+        "in",
+        "notIn",
+        "greaterThan",
+        "greaterThanOrEquals",
+        "lessThan",
+        "lessThanOrEquals",
+        "startsWith",
+        "stringContains",
+        "listContains",
+    }
+)
+_NUMBER_OPERATORS = frozenset(
+    {"greaterThan", "greaterThanOrEquals", "lessThan", "lessThanOrEquals"}
+)
+
+
+# -- documents ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BedrockDocument:
+    """One chunk the server holds.
+
+    :param text: the chunk text (``content.text``), also what the lexical score reads.
+    :param location: a ``RetrievalResultLocation`` of any type, e.g. from
+        :func:`make_location`; ``None`` sends no location.
+    :param metadata: the chunk's metadata attributes, filterable.
+    :param chunk_id: sent as metadata ``x-amz-bedrock-kb-chunk-id`` when given.
+    """
+
+    text: str
+    location: Mapping[str, Any] | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    chunk_id: str | None = None
+
+
+def make_location(kind: str, value: str) -> dict[str, Any]:
+    """A ``RetrievalResultLocation`` of type ``kind`` (``S3``, ``WEB``, ``CONFLUENCE``,
+    ``SALESFORCE``, ``SHAREPOINT``, ``CUSTOM``, ``KENDRA``, ``SQL``, ``ONEDRIVE``,
+    ``GOOGLEDRIVE``) whose uri field holds ``value``."""
+    member, key = LOCATION_FIELDS[kind]
+    return {"type": kind, member: {key: value}}
+
+
+def s3_location(uri: str) -> dict[str, Any]:
+    """``{"type": "S3", "s3Location": {"uri": uri}}``."""
+    return make_location("S3", uri)
+
+
+def corpus_documents(corpus: Iterable[Any] | None = None) -> list[BedrockDocument]:
+    """Kairox's conformance corpus (``kairox.testing.CORPUS`` by default) as documents.
+
+    Text is ``title + "\\n" + text``, the chunk id is the corpus id (so hits keep the
+    corpus ids), the location is ``s3://kairox-corpus/<id>.txt``, metadata as given.
+    """
+    if corpus is None:
+        from kairox.testing.corpus import CORPUS  # needs pytest; only when asked for
+
+        corpus = CORPUS
+    return [
+        BedrockDocument(
+            f"{doc.title}\n{doc.text}" if doc.title else doc.text,
+            s3_location(f"s3://kairox-corpus/{doc.id}.txt"),
+            dict(doc.metadata),
+            chunk_id=doc.id,
+        )
+        for doc in corpus
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One request the server received, and what it answered.
+
+    ``json`` is the parsed body (``None`` when it was not JSON); ``access_key``,
+    ``region`` and ``service`` come from the SigV4 credential scope of the
+    ``Authorization`` header (``None`` when absent or malformed).
+    """
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    body: bytes
+    json: Any
+    access_key: str | None
+    region: str | None
+    service: str | None
+    status: int
+    error_code: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    status: int
+    body: bytes
+    headers: tuple[tuple[str, str], ...] = ()
+    error_code: str | None = None
+
+
+class _ServiceError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _error_reply(
+    code: str, message: str | None = None, *, status: int | None = None, retry_after=None
+) -> _Reply:
+    text = message if message is not None else _DEFAULT_MESSAGES.get(code, code)
+    error_type = code
+    if code in _FRONT_DOOR:
+        error_type += ":http://internal.amazon.com/coral/com.amazon.coral.service/"
+    headers = [("x-amzn-ErrorType", error_type)]
+    if retry_after is not None:
+        headers.append(("Retry-After", str(retry_after)))
+    return _Reply(
+        status if status is not None else ERROR_STATUS.get(code, 400),
+        json.dumps({"message": text}).encode(),
+        tuple(headers),
+        code,
+    )
+
+
+# -- the server ------------------------------------------------------------------------------
+
+
+class BedrockTestServer:
+    """A loopback ``bedrock-agent-runtime`` that serves ``Retrieve`` over ``documents``.
+
+    :param documents: the chunks of the knowledge base.
+    :param knowledge_base_id: the one id that exists (10 letters or digits; its ARN works
+        too); any other id is a 404 ``ResourceNotFoundException``.
+    :param page_size: the most results in one response; more matches come with a
+        ``nextToken``. ``None``: a page holds ``numberOfResults`` (default 5).
+    :param access_key: when set, requests signed with another access key id get 403
+        ``UnrecognizedClientException``.
+    :param secret_key: when set (with ``access_key``), the SigV4 signature is verified;
+        a wrong secret gets 403 ``InvalidSignatureException``.
+    :param region: when set, a request signed for another region gets 403.
+    :param data_source_id: sent as metadata ``x-amz-bedrock-kb-data-source-id``.
+
+    Use it as a context manager (or call :meth:`start` and :meth:`close`). After
+    :meth:`close`, :attr:`endpoint_url` names a port where nothing listens.
+    """
+
+    def __init__(
+        self,
+        documents: Sequence[BedrockDocument] = (),
+        *,
+        knowledge_base_id: str = DEFAULT_KNOWLEDGE_BASE_ID,
+        page_size: int | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        region: str | None = None,
+        data_source_id: str = "KAIROXDS01",
+    ) -> None:
+        if not _KB_ID.fullmatch(knowledge_base_id):
+            raise ValueError(
+                f"knowledge_base_id must be 10 letters or digits: {knowledge_base_id!r}"
+            )
+        if page_size is not None and page_size < 1:
+            raise ValueError(f"page_size must be at least 1, got {page_size}")
+        self.documents: list[BedrockDocument] = list(documents)
+        self.knowledge_base_id = knowledge_base_id
+        self.page_size = page_size
+        self.access_key = access_key
+        self.secret_key = secret_key
+        self.region = region
+        self.data_source_id = data_source_id
+        #: Seconds to wait before answering each request (slow replies).
+        self.delay: float = 0.0
+        self._requests: list[RecordedRequest] = []
+        self._script: deque[_Reply | None] = deque()  # None: serve this one normally
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._endpoint_url: str | None = None
+        #: Exceptions the server raised while handling a request (a bug in the server).
+        self.errors: list[BaseException] = []
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> BedrockTestServer:
+        if self._httpd is not None:
+            return self
+        self._stopping.clear()
+        httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        httpd.owner = self
+        host, port = httpd.server_address[:2]
+        self._endpoint_url = f"http://{host}:{port}"
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"bedrock-test-server-{port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving, drop open connections, free the port; sleeping replies end."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        self._stopping.set()
+        httpd.shutdown()
+        httpd.server_close()
+        httpd.drop_connections()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> BedrockTestServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def endpoint_url(self) -> str:
+        """``http://127.0.0.1:<port>``: the ``endpoint_url`` for boto3."""
+        if self._endpoint_url is None:
+            raise RuntimeError("the server is not started: use `with BedrockTestServer(...)`")
+        return self._endpoint_url
+
+    # -- switches for tests -----------------------------------------------------------------
+
+    def fail(
+        self,
+        code: str,
+        times: int = 1,
+        *,
+        message: str | None = None,
+        status: int | None = None,
+        retry_after: float | None = None,
+        after: int = 0,
+    ) -> None:
+        """Answer ``times`` authenticated requests with error ``code``, starting after the
+        next ``after`` ones (which are served normally, e.g. the first page).
+
+        The status comes from :data:`ERROR_STATUS` unless given (``ThrottlingException``
+        429, ``InternalServerException`` 500, ``ServiceUnavailableException`` 503,
+        ``AccessDeniedException`` 403, ...); ``retry_after`` adds a ``Retry-After``
+        header. Requests after those are served normally again.
+        """
+        reply = _error_reply(code, message, status=status, retry_after=retry_after)
+        with self._lock:
+            self._script.extend([None] * after + [reply] * times)
+
+    def respond_raw(
+        self,
+        body: bytes | str,
+        times: int = 1,
+        *,
+        status: int = 200,
+        content_type: str = "application/json",
+        headers: Mapping[str, str] | None = None,
+        after: int = 0,
+    ) -> None:
+        """Answer ``times`` authenticated requests, after the next ``after`` ones, with
+        exactly this payload (malformed JSON, a body missing ``retrievalResults``, an
+        HTML 502 page ...)."""
+        data = body.encode() if isinstance(body, str) else bytes(body)
+        extra = (("Content-Type", content_type), *(headers or {}).items())
+        with self._lock:
+            self._script.extend([None] * after + [_Reply(status, data, tuple(extra))] * times)
+
+    def reset(self) -> None:
+        """Forget recorded requests, pending failures and the delay."""
+        with self._lock:
+            self._requests.clear()
+            self._script.clear()
+        self.delay = 0.0
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received so far, oldest first (a copy)."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def request_count(self) -> int:
+        with self._lock:
+            return len(self._requests)
+
+    # -- answering ------------------------------------------------------------------------
+
+    def _handle(self, method: str, target: str, headers: Mapping[str, str], body: bytes) -> _Reply:
+        try:
+            payload = json.loads(body) if body else None
+        except ValueError:
+            payload = None
+        scope = _AUTH.match(headers.get("authorization", ""))
+        try:
+            reply = self._answer(method, target, headers, body, scope)
+        except Exception as exc:  # a bug in the server: say so rather than hang the client
+            self.errors.append(exc)
+            reply = _error_reply("InternalServerException", f"test server bug: {exc!r}")
+        record = RecordedRequest(
+            method=method,
+            path=target,
+            headers=dict(headers),
+            body=body,
+            json=payload,
+            access_key=scope["akid"] if scope else None,
+            region=scope["region"] if scope else None,
+            service=scope["service"] if scope else None,
+            status=reply.status,
+            error_code=reply.error_code,
+        )
+        with self._lock:
+            self._requests.append(record)
+        return reply
+
+    def _answer(
+        self,
+        method: str,
+        target: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        scope: re.Match[str] | None,
+    ) -> _Reply:
+        denied = self._authenticate(method, target, headers, body, scope)
+        if denied is not None:
+            return denied
+        with self._lock:
+            scripted = self._script.popleft() if self._script else None
+        if scripted is not None:
+            return scripted
+        path = urlsplit(target).path
+        route = _PATH.fullmatch(path)
+        if method != "POST" or route is None:
+            return _error_reply("UnknownOperationException", f"No operation at {method} {path}")
+        try:
+            return self._retrieve(unquote(route["kb"]), body)
+        except _ServiceError as exc:
+            return _error_reply(exc.code, exc.message)
+
+    def _authenticate(
+        self,
+        method: str,
+        target: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        scope: re.Match[str] | None,
+    ) -> _Reply | None:
+        if "authorization" not in headers:
+            return _error_reply("MissingAuthenticationTokenException")
+        if scope is None:
+            return _error_reply(
+                "IncompleteSignatureException",
+                "Authorization header requires 'Credential', 'SignedHeaders' and "
+                "'Signature' parameters for AWS4-HMAC-SHA256.",
+            )
+        if scope["service"] != "bedrock":
+            return _error_reply(
+                "InvalidSignatureException",
+                "Credential should be scoped to correct service: 'bedrock'.",
+            )
+        if self.region is not None and scope["region"] != self.region:
+            return _error_reply(
+                "InvalidSignatureException", "Credential should be scoped to a valid region."
+            )
+        if self.access_key is not None and scope["akid"] != self.access_key:
+            return _error_reply("UnrecognizedClientException")
+        if self.secret_key is not None and not _signature_ok(
+            self.secret_key, method, target, headers, body, scope
+        ):
+            return _error_reply("InvalidSignatureException")
+        return None
+
+    def _retrieve(self, kb_path: str, body: bytes) -> _Reply:
+        kb_id = self._check_kb_id(kb_path)
+        try:
+            payload = json.loads(body) if body else {}
+        except ValueError:
+            raise _ServiceError(
+                "SerializationException", "Could not parse the request body as JSON"
+            ) from None
+        if not isinstance(payload, dict):
+            raise _ServiceError("SerializationException", "The request body must be a JSON object")
+        text = _require_text(payload)
+        config = payload.get("retrievalConfiguration") or {}
+        if not isinstance(config, dict):
+            raise _ServiceError(
+                "SerializationException", "retrievalConfiguration must be an object"
+            )
+        search = config.get("vectorSearchConfiguration") or {}
+        if not isinstance(search, dict):
+            raise _ServiceError(
+                "SerializationException", "vectorSearchConfiguration must be an object"
+            )
+        count = search.get("numberOfResults", _DEFAULT_RESULTS)
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= _MAX_RESULTS:
+            raise _ServiceError(
+                "ValidationException",
+                f"1 validation error detected: Value '{count}' at "
+                "'retrievalConfiguration.vectorSearchConfiguration.numberOfResults' failed to "
+                f"satisfy constraint: Member must have value between 1 and {_MAX_RESULTS}",
+            )
+        search_type = search.get("overrideSearchType")
+        if search_type is not None and search_type not in ("HYBRID", "SEMANTIC"):
+            raise _ServiceError(
+                "ValidationException",
+                f"1 validation error detected: Value '{search_type}' at "
+                "'retrievalConfiguration.vectorSearchConfiguration.overrideSearchType' failed "
+                "to satisfy constraint: Member must satisfy enum value set: [HYBRID, SEMANTIC]",
+            )
+        expression = search.get("filter")
+        if expression is not None:
+            _check_filter(expression, "retrievalConfiguration.vectorSearchConfiguration.filter")
+
+        ranked = self._rank(kb_id, text, expression)
+        fingerprint = hashlib.sha256(
+            json.dumps([kb_id, text, expression, search_type], sort_keys=True).encode()
+        ).hexdigest()[:16]
+        offset = _read_token(payload.get("nextToken"), fingerprint)
+        size = count if self.page_size is None else min(count, self.page_size)
+        page = ranked[offset : offset + size]
+        response: dict[str, Any] = {"retrievalResults": page}
+        if offset + size < len(ranked):
+            response["nextToken"] = _make_token(offset + size, fingerprint)
+        return _Reply(200, json.dumps(response).encode(), (("Content-Type", "application/json"),))
+
+    def _check_kb_id(self, kb_path: str) -> str:
+        arn = _KB_ARN.fullmatch(kb_path)
+        kb_id = arn["id"] if arn else kb_path
+        if not _KB_ID.fullmatch(kb_id):
+            raise _ServiceError(
+                "ValidationException",
+                f"1 validation error detected: Value '{kb_path}' at 'knowledgeBaseId' failed to "
+                "satisfy constraint: Member must satisfy regular expression pattern: "
+                "[0-9a-zA-Z]{10}",
+            )
+        if kb_id != self.knowledge_base_id:
+            raise _ServiceError(
+                "ResourceNotFoundException", f"Knowledge base with id {kb_id} does not exist"
+            )
+        return kb_id
+
+    def _rank(self, kb_id: str, text: str, expression: Any) -> list[dict[str, Any]]:
+        terms = set(_WORD.findall(text.casefold()))
+        scored: list[tuple[float, int, dict[str, Any]]] = []
+        for index, doc in enumerate(self.documents):
+            metadata = self._metadata(doc)
+            if expression is not None and not evaluate_filter(expression, metadata):
+                continue
+            words = set(_WORD.findall(doc.text.casefold()))
+            shared = len(terms & words)
+            if not shared:
+                continue
+            score = shared / math.sqrt(len(terms) * len(words))
+            result: dict[str, Any] = {"content": {"text": doc.text, "type": "TEXT"}, "score": score}
+            if doc.location is not None:
+                result["location"] = dict(doc.location)
+            if metadata:
+                result["metadata"] = metadata
+            scored.append((score, index, result))
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        return [result for _, _, result in scored]
+
+    def _metadata(self, doc: BedrockDocument) -> dict[str, Any]:
+        metadata = dict(doc.metadata)
+        if doc.chunk_id is not None:
+            metadata[CHUNK_ID_KEY] = doc.chunk_id
+        location = doc.location or {}
+        if location.get("type") == "S3":
+            uri = (location.get("s3Location") or {}).get("uri")
+            if uri:
+                metadata[SOURCE_URI_KEY] = uri
+        metadata[DATA_SOURCE_KEY] = self.data_source_id
+        return metadata
+
+
+# -- request checks ------------------------------------------------------------------------
+
+
+def _require_text(payload: Mapping[str, Any]) -> str:
+    query = payload.get("retrievalQuery")
+    if query is None:
+        raise _ServiceError(
+            "ValidationException",
+            "1 validation error detected: Value null at 'retrievalQuery' failed to satisfy "
+            "constraint: Member must not be null",
+        )
+    if not isinstance(query, dict):
+        raise _ServiceError("SerializationException", "retrievalQuery must be an object")
+    text = query.get("text")
+    if text is not None and not isinstance(text, str):
+        raise _ServiceError("SerializationException", "retrievalQuery.text must be a string")
+    if text is None or not text.strip():
+        raise _ServiceError(
+            "ValidationException",
+            "1 validation error detected: Value at 'retrievalQuery.text' failed to satisfy "
+            "constraint: Member must not be blank",
+        )
+    if len(text) > _MAX_QUERY_CHARS:
+        raise _ServiceError(
+            "ValidationException",
+            "1 validation error detected: Value at 'retrievalQuery.text' failed to satisfy "
+            f"constraint: Member must have length less than or equal to {_MAX_QUERY_CHARS}",
+        )
+    return text
+
+
+def _is_scalar(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, str | bool | int)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_filter(expression: Any, where: str) -> None:
+    """Raise ``ValidationException`` for a filter the real service would refuse."""
+
+    def invalid(message: str) -> _ServiceError:
+        return _ServiceError("ValidationException", f"Invalid filter at '{where}': {message}")
+
+    if not isinstance(expression, dict) or len(expression) != 1:
+        raise invalid("a RetrievalFilter must have exactly one member set")
+    ((operator, argument),) = expression.items()
+    where = f"{where}.{operator}"
+    if operator in ("andAll", "orAll"):
+        if not isinstance(argument, list):
+            raise invalid(f"{operator} must be a list of filters")
+        if len(argument) < 2:
+            raise invalid(
+                f"Member must have length greater than or equal to 2 (got {len(argument)}); "
+                f"a single condition must not be wrapped in {operator}"
+            )
+        for i, member in enumerate(argument):
+            _check_filter(member, f"{where}[{i}]")
+        return
+    if operator not in _ATTRIBUTE_OPERATORS:
+        raise invalid(f"unknown filter operator {operator!r}")
+    if not isinstance(argument, dict) or "key" not in argument or "value" not in argument:
+        raise invalid("a filter attribute needs both 'key' and 'value'")
+    key, value = argument["key"], argument["value"]
+    if not isinstance(key, str) or not 1 <= len(key) <= 100:
+        raise invalid("'key' must be a string of 1 to 100 characters")
+    if operator in ("in", "notIn"):
+        if not isinstance(value, list):
+            raise invalid(f"the value of '{operator}' must be a list, got {json.dumps(value)}")
+        if not value or not all(_is_scalar(v) for v in value):
+            raise invalid(f"the value of '{operator}' must be a non-empty list of plain values")
+    elif operator in _NUMBER_OPERATORS:
+        if not _is_number(value):
+            raise invalid(f"the value of '{operator}' must be a number, got {json.dumps(value)}")
+    elif operator in ("startsWith", "stringContains"):
+        if not isinstance(value, str):
+            raise invalid(f"the value of '{operator}' must be a string")
+    elif not _is_scalar(value):
+        raise invalid(f"the value of '{operator}' must be a string, number or boolean")
+
+
+def _same(actual: Any, wanted: Any) -> bool:
+    """Typed equality: booleans equal only booleans, numbers compare numerically."""
+    if isinstance(actual, bool) or isinstance(wanted, bool):
+        return isinstance(actual, bool) and isinstance(wanted, bool) and actual == wanted
+    if _is_number(actual) and _is_number(wanted):
+        return actual == wanted
+    return type(actual) is type(wanted) and actual == wanted
+
+
+def evaluate_filter(expression: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
+    """Whether ``metadata`` meets a (valid) Bedrock ``RetrievalFilter``.
+
+    ``equals``/``in`` compare typed values (the string ``"2021"`` is not the number
+    ``2021``, ``true`` is not ``1``); ``notEquals``/``notIn`` also match a missing key;
+    ranges need numbers; ``listContains`` looks inside a list attribute; ``startsWith``
+    and ``stringContains`` work on strings (and on any element of a list of strings).
+    """
+    ((operator, argument),) = expression.items()
+    if operator == "andAll":
+        return all(evaluate_filter(member, metadata) for member in argument)
+    if operator == "orAll":
+        return any(evaluate_filter(member, metadata) for member in argument)
+    key, wanted = argument["key"], argument["value"]
+    present = key in metadata
+    actual = metadata.get(key)
+    if operator == "equals":
+        return present and _same(actual, wanted)
+    if operator == "notEquals":
+        return not (present and _same(actual, wanted))
+    if operator == "in":
+        return present and any(_same(actual, v) for v in wanted)
+    if operator == "notIn":
+        return not (present and any(_same(actual, v) for v in wanted))
+    if operator in _NUMBER_OPERATORS:
+        if not _is_number(actual):
+            return False
+        return {
+            "greaterThan": actual > wanted,
+            "greaterThanOrEquals": actual >= wanted,
+            "lessThan": actual < wanted,
+            "lessThanOrEquals": actual <= wanted,
+        }[operator]
+    strings = [actual] if isinstance(actual, str) else actual if isinstance(actual, list) else []
+    strings = [s for s in strings if isinstance(s, str)]
+    if operator == "startsWith":
+        return any(s.startswith(wanted) for s in strings)
+    if operator == "stringContains":
+        return any(wanted in s for s in strings)
+    if operator == "listContains":
+        return isinstance(actual, list) and any(_same(a, wanted) for a in actual)
+    raise ValueError(f"unknown filter operator {operator!r}")  # _check_filter ran first
+
+
+# -- pagination tokens ----------------------------------------------------------------------
+
+
+def _make_token(offset: int, fingerprint: str) -> str:
+    raw = json.dumps({"o": offset, "f": fingerprint}).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _read_token(token: Any, fingerprint: str) -> int:
+    if token is None:
+        return 0
+    invalid = _ServiceError("ValidationException", "The provided nextToken is not valid")
+    if not isinstance(token, str) or not token:
+        raise invalid
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (ValueError, binascii.Error):
+        raise invalid from None
+    if not isinstance(data, dict) or data.get("f") != fingerprint:
+        raise _ServiceError(
+            "ValidationException",
+            "The provided nextToken belongs to another query; send the same query and "
+            "configuration with it",
+        )
+    offset = data.get("o")
+    if not isinstance(offset, int) or offset < 0:
+        raise invalid
+    return offset
+
+
+# -- SigV4 ------------------------------------------------------------------------------------
+
+
+def _hmac(key: bytes, message: str) -> bytes:
+    return hmac.new(key, message.encode(), hashlib.sha256).digest()
+
+
+def _signature_ok(
+    secret_key: str,
+    method: str,
+    target: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    scope: re.Match[str],
+) -> bool:
+    """Recompute the SigV4 signature the way the service does and compare."""
+    parts = urlsplit(target)
+    pairs = sorted(pair.partition("=")[::2] for pair in parts.query.split("&") if pair)
+    signed = scope["signed"].split(";")
+    canonical = "\n".join(
+        [
+            method,
+            quote(parts.path or "/", safe="/~"),
+            "&".join(f"{k}={v}" for k, v in pairs),
+            "".join(f"{name}:{' '.join(headers.get(name, '').split())}\n" for name in signed),
+            scope["signed"],
+            headers.get("x-amz-content-sha256") or hashlib.sha256(body).hexdigest(),
+        ]
+    )
+    credential_scope = f"{scope['date']}/{scope['region']}/{scope['service']}/aws4_request"
+    to_sign = "\n".join(
+        [
+            "AWS4-HMAC-SHA256",
+            headers.get("x-amz-date", ""),
+            credential_scope,
+            hashlib.sha256(canonical.encode()).hexdigest(),
+        ]
+    )
+    key = _hmac(("AWS4" + secret_key).encode(), scope["date"])
+    for part in (scope["region"], scope["service"], "aws4_request"):
+        key = _hmac(key, part)
+    expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, scope["signature"])
+
+
+# -- HTTP plumbing -----------------------------------------------------------------------------
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: BedrockTestServer
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def drop_connections(self) -> None:
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that hung up mid-reply (it timed out) is not the server's problem
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "BedrockTestServer/1.0"
+    timeout = 30  # an idle keep-alive connection is closed after this many seconds
+    server: _HTTPServer
+
+    def _serve(self) -> None:
+        owner = self.server.owner
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length > 0 else b""
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        reply = owner._handle(self.command, self.path, headers, body)
+        if owner.delay > 0 and owner._stopping.wait(owner.delay):
+            self.close_connection = True
+            return
+        try:
+            self.send_response(reply.status)
+            names = {name.lower() for name, _ in reply.headers}
+            for name, value in reply.headers:
+                self.send_header(name, value)
+            if "content-type" not in names:
+                self.send_header("Content-Type", "application/json")
+            self.send_header("x-amzn-RequestId", str(uuid.uuid4()))
+            self.send_header("Content-Length", str(len(reply.body)))
+            self.end_headers()
+            self.wfile.write(reply.body)
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+
+    do_POST = do_GET = do_PUT = do_DELETE = do_PATCH = _serve
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass

@@ -1,0 +1,125 @@
+"""Kairox's conformance suite against a loopback Bedrock, the kind registration, lazy
+boto3, and discovery through ``kairox plugins``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import kairox_bedrock
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kairox_bedrock.testing import BedrockTestServer
+
+from kairox.retrieval import Query, QueryError, ScoreKind
+from kairox.testing import SourceConformance, check_kind_registration, run
+
+
+class TestBedrockConformance(SourceConformance):
+    @pytest.fixture
+    def conformance_source(self, corpus_server, make_source):
+        return make_source(corpus_server)
+
+    @pytest.fixture
+    def broken_source(self, make_source):
+        with BedrockTestServer() as stopped:
+            pass  # closed: nothing listens on its port any more
+        return make_source(stopped.endpoint_url)
+
+
+def test_the_broken_source_names_the_endpoint_and_the_fix(make_source):
+    with BedrockTestServer() as stopped:
+        pass
+    source = make_source(stopped.endpoint_url)
+    with pytest.raises(kairox_bedrock.BedrockConnectionError) as caught:
+        run(source.retrieve(Query("saturn rings")))
+    message = str(caught.value)
+    assert stopped.endpoint_url in message
+    assert "endpoint_url" in message and "region" in message
+    assert caught.value.attempts > 1  # a refused connection is retried within the budget
+
+
+def test_registers_the_bedrock_kind():
+    kind = check_kind_registration(kairox_bedrock, "bedrock")
+    assert kind.config_model is kairox_bedrock.BedrockConfig
+    assert kind.factory is kairox_bedrock.build_source
+
+
+def test_scores_are_cosine_like_relevance_best_first(corpus_server, make_source):
+    source = make_source(corpus_server)
+    assert source.score_kind is ScoreKind.COSINE
+    hits = run(source.retrieve(Query("saturn rings water", k=5)))
+    assert hits[0].id == "astro-1" and len(hits) > 1
+    assert all(0 < hit.score <= 1 for hit in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_empty_and_blank_queries_never_reach_the_service(server, make_source):
+    source = make_source(server)
+    for text in ("", "   ", "\n\t"):
+        assert run(source.retrieve(Query(text))) == []
+    assert server.request_count == 0
+
+
+def test_very_long_queries_are_cut_to_the_service_limit(server, make_source):
+    source = make_source(server)
+    hits = run(source.retrieve(Query("saturn rings " + "x" * 30_000, k=1)))
+    assert [h.id for h in hits] == ["astro-1"]
+    (request,) = server.requests
+    assert len(request.json["retrievalQuery"]["text"]) == 20_000
+
+
+@pytest.fixture(scope="module")
+def shared_source(corpus_server, make_source):
+    return make_source(corpus_server)
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(max_size=300))
+def test_any_unicode_query_returns_hits_or_a_query_error(shared_source, text):
+    try:
+        hits = run(shared_source.retrieve(Query(text, k=5)))
+    except QueryError:
+        return
+    assert isinstance(hits, list) and len(hits) <= 5
+
+
+# -- lazy boto3 and discovery ------------------------------------------------------------
+
+
+def test_importing_the_plugin_does_not_import_boto3():
+    code = (
+        "import sys, kairox_bedrock, kairox_bedrock.testing; "
+        "print(sorted(m for m in ('boto3', 'botocore') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
+
+
+def test_missing_boto3_gives_an_install_hint(monkeypatch, make_source, corpus_server):
+    monkeypatch.setitem(sys.modules, "boto3", None)  # makes `import boto3` fail
+    source = make_source(corpus_server)
+    with pytest.raises(ImportError, match="pip install kairox-bedrock"):
+        run(source.retrieve(Query("saturn rings")))
+    with pytest.raises(ImportError, match="pip install kairox-bedrock"):
+        kairox_bedrock.load_boto3()
+
+
+def test_kairox_plugins_lists_bedrock_as_ok():
+    result = subprocess.run(
+        [sys.executable, "-m", "kairox", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={k: v for k, v in os.environ.items() if k != "KAIROX_LOAD_PLUGINS"},
+    )
+    listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
+    assert "bedrock" in listed, result.stdout
+    assert listed["bedrock"]["status"] == "ok"
+    assert listed["bedrock"]["package"] == "kairox-bedrock"
+    assert "kairox_register_knowledge_base_kinds" in listed["bedrock"]["hooks"]
