@@ -1,0 +1,810 @@
+"""A loopback stand-in for one Pinecone index's data plane, for tests (ours and yours).
+
+:class:`PineconeTestServer` is a real HTTP server on ``127.0.0.1`` that speaks the REST
+API the pinecone SDK sends (``POST /query``, ``/vectors/upsert``, ``/vectors/delete``,
+``/describe_index_stats``; ``GET /vectors/fetch``, ``/vectors/list``), so tests drive
+the real SDK over a real socket instead of stubbing it::
+
+    from kairox_pinecone.testing import PineconeTestServer
+
+    with PineconeTestServer(384, api_key="test-key") as server:
+        server.seed([("doc-1", vector, {"text": "Saturn's rings"})])
+        index = pinecone.Index(host=server.host, api_key="test-key")  # plain http works
+        index.query(vector=vector, top_k=3, include_metadata=True)
+
+It behaves like the service where a client can tell: namespaces are separate stores
+(``""`` is the default one, reported as ``__default__``), scores are cosine similarity
+(or dot product / squared euclidean distance for those metrics), metadata filters are
+evaluated (``$eq $ne $gt $gte $lt $lte $in $nin $exists $and $or``), the dimension is
+enforced on upsert and query (400), ids and metadata are validated, ``/vectors/list``
+paginates, and errors come back as ``{"code": ..., "message": ..., "details": []}``.
+
+Faults are switched on per test: a wrong or missing ``Api-Key`` gets 401;
+:meth:`~PineconeTestServer.fail` answers the next requests with any status (403, 5xx,
+429 with ``Retry-After`` via :meth:`~PineconeTestServer.throttle`);
+:meth:`~PineconeTestServer.delay` slows replies; :meth:`~PineconeTestServer.malformed`
+sends bodies that are not JSON. Every request is recorded (:attr:`~PineconeTestServer.requests`,
+:meth:`~PineconeTestServer.count`). Only numpy and the standard library are needed.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import math
+import socket
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import numpy as np
+
+__all__ = [
+    "DEFAULT_API_KEY",
+    "BadRequest",
+    "PineconeTestServer",
+    "RecordedRequest",
+    "StoredVector",
+    "closed_host",
+    "matches_filter",
+]
+
+DEFAULT_API_KEY = "kairox-test-key"
+_DEFAULT_NAMESPACE_NAME = "__default__"
+_MAX_ID_LENGTH = 512
+_MAX_METADATA_BYTES = 40 * 1024
+_MAX_TOP_K = 10_000
+_MAX_TOP_K_WITH_DATA = 1_000
+# grpc-gateway status codes, as Pinecone's data plane puts them in error bodies.
+_GRPC_CODES = {
+    400: 3,
+    401: 16,
+    403: 7,
+    404: 5,
+    408: 4,
+    409: 6,
+    412: 9,
+    429: 8,
+    500: 13,
+    501: 12,
+    502: 14,
+    503: 14,
+    504: 4,
+}
+_DEFAULT_MESSAGES = {
+    401: "Invalid API Key",
+    403: "Forbidden: the API key may not access this index",
+    429: "Request failed. You've reached the max request rate for this index.",
+    500: "Internal error",
+    502: "Bad gateway",
+    503: "Service unavailable",
+    504: "Deadline exceeded",
+}
+_UNSET: Any = object()
+
+
+class BadRequest(Exception):
+    """A request the service would refuse with 400 (or ``status``)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class StoredVector:
+    """One vector as the test index holds it."""
+
+    id: str
+    values: tuple[float, ...]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RecordedRequest:
+    """One request the server received (``status`` is what it answered)."""
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: Any
+    status: int = 0
+    request_id: str = ""
+
+
+@dataclass(slots=True)
+class _Fault:
+    kind: str  # "status", "delay", "malformed"
+    remaining: int | None  # None: forever
+    path: str | None
+    status: int = 0
+    retry_after: float | None = None
+    message: str | None = None
+    seconds: float = 0.0
+    body: bytes = b""
+
+    def applies(self, path: str) -> bool:
+        return (self.remaining is None or self.remaining > 0) and (
+            self.path is None or self.path == path
+        )
+
+    def use(self) -> None:
+        if self.remaining is not None:
+            self.remaining -= 1
+
+
+def closed_host() -> str:
+    """An ``http://127.0.0.1:PORT`` nothing listens on (a port just released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+# -- metadata filters -------------------------------------------------------------------
+
+
+def _kind(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "str"
+    return None
+
+
+def _equal(a: Any, b: Any) -> bool:
+    return _kind(a) is not None and _kind(a) == _kind(b) and a == b
+
+
+def _field_matches(stored: Any, op: str, operand: Any) -> bool:
+    present = stored is not None
+    values = stored if isinstance(stored, list) else [stored] if present else []
+    if op == "$exists":
+        if not isinstance(operand, bool):
+            raise BadRequest("$exists takes true or false")
+        return present == operand
+    if op in ("$eq", "$ne"):
+        if _kind(operand) is None:
+            raise BadRequest(f"{op} takes a string, number or boolean, got {operand!r}")
+        hit = any(_equal(v, operand) for v in values)
+        return hit if op == "$eq" else not hit
+    if op in ("$in", "$nin"):
+        if not isinstance(operand, list) or not operand:
+            raise BadRequest(f"{op} takes a non-empty array")
+        for item in operand:
+            if _kind(item) not in ("str", "number"):
+                raise BadRequest(f"{op} takes strings or numbers, got {item!r}")
+        hit = any(_equal(v, item) for v in values for item in operand)
+        return hit if op == "$in" else not hit
+    if op in ("$gt", "$gte", "$lt", "$lte"):
+        if _kind(operand) != "number":
+            raise BadRequest(f"{op} takes a number, got {operand!r}")
+        numbers = [v for v in values if _kind(v) == "number"]
+        compare = {
+            "$gt": lambda v: v > operand,
+            "$gte": lambda v: v >= operand,
+            "$lt": lambda v: v < operand,
+            "$lte": lambda v: v <= operand,
+        }[op]
+        return any(compare(v) for v in numbers)
+    raise BadRequest(f"unknown filter operator {op!r}")
+
+
+def matches_filter(metadata: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
+    """Whether ``metadata`` satisfies a Pinecone metadata ``filter`` (``None``: always).
+
+    A list-valued field matches ``$eq``/``$in`` when any element does, and ``$ne``/``$nin``
+    when none does. Values are typed: ``"2021"`` is not ``2021``, ``true`` is not ``1``.
+
+    :raises BadRequest: a filter the service would reject.
+    """
+    if filter is None:
+        return True
+    if not isinstance(filter, Mapping):
+        raise BadRequest(f"a filter must be an object, got {filter!r}")
+    for key, condition in filter.items():
+        if key in ("$and", "$or"):
+            if not isinstance(condition, list) or not condition:
+                raise BadRequest(f"{key} takes a non-empty array of filters")
+            results = [matches_filter(metadata, part) for part in condition]
+            if not (all(results) if key == "$and" else any(results)):
+                return False
+        elif key.startswith("$"):
+            raise BadRequest(f"unknown filter operator {key!r}")
+        elif isinstance(condition, Mapping):
+            if not condition:
+                raise BadRequest(f"the condition on {key!r} is empty")
+            for op, operand in condition.items():
+                if not _field_matches(metadata.get(key), op, operand):
+                    return False
+        elif not _field_matches(metadata.get(key), "$eq", condition):
+            return False
+    return True
+
+
+# -- validation ---------------------------------------------------------------------------
+
+
+def _check_id(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise BadRequest("vector id must be a non-empty string")
+    if len(value) > _MAX_ID_LENGTH or not value.isascii() or "\x00" in value:
+        raise BadRequest(f"vector id {value[:60]!r} must be 1-512 ASCII characters without NUL")
+    return value
+
+
+def _check_metadata(value: Any, vector_id: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadRequest(f"metadata of vector {vector_id!r} must be an object")
+    for key, item in value.items():
+        ok = _kind(item) is not None or (
+            isinstance(item, list) and all(isinstance(v, str) for v in item)
+        )
+        if isinstance(item, float) and not math.isfinite(item):
+            ok = False
+        if not ok:
+            raise BadRequest(
+                f"Metadata value must be a string, number, boolean or list of strings, "
+                f"got {json.dumps(item)} for field {key!r} of vector {vector_id!r}"
+            )
+    if len(json.dumps(value).encode()) > _MAX_METADATA_BYTES:
+        raise BadRequest(f"Metadata size of vector {vector_id!r} exceeds the limit of 40960 bytes")
+    return dict(value)
+
+
+def _namespace(value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadRequest("namespace must be a string")
+    return "" if value == _DEFAULT_NAMESPACE_NAME else value
+
+
+# -- the server --------------------------------------------------------------------------
+
+
+class PineconeTestServer:
+    """One Pinecone index's data plane on ``127.0.0.1`` (a random free port).
+
+    :param dimension: the index dimension; vectors of another width are refused (400).
+    :param api_key: the key requests must send in ``Api-Key``; ``None`` accepts any.
+        Change :attr:`api_key` at any time to make the next requests fail with 401.
+    :param metric: ``"cosine"`` (default), ``"dotproduct"`` or ``"euclidean"``.
+    :param max_upsert_vectors: vectors one upsert may carry (Pinecone: 1,000).
+    :param max_delete_ids: ids one delete may carry (Pinecone: 1,000).
+
+    Use it as a context manager, or call :meth:`start` and :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        dimension: int,
+        *,
+        api_key: str | None = DEFAULT_API_KEY,
+        metric: str = "cosine",
+        max_upsert_vectors: int = 1000,
+        max_delete_ids: int = 1000,
+    ) -> None:
+        if dimension < 1:
+            raise ValueError(f"dimension must be at least 1, got {dimension}")
+        if metric not in ("cosine", "dotproduct", "euclidean"):
+            raise ValueError(f"metric must be cosine, dotproduct or euclidean, got {metric!r}")
+        self.dimension = dimension
+        self.api_key = api_key
+        self.metric = metric
+        self.max_upsert_vectors = max_upsert_vectors
+        self.max_delete_ids = max_delete_ids
+        self._lock = threading.RLock()
+        self._store: dict[str, dict[str, StoredVector]] = {}
+        self._faults: list[_Fault] = []
+        self._requests: list[RecordedRequest] = []
+        self._closing = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._port: int | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> PineconeTestServer:
+        if self._httpd is not None:
+            return self
+        server = self
+
+        class Handler(_Handler):
+            owner = server
+
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        httpd.daemon_threads = True
+        httpd.block_on_close = False
+        httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
+        self._httpd = httpd
+        self._port = int(httpd.server_address[1])
+        self._closing.clear()
+        self._thread = threading.Thread(
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"pinecone-test-server-{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving and release the port (sleeping replies are woken up)."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        self._closing.set()
+        httpd.shutdown()
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> PineconeTestServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (still readable after :meth:`close`)."""
+        if self._port is None:
+            raise RuntimeError("the server was never started; call start() or use `with`")
+        return self._port
+
+    @property
+    def host(self) -> str:
+        """The index host to give the SDK: ``http://127.0.0.1:PORT``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def sdk_index(self, *, api_key: str | None = None, retries: bool = False) -> Any:
+        """A ``pinecone.Index`` (the real SDK) pointed at this server.
+
+        :param api_key: the key to send (default: the server's own, so requests pass).
+        :param retries: keep the SDK's own retries of 408/429/5xx; off by default so a
+            test sees every status the server sends, as kairox-pinecone's source does.
+        """
+        from kairox_pinecone.source import _switch_off_sdk_retries, load_pinecone
+
+        pinecone = load_pinecone()
+        index = pinecone.Index(host=self.host, api_key=api_key or self.api_key or "unused")
+        if not retries:
+            _switch_off_sdk_retries(index)
+        return index
+
+    # -- state ---------------------------------------------------------------------------
+
+    def seed(self, records: Iterable[Any], *, namespace: str = "", text_field: str = "text") -> int:
+        """Store vectors directly (no auth, no faults, no request recorded).
+
+        A record is ``(id, values)``, ``(id, values, metadata)``, a mapping with ``id``,
+        ``values`` and optional ``metadata``, or a :class:`kairox.retrieval.VectorRecord`
+        (its text goes into metadata under ``text_field``). Returns how many were stored.
+
+        :raises ValueError: a record the service would refuse (dimension, id, metadata).
+        """
+        vectors: list[dict[str, Any]] = []
+        for record in records:
+            if isinstance(record, Mapping):
+                item = dict(record)
+            elif isinstance(record, tuple):
+                item = {"id": record[0], "values": record[1]}
+                if len(record) > 2:
+                    item["metadata"] = record[2]
+            else:
+                metadata = dict(getattr(record, "metadata", {}) or {})
+                if getattr(record, "text", None) is not None:
+                    metadata[text_field] = record.text
+                item = {"id": record.id, "values": record.vector, "metadata": metadata}
+            item["values"] = np.asarray(item["values"], dtype=np.float64).tolist()
+            vectors.append(item)
+        try:
+            return self._upsert(vectors, _namespace(namespace), limit=None)
+        except BadRequest as exc:
+            raise ValueError(str(exc)) from exc
+
+    def vectors(self, namespace: str = "") -> dict[str, StoredVector]:
+        """A snapshot of one namespace: id -> :class:`StoredVector`."""
+        with self._lock:
+            return dict(self._store.get(_namespace(namespace), {}))
+
+    def namespaces(self) -> list[str]:
+        """Namespaces holding at least one vector (``""`` is the default one)."""
+        with self._lock:
+            return sorted(name for name, store in self._store.items() if store)
+
+    # -- faults --------------------------------------------------------------------------
+
+    def fail(
+        self,
+        status: int,
+        *,
+        times: int | None = 1,
+        path: str | None = None,
+        retry_after: float | None = None,
+        message: str | None = None,
+    ) -> None:
+        """Answer the next ``times`` requests (to ``path``, or any) with ``status``.
+
+        ``times=None`` keeps failing until :meth:`clear_faults`. ``retry_after`` adds a
+        ``Retry-After`` header (seconds). The body is Pinecone's error JSON.
+        """
+        with self._lock:
+            self._faults.append(
+                _Fault(
+                    "status", times, path, status=status, retry_after=retry_after, message=message
+                )
+            )
+
+    def throttle(
+        self, times: int | None = 1, *, retry_after: float | None = 0.0, path: str | None = None
+    ) -> None:
+        """429 Too Many Requests (with ``Retry-After``) for the next ``times`` requests."""
+        self.fail(429, times=times, path=path, retry_after=retry_after)
+
+    def delay(self, seconds: float, *, times: int | None = None, path: str | None = None) -> None:
+        """Hold each of the next ``times`` replies (``None``: all) for ``seconds``."""
+        with self._lock:
+            self._faults.append(_Fault("delay", times, path, seconds=seconds))
+
+    def malformed(
+        self, times: int | None = 1, *, path: str | None = None, body: bytes | None = None
+    ) -> None:
+        """Answer 200 with a body that is not valid JSON (or ``body``)."""
+        with self._lock:
+            self._faults.append(
+                _Fault("malformed", times, path, body=body or b'{"matches": [{"id": "x", "sco')
+            )
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    # -- requests ------------------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received so far, oldest first."""
+        with self._lock:
+            return list(self._requests)
+
+    def count(self, path: str | None = None, *, method: str | None = None) -> int:
+        """How many requests (to ``path``, with ``method``) the server received."""
+        with self._lock:
+            return sum(
+                1
+                for r in self._requests
+                if (path is None or r.path == path) and (method is None or r.method == method)
+            )
+
+    def reset_requests(self) -> None:
+        with self._lock:
+            self._requests.clear()
+
+    # -- request handling (called from handler threads) -------------------------------
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self._requests.append(request)
+            request.request_id = f"test-{len(self._requests)}"
+
+    def _take_fault(self, kind: str, path: str) -> _Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.kind == kind and fault.applies(path):
+                    fault.use()
+                    return fault
+        return None
+
+    def _handle(self, request: RecordedRequest) -> tuple[int, dict[str, str], bytes]:
+        self._record(request)
+        delay = self._take_fault("delay", request.path)
+        if delay is not None:
+            self._closing.wait(delay.seconds)
+        if self.api_key is not None and request.headers.get("api-key") != self.api_key:
+            return _error(401)
+        failure = self._take_fault("status", request.path)
+        if failure is not None:
+            headers = {}
+            if failure.retry_after is not None:
+                headers["Retry-After"] = _seconds(failure.retry_after)
+            return _error(failure.status, failure.message, headers)
+        bad = self._take_fault("malformed", request.path)
+        if bad is not None:
+            return 200, {"Content-Type": "application/json"}, bad.body
+        try:
+            status, payload = self._route(request)
+        except BadRequest as exc:
+            return _error(exc.status, str(exc))
+        return status, {"Content-Type": "application/json"}, json.dumps(payload).encode()
+
+    def _route(self, request: RecordedRequest) -> tuple[int, Any]:
+        routes = {
+            ("POST", "/query"): self._query,
+            ("POST", "/vectors/upsert"): self._upsert_request,
+            ("POST", "/vectors/delete"): self._delete,
+            ("GET", "/vectors/fetch"): self._fetch,
+            ("GET", "/vectors/list"): self._list,
+            ("POST", "/describe_index_stats"): self._stats,
+            ("GET", "/describe_index_stats"): self._stats,
+        }
+        handler = routes.get((request.method, request.path))
+        if handler is None:
+            raise BadRequest(f"no route for {request.method} {request.path}", 404)
+        if request.method == "POST" and not isinstance(request.body, dict):
+            raise BadRequest("the request body must be a JSON object")
+        return 200, handler(request)
+
+    # -- the API ---------------------------------------------------------------------------
+
+    def _upsert(self, vectors: Any, namespace: str, *, limit: int | None) -> int:
+        if not isinstance(vectors, list) or not vectors:
+            raise BadRequest("vectors must be a non-empty array")
+        if limit is not None and len(vectors) > limit:
+            raise BadRequest(
+                f"Too many vectors in one upsert: {len(vectors)} (the limit is {limit})"
+            )
+        checked: list[StoredVector] = []
+        for item in vectors:
+            if not isinstance(item, dict):
+                raise BadRequest("each vector must be an object")
+            vector_id = _check_id(item.get("id"))
+            if item.get("sparseValues") is not None:
+                raise BadRequest("this index is dense; sparse values are not supported")
+            values = item.get("values")
+            if not isinstance(values, list) or not all(
+                _kind(v) == "number" and math.isfinite(v) for v in values
+            ):
+                raise BadRequest(f"values of vector {vector_id!r} must be an array of numbers")
+            if len(values) != self.dimension:
+                raise BadRequest(
+                    f"Vector dimension {len(values)} does not match the dimension of the "
+                    f"index {self.dimension}"
+                )
+            if self.metric == "cosine" and not any(values):
+                raise BadRequest("Dense vectors must contain at least one non-zero value")
+            metadata = _check_metadata(item.get("metadata"), vector_id)
+            checked.append(StoredVector(vector_id, tuple(float(v) for v in values), metadata))
+        with self._lock:
+            store = self._store.setdefault(namespace, {})
+            for vector in checked:
+                store[vector.id] = vector
+        return len(checked)
+
+    def _upsert_request(self, request: RecordedRequest) -> dict[str, Any]:
+        body = request.body
+        count = self._upsert(
+            body.get("vectors"), _namespace(body.get("namespace")), limit=self.max_upsert_vectors
+        )
+        return {"upsertedCount": count}
+
+    def _query(self, request: RecordedRequest) -> dict[str, Any]:
+        body = request.body
+        top_k = body.get("topK")
+        if _kind(top_k) != "number" or int(top_k) != top_k or not 1 <= top_k <= _MAX_TOP_K:
+            raise BadRequest(f"topK must be an integer from 1 to {_MAX_TOP_K}")
+        include_values = bool(body.get("includeValues"))
+        include_metadata = bool(body.get("includeMetadata"))
+        if (include_values or include_metadata) and top_k > _MAX_TOP_K_WITH_DATA:
+            raise BadRequest(
+                f"topK must be at most {_MAX_TOP_K_WITH_DATA} when values or metadata are included"
+            )
+        if body.get("sparseVector") is not None:
+            raise BadRequest("this index is dense; sparse queries are not supported")
+        namespace = _namespace(body.get("namespace"))
+        with self._lock:
+            stored = list(self._store.get(namespace, {}).values())
+        vector = body.get("vector")
+        if (vector is None) == (body.get("id") is None):
+            raise BadRequest("exactly one of vector and id is required")
+        if vector is None:
+            found = {v.id: v for v in stored}.get(body["id"])
+            vector = list(found.values) if found is not None else None
+        if vector is not None:
+            if not isinstance(vector, list) or not all(_kind(v) == "number" for v in vector):
+                raise BadRequest("vector must be an array of numbers")
+            if len(vector) != self.dimension:
+                raise BadRequest(
+                    f"Vector dimension {len(vector)} does not match the dimension of the "
+                    f"index {self.dimension}"
+                )
+        query_filter = body.get("filter")
+        candidates = [v for v in stored if matches_filter(v.metadata, query_filter)]
+        matches: list[dict[str, Any]] = []
+        if vector is not None and candidates:
+            matrix = np.asarray([v.values for v in candidates], dtype=np.float64)
+            scores = self._scores(matrix, np.asarray(vector, dtype=np.float64))
+            order = np.lexsort(
+                (np.arange(len(candidates)), scores if self.metric == "euclidean" else -scores)
+            )
+            for position in order[:top_k].tolist():
+                candidate = candidates[position]
+                match: dict[str, Any] = {
+                    "id": candidate.id,
+                    "score": float(scores[position]),
+                    "values": list(candidate.values) if include_values else [],
+                }
+                if include_metadata:
+                    match["metadata"] = candidate.metadata
+                matches.append(match)
+        return {
+            "matches": matches,
+            "namespace": namespace,
+            "usage": {"readUnits": 1 + len(stored) // 1000},
+        }
+
+    def _scores(self, matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+        if self.metric == "euclidean":
+            return ((matrix - query) ** 2).sum(axis=1)
+        scores = matrix @ query
+        if self.metric == "cosine":
+            norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(query)
+            scores = np.divide(scores, norms, out=np.zeros_like(scores), where=norms > 0)
+        return scores
+
+    def _delete(self, request: RecordedRequest) -> dict[str, Any]:
+        body = request.body
+        namespace = _namespace(body.get("namespace"))
+        ids, delete_all, query_filter = body.get("ids"), body.get("deleteAll"), body.get("filter")
+        if sum(x is not None and x is not False for x in (ids, delete_all, query_filter)) != 1:
+            raise BadRequest("exactly one of ids, deleteAll and filter is required")
+        with self._lock:
+            store = self._store.get(namespace, {})
+            if ids is not None:
+                if not isinstance(ids, list) or not ids:
+                    raise BadRequest("ids must be a non-empty array")
+                if len(ids) > self.max_delete_ids:
+                    raise BadRequest(
+                        f"Too many ids in one delete: {len(ids)} (the limit is {self.max_delete_ids})"
+                    )
+                for vector_id in ids:
+                    store.pop(_check_id(vector_id), None)
+            elif delete_all:
+                store.clear()
+            else:
+                if not query_filter:
+                    raise BadRequest("filter must not be empty")
+                for vector_id in [
+                    v.id for v in store.values() if matches_filter(v.metadata, query_filter)
+                ]:
+                    del store[vector_id]
+        return {}
+
+    def _fetch(self, request: RecordedRequest) -> dict[str, Any]:
+        ids = request.query.get("ids", [])
+        if not ids:
+            raise BadRequest("ids is required")
+        namespace = _namespace((request.query.get("namespace") or [""])[0])
+        with self._lock:
+            store = self._store.get(namespace, {})
+            found = {i: store[i] for i in ids if i in store}
+        return {
+            "vectors": {
+                i: {"id": v.id, "values": list(v.values), "metadata": v.metadata}
+                for i, v in found.items()
+            },
+            "namespace": namespace,
+            "usage": {"readUnits": 1},
+        }
+
+    def _list(self, request: RecordedRequest) -> dict[str, Any]:
+        first = {key: values[0] for key, values in request.query.items() if values}
+        namespace = _namespace(first.get("namespace", ""))
+        prefix = first.get("prefix", "")
+        try:
+            limit = int(first.get("limit", "100"))
+            offset = (
+                int(base64.urlsafe_b64decode(first["paginationToken"]).decode())
+                if "paginationToken" in first
+                else 0
+            )
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadRequest(f"invalid limit or paginationToken: {exc}") from exc
+        if not 1 <= limit <= 100:
+            raise BadRequest("limit must be from 1 to 100")
+        with self._lock:
+            ids = sorted(i for i in self._store.get(namespace, {}) if i.startswith(prefix))
+        page = ids[offset : offset + limit]
+        response: dict[str, Any] = {
+            "vectors": [{"id": i} for i in page],
+            "namespace": namespace,
+            "usage": {"readUnits": 1},
+        }
+        if offset + limit < len(ids):
+            token = base64.urlsafe_b64encode(str(offset + limit).encode()).decode()
+            response["pagination"] = {"next": token}
+        return response
+
+    def _stats(self, request: RecordedRequest) -> dict[str, Any]:
+        if isinstance(request.body, dict) and request.body.get("filter"):
+            raise BadRequest("describe_index_stats does not support filters on this index")
+        with self._lock:
+            counts = {
+                (name or _DEFAULT_NAMESPACE_NAME): {"vectorCount": len(store)}
+                for name, store in self._store.items()
+                if store
+            }
+        return {
+            "namespaces": counts,
+            "dimension": self.dimension,
+            "indexFullness": 0.0,
+            "totalVectorCount": sum(c["vectorCount"] for c in counts.values()),
+            "metric": self.metric,
+            "vectorType": "dense",
+        }
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _error(
+    status: int, message: str | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    if message is None:
+        message = _DEFAULT_MESSAGES.get(status) or HTTPStatus(status).phrase
+    body = {"code": _GRPC_CODES.get(status, 2), "message": message, "details": []}
+    return (
+        status,
+        {"Content-Type": "application/json", **(headers or {})},
+        json.dumps(body).encode(),
+    )
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: PineconeTestServer
+    protocol_version = "HTTP/1.1"
+    server_version = "PineconeTestServer/1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # quiet: tests read .requests instead
+
+    def _serve(self) -> None:
+        url = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body: Any = None
+        malformed_body = False
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                malformed_body = True
+        request = RecordedRequest(
+            method=self.command,
+            path=url.path,
+            query=parse_qs(url.query, keep_blank_values=True),
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+        )
+        if malformed_body:
+            self.owner._record(request)
+            status, headers, payload = _error(400, "the request body is not valid JSON")
+        else:
+            status, headers, payload = self.owner._handle(request)
+        request.status = status
+        with contextlib.suppress(ConnectionError, OSError):
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(payload)))
+            self.send_header("x-pinecone-request-id", request.request_id)
+            self.end_headers()
+            self.wfile.write(payload)
+
+    do_GET = _serve
+    do_POST = _serve
+    do_DELETE = _serve
+    do_PATCH = _serve
+    do_PUT = _serve

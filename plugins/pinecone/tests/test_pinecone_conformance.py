@@ -1,0 +1,97 @@
+"""Kairox's conformance suite against the real SDK and a loopback index, the registration
+check, lazy loading of the SDK, and discovery through ``kairox plugins``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+
+import kairox_pinecone
+import pytest
+from kairox_pinecone.testing import closed_host
+
+from kairox.retrieval import Query, ScoreKind, VectorSyncTarget, WorkspaceRetriever
+from kairox.testing import SourceConformance, check_kind_registration, run
+
+
+class TestPineconeConformance(SourceConformance):
+    @pytest.fixture
+    def conformance_source(self, corpus_server, make_source):
+        return make_source(corpus_server.host)
+
+    @pytest.fixture
+    def broken_source(self, make_source):
+        return make_source(closed_host())
+
+
+def test_registers_the_pinecone_kind():
+    kind = check_kind_registration(kairox_pinecone, "pinecone")
+    assert kind.config_model is kairox_pinecone.PineconeConfig
+    assert kind.factory is kairox_pinecone.build_source
+
+
+def test_the_source_is_dense_and_a_sync_target(corpus_server, make_source, embedder):
+    source = make_source(corpus_server.host)
+    assert isinstance(source, WorkspaceRetriever)
+    assert isinstance(source, VectorSyncTarget)
+    assert source.score_kind is ScoreKind.COSINE
+    assert source.embedder is embedder  # the shared backend from ctx.embedding_backend
+    assert source.embedding_backend == "hashing"  # the configured name, not embedder.name
+    hits = run(source.retrieve(Query("saturn rings water", k=5)))
+    assert hits[0].id == "astro-1"
+    assert all(0 < hit.score <= 1.0 + 1e-6 for hit in hits)
+
+
+def test_broken_source_names_the_host(make_source):
+    host = closed_host()
+    with pytest.raises(kairox_pinecone.PineconeUnreachableError, match="cannot reach") as caught:
+        run(make_source(host).retrieve(Query("saturn rings")))
+    assert host in str(caught.value)
+
+
+# -- lazy loading -----------------------------------------------------------------------
+
+
+def test_importing_the_plugin_does_not_import_pinecone():
+    code = "import sys, kairox_pinecone, kairox_pinecone.testing; print('pinecone' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
+
+
+def test_a_missing_sdk_gives_an_install_hint(monkeypatch, corpus_server, make_source):
+    monkeypatch.setitem(sys.modules, "pinecone", None)  # `import pinecone` now fails
+    source = make_source(corpus_server.host)
+    assert "pip install kairox-pinecone" in source.unavailable_reason()
+    with pytest.raises(ImportError, match="pip install kairox-pinecone"):
+        run(source.retrieve(Query("saturn rings")))
+    with pytest.raises(ImportError, match="pip install kairox-pinecone"):
+        kairox_pinecone.load_pinecone()
+    assert corpus_server.count() == 0
+
+
+def test_an_sdk_too_old_gives_an_upgrade_hint(monkeypatch):
+    old = types.ModuleType("pinecone")  # what pinecone 8.x (or pinecone-client) looks like
+    old.__version__ = "8.1.2"
+    monkeypatch.setitem(sys.modules, "pinecone", old)
+    with pytest.raises(ImportError, match=r"needs pinecone>=9.0, but pinecone 8\.1\.2"):
+        kairox_pinecone.load_pinecone()
+
+
+def test_kairox_plugins_lists_pinecone_as_ok():
+    result = subprocess.run(
+        [sys.executable, "-m", "kairox", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={k: v for k, v in os.environ.items() if k != "KAIROX_LOAD_PLUGINS"},
+    )
+    listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
+    assert "pinecone" in listed, result.stdout
+    assert listed["pinecone"]["status"] == "ok"
+    assert listed["pinecone"]["package"] == "kairox-pinecone"
+    assert "kairox_register_knowledge_base_kinds" in listed["pinecone"]["hooks"]
