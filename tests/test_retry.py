@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from kairox.retry import RetryPolicy, call_with_retries
+from kairox.retry import RetryPolicy, async_call_with_retries, call_with_retries
+from kairox.testing import run as kairox_run
 
 
 class Flaky:
@@ -85,3 +88,90 @@ def test_retry_after_is_honoured_up_to_the_cap():
 
 def test_policy_within_a_deadline():
     assert RetryPolicy.within(1000).budget == pytest.approx(0.9)
+
+
+# -- async_call_with_retries ---------------------------------------------------------
+
+
+class AsyncFlaky(Flaky):
+    async def __call__(self):
+        return super().__call__()
+
+
+class AsyncFakeClock(FakeClock):
+    async def sleep(self, seconds):
+        self.pauses.append(seconds)
+        self.now += seconds
+
+
+def run_async(call, policy, clock=None, **kwargs):
+    clock = clock or AsyncFakeClock()
+    coroutine = async_call_with_retries(
+        call, policy=policy, sleep=clock.sleep, clock=clock, **kwargs
+    )
+    return kairox_run(coroutine), clock
+
+
+def test_async_retries_retryable_errors_with_doubling_delays():
+    flaky = AsyncFlaky(2)
+    result, clock = run_async(flaky, RetryPolicy(jitter=0), retryable=lambda e: True)
+    assert result == "ok" and flaky.calls == 3
+    assert clock.pauses == [0.05, 0.1]
+
+
+def test_async_non_retryable_errors_raise_at_once():
+    flaky = AsyncFlaky(5, PermissionError("401 Unauthorized"))
+    with pytest.raises(PermissionError):
+        run_async(flaky, RetryPolicy(), retryable=lambda e: not isinstance(e, PermissionError))
+    assert flaky.calls == 1
+
+
+def test_async_attempts_are_bounded_and_the_last_error_surfaces():
+    flaky = AsyncFlaky(10)
+    with pytest.raises(ConnectionError, match="503"):
+        run_async(flaky, RetryPolicy(attempts=3, jitter=0), retryable=lambda e: True)
+    assert flaky.calls == 3
+
+
+def test_async_no_retry_starts_past_the_budget():
+    flaky = AsyncFlaky(10)
+    clock = AsyncFakeClock()
+    with pytest.raises(ConnectionError):
+        run_async(
+            flaky,
+            RetryPolicy(attempts=10, base_delay=0.4, budget=1.0, jitter=0),
+            clock,
+            retryable=lambda e: True,
+        )
+    assert clock.now <= 1.0 and flaky.calls == 2
+
+
+def test_async_retry_after_is_honoured_up_to_the_cap():
+    flaky = AsyncFlaky(1)
+    _, clock = run_async(
+        flaky,
+        RetryPolicy(jitter=0, max_delay=0.5),
+        retryable=lambda e: True,
+        retry_after=lambda e: 2.0,
+    )
+    assert clock.pauses == [0.5]
+
+
+def test_async_cancellation_is_not_retried():
+    calls = 0
+
+    async def cancelled():
+        nonlocal calls
+        calls += 1
+        raise asyncio.CancelledError
+
+    with pytest.raises(asyncio.CancelledError):
+        run_async(cancelled, RetryPolicy(), retryable=lambda e: True)
+    assert calls == 1
+
+
+def test_async_default_sleep_really_waits_on_the_event_loop():
+    flaky = AsyncFlaky(1)
+    policy = RetryPolicy(base_delay=0.001, jitter=0)
+    assert kairox_run(async_call_with_retries(flaky, retryable=lambda e: True, policy=policy))
+    assert flaky.calls == 2

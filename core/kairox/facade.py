@@ -17,10 +17,12 @@ from kairox import paths
 from kairox.retrieval import IngestableSource, Query, RetrievalResult
 
 if TYPE_CHECKING:
-    from kairox.config import KairoxConfig, KnowledgeBaseEntry
+    from kairox.config import KairoxConfig, KnowledgeBaseEntry, ProfileConfig
+    from kairox.context.summarizer import Summarizer
     from kairox.ingest import IngestStats
     from kairox.memory.approvals import MemoryApprovals
     from kairox.memory.store import MemoryRecord
+    from kairox.models import ModelBackend
     from kairox.plugins import KairoxPluginManager
     from kairox.registry import Registry
     from kairox.sources import SourceFactory
@@ -134,6 +136,38 @@ class AppFacade:
         if scope == "session":
             found += [r for r in store.list(scope="session") if r.workspace_id == self.workspace_id]
         return sorted(found, key=lambda r: r.id)
+
+    # -- models and summarisers -----------------------------------------------------
+
+    def model_backend(self, profile: ProfileConfig, **options: Any) -> ModelBackend:
+        """The profile's model backend (``backend``, ``base_url``, ``api_key_env``)."""
+        from kairox.sources import SourceError
+
+        spec = self.registry.model_backends.get(profile.backend)
+        if spec is None:
+            known = ", ".join(sorted(self.registry.model_backends)) or "none"
+            raise SourceError(
+                f"no model backend named {profile.backend!r}; installed: {known}. "
+                "Set `backend` in the profile."
+            )
+        if profile.backend == "openai-compatible":
+            options.setdefault("base_url", profile.base_url)
+            options.setdefault("api_key_env", profile.api_key_env)
+        return spec.factory(**options)
+
+    def summarizer(
+        self, name: str, profile: ProfileConfig, backend: ModelBackend | None = None
+    ) -> Summarizer:
+        """The summariser ``name``; the ``llm`` one talks through the profile's model."""
+        from kairox.sources import SourceError
+
+        spec = self.registry.summarizers.get(name)
+        if spec is None:
+            known = ", ".join(sorted(self.registry.summarizers)) or "none"
+            raise SourceError(f"no summarizer named {name!r}; installed: {known}")
+        if name == "llm":
+            return spec.factory(backend=backend or self.model_backend(profile), model=profile.model)
+        return spec.factory()
 
     # -- workspace index ------------------------------------------------------------
 

@@ -28,6 +28,8 @@ ALLOW_LIST_ENV = "KAIROX_LOAD_PLUGINS"
 
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "kairox.default_plugins.hashing_embedder",
+    "kairox.default_plugins.openai_compatible",
+    "kairox.default_plugins.scripted_model",
     "kairox.default_plugins.sqlite_fts",
     "kairox.default_plugins.summarizers",
     "kairox.default_plugins.workspace_rag",

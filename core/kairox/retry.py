@@ -3,13 +3,18 @@
 Cloud sources retry throttling (429) and server errors (5xx) a few times, but never past
 their own deadline: a retry that could not finish in time is not started. Errors that a
 retry cannot fix (bad credentials, a missing index) are raised at once.
+
+:func:`call_with_retries` blocks between attempts; :func:`async_call_with_retries` is the
+same loop for coroutines (model backends), pausing with ``asyncio.sleep`` so the event
+loop keeps serving other work.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -71,4 +76,34 @@ def call_with_retries(
             if clock() - started + pause > policy.budget:
                 raise
             sleep(pause)
+    raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+
+async def async_call_with_retries(
+    call: Callable[[], Awaitable[T]],
+    *,
+    retryable: Callable[[Exception], bool],
+    policy: RetryPolicy,
+    retry_after: Callable[[Exception], float | None] = lambda exc: None,
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
+    """``await call()``, retried while ``retryable(error)`` and the budget allows.
+
+    The asynchronous twin of :func:`call_with_retries`, with the same rules: at most
+    ``policy.attempts`` calls, no retry whose pause would overrun ``policy.budget``, and
+    the last error raised unchanged. Cancellation is never retried: ``CancelledError``
+    is not an ``Exception``, so it passes straight through.
+    """
+    started = clock()
+    for attempt in range(1, policy.attempts + 1):
+        try:
+            return await call()
+        except Exception as exc:
+            if attempt == policy.attempts or not retryable(exc):
+                raise
+            pause = policy.delay(attempt, retry_after(exc))
+            if clock() - started + pause > policy.budget:
+                raise
+            await sleep(pause)
     raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover

@@ -16,7 +16,9 @@ def build_cli(pm: Any = None) -> click.Group:
     from kairox import __version__
     from kairox.cli import (
         bench_cmd,
+        chat_cmd,
         config_cmd,
+        context_cmd,
         index_cmd,
         kb_cmd,
         memory_cmd,
@@ -46,6 +48,8 @@ def build_cli(pm: Any = None) -> click.Group:
     cli.add_command(kb_cmd.kb)
     cli.add_command(bench_cmd.bench)
     cli.add_command(memory_cmd.memory)
+    cli.add_command(context_cmd.context)
+    cli.add_command(chat_cmd.chat)
     plugins_cmd.add_plugin_commands(cli, pm)
     return cli
 

@@ -1,0 +1,66 @@
+"""``kairox context``: the prompt a turn would send, and what each context source cost."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from kairox.cli.app import AppContext, console, fold_long_values
+
+
+def assembly_json(assembly: Any) -> dict[str, Any]:
+    return {
+        "messages": [
+            {"role": m.role, "content": m.content, **({"name": m.name} if m.name else {})}
+            for m in assembly.messages
+        ],
+        "budget": assembly.budget,
+        "used_tokens": assembly.used_tokens,
+        "sources": assembly.trace()["sources"],
+    }
+
+
+def print_accounting(assembly: Any) -> None:
+    table = Table("source", "tokens", "included", "dropped", "why dropped")
+    fold_long_values(table)
+    for source in assembly.sources:
+        table.add_row(
+            Text(source.source),
+            str(source.tokens),
+            str(source.included),
+            str(source.dropped),
+            Text("; ".join(source.reasons)),
+        )
+    console.print(table)
+    console.print(f"{assembly.used_tokens} of {assembly.budget} tokens used", markup=False)
+
+
+@click.command()
+@click.argument("prompt")
+@click.option("-p", "--profile", default=None, help="Profile name or alias.")
+@click.option("--session", "session_id", default=None, help="Include this session's history.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (messages, budget, sources).")
+@click.pass_obj
+def context(
+    app: AppContext, prompt: str, profile: str | None, session_id: str | None, as_json: bool
+) -> None:
+    """Show the messages a turn with PROMPT would send, and the token accounting."""
+    from kairox.session import open_session
+
+    async def build() -> Any:
+        async with open_session(app.facade(), session_id, profile=profile) as session:
+            return await session.assemble(prompt)
+
+    assembly = asyncio.run(build())
+    if as_json:
+        click.echo(json.dumps(assembly_json(assembly), indent=2, ensure_ascii=False))
+        return
+    for message in assembly.messages:
+        console.print(Text(f"── {message.role} ──", style="bold"))
+        console.print(Text(message.content))
+    print_accounting(assembly)

@@ -1,0 +1,709 @@
+"""The context assembler: what goes into the prompt of each turn, within the token budget.
+
+Every turn the prompt is rebuilt from scratch. :class:`ContextAssembler` takes the profile's
+token budget (``context_window - headroom``) and fills it in priority order:
+
+1. the system prompt plus the active instructions (always; see the budget guard below);
+2. memories (user, this workspace's, this session's), filtered by relevance when tight;
+3. compaction summaries, newest first when tight;
+4. workspace retrieval hits, best first;
+5. knowledge-base hits, one knowledge base after the other, best first;
+6. history, newest turn first and in whole turns only;
+7. the new user prompt, always verbatim and always the last message.
+
+If the system prompt and the new prompt alone do not fit, :class:`BudgetExceeded` is raised
+(the budget guard): nothing else can be dropped to make room for them.
+
+Message layout
+--------------
+One system message, then the history turns in chronological order, then the user prompt.
+The system message holds the system prompt and instructions followed by one Markdown section
+per context source (``## Memory (user)``, ``## Summary of earlier conversation``,
+``## Context from the workspace``, ``## Context from <kb>``). Retrieval context goes into
+that single system message rather than a second system message before the prompt because
+many OpenAI-compatible servers (llama.cpp and Ollama chat templates among them) reject or
+silently mangle a system message that is not the first one; one leading system message
+works everywhere.
+
+Exact token accounting
+----------------------
+Everything is counted with tiktoken in the profile's encoding, with the per-message framing
+(:func:`~kairox.context.tokens.count_message_tokens`) and :data:`REPLY_PRIMING_TOKENS` once.
+Messages are counted independently, so their counts add up exactly. Inside the system
+message the sections are built from *pieces* that each end with ``"\\n"`` and (after the
+first) start with a fixed marker (``#``, ``-`` or ``[``). tiktoken's pre-tokeniser never
+lets a chunk run from a newline into such a character (the ``o200k_base`` and
+``cl100k_base`` split patterns only continue a chunk that ends in a newline with more
+whitespace, newlines or ``/``), and BPE never merges across chunks, so the system message
+costs exactly the sum of its pieces. That makes every keep-or-drop decision exact while each
+piece is counted once (and cached); the finished system message is still recounted as a
+safety net, and anything over budget is dropped in reverse priority order.
+
+Caching
+-------
+Counts go through a :class:`~kairox.context.tokens.TokenCounter`. History messages of a turn
+with ``event_ids`` are cached under those ids, so re-assembling a growing conversation
+counts only the text of the new turn, not the whole history again.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from kairox.context.tokens import REPLY_PRIMING_TOKENS, TokenCounter
+from kairox.errors import KairoxError
+from kairox.models import ChatMessage
+
+if TYPE_CHECKING:
+    # Types only: the assembler must not pull in pydantic or the SQLite stores on import.
+    from kairox.config import ProfileConfig
+    from kairox.memory.store import MemoryRecord
+    from kairox.retrieval.model import FusedHit
+
+__all__ = [
+    "DROP_BUDGET",
+    "DROP_HITS_CAP",
+    "DROP_LESS_RELEVANT_MEMORY",
+    "DROP_MEMORY_BEATS_HISTORY",
+    "DROP_NOT_APPROVED",
+    "DROP_OLDER_HISTORY",
+    "Assembly",
+    "AssemblyInput",
+    "BudgetExceeded",
+    "CompactionSummaryItem",
+    "ContextAssembler",
+    "HistoryTurn",
+    "SourceAccount",
+]
+
+#: Drop reasons, as they appear in :attr:`SourceAccount.reasons` and the trace.
+DROP_BUDGET = "budget"
+DROP_LESS_RELEVANT_MEMORY = "budget: less relevant memory dropped (key match, recency, scope)"
+DROP_HITS_CAP = "budget: retrieval hits capped so history keeps its share"
+DROP_OLDER_HISTORY = "budget: older history dropped"
+DROP_MEMORY_BEATS_HISTORY = "budget: memory beats old history"
+DROP_NOT_APPROVED = "not approved"
+
+# Memory sections are rendered broadest scope first, so the narrower (more specific) ones
+# come later and read as refinements of the broader ones.
+_MEMORY_SCOPES = ("user", "workspace", "session")
+# When memories must be filtered, a tie on key match and recency goes to the narrower scope:
+# a session memory is about this very conversation, a user memory about every conversation.
+_SCOPE_PRIORITY = {"session": 2, "workspace": 1, "user": 0}
+
+_SYSTEM = "system"
+_SUMMARY = "compaction_summary"
+_WORKSPACE = "workspace_retrieval"
+_HISTORY = "history"
+_PROMPT = "prompt"
+_KB_PREFIX = "knowledge_base:"
+
+# Words of a memory key or prompt: runs of letters and digits. Keys are normalised to
+# [a-z0-9._-], so "preferred.language" has the words "preferred" and "language".
+_WORD = re.compile(r"[^\W_]+")
+# One-letter words ("a", "x", "2") match almost any prompt and say nothing about relevance.
+_MIN_KEY_WORD_LENGTH = 2
+_EPOCH = datetime.min.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class HistoryTurn:
+    """One whole turn of past conversation: the user message, the reply, tool messages.
+
+    ``event_ids`` are the events the turn was built from; when given they key the token
+    counts in the cache (the caller promises the same ids always mean the same messages).
+    ``had_tool_output`` says the turn carried tool output, i.e. text nobody vetted.
+    """
+
+    messages: tuple[ChatMessage, ...]
+    event_ids: tuple[int, ...] = ()
+    had_tool_output: bool = False
+
+
+@dataclass(frozen=True)
+class CompactionSummaryItem:
+    """A compaction summary and the range of events it stands for."""
+
+    text: str
+    first_event_id: int
+    last_event_id: int
+
+
+@dataclass(frozen=True)
+class AssemblyInput:
+    """Everything one turn's prompt may be built from; sequences are in the documented order.
+
+    ``memories`` are the approved user, this-workspace and this-session memories (anything
+    not approved is dropped); ``summaries`` and ``history`` are oldest first;
+    ``workspace_hits`` and each list in ``knowledge_base_hits`` (kb id -> hits, only the
+    knowledge bases visible to the active profile) are best first.
+    """
+
+    system_prompt: str
+    prompt: str
+    memories: Sequence[MemoryRecord] = ()
+    summaries: Sequence[CompactionSummaryItem] = ()
+    workspace_hits: Sequence[FusedHit] = ()
+    knowledge_base_hits: Mapping[str, Sequence[FusedHit]] = field(default_factory=dict)
+    history: Sequence[HistoryTurn] = ()
+    instructions: str | None = None
+
+
+@dataclass(frozen=True)
+class SourceAccount:
+    """What one context source contributed to the prompt, and what it lost and why.
+
+    ``source`` is ``system``, ``memory:user``, ``memory:workspace``, ``memory:session``,
+    ``compaction_summary``, ``workspace_retrieval``, ``knowledge_base:<id>``, ``history`` or
+    ``prompt``. ``tokens`` is exact, and the accounts add up to :attr:`Assembly.used_tokens`:
+    ``system`` carries the system message's framing and :data:`REPLY_PRIMING_TOKENS`, each
+    section carries its own heading. ``dropped_items`` names what was dropped (a memory id
+    and key, an event range, a hit's uri or id).
+    """
+
+    source: str
+    tokens: int
+    included: int
+    dropped: int
+    reasons: tuple[str, ...]
+    dropped_items: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """The assembled prompt plus its accounting.
+
+    ``used_tokens`` is the exact cost of ``messages``: every message with its framing, plus
+    :data:`REPLY_PRIMING_TOKENS` once; it never exceeds ``budget``.
+    ``had_tool_output`` says the prompt holds tool output from the history, so memory the
+    model proposes in this turn may be prompt injection.
+    """
+
+    messages: list[ChatMessage]
+    budget: int
+    used_tokens: int
+    sources: list[SourceAccount]
+    had_tool_output: bool = False
+
+    def trace(self) -> dict[str, Any]:
+        """JSON-ready summary: what the ``ContextAssembled`` event stores."""
+        return {
+            "budget": self.budget,
+            "used_tokens": self.used_tokens,
+            "had_tool_output": self.had_tool_output,
+            "sources": [
+                {
+                    "source": account.source,
+                    "tokens": account.tokens,
+                    "included": account.included,
+                    "dropped": account.dropped,
+                    "reasons": list(account.reasons),
+                    "dropped_items": list(account.dropped_items),
+                }
+                for account in self.sources
+            ],
+        }
+
+
+class BudgetExceeded(KairoxError, ValueError):
+    """The system prompt and the new prompt alone do not fit the profile's token budget."""
+
+    def __init__(self, *, needed: int, budget: int, context_window: int, headroom: int) -> None:
+        self.needed = needed
+        self.budget = budget
+        self.context_window = context_window
+        self.headroom = headroom
+        super().__init__(
+            f"the system prompt and the new prompt need {needed} tokens, but the budget is "
+            f"{budget} (context_window {context_window} - headroom {headroom}); shorten the "
+            "prompt or pick a profile with a larger context window"
+        )
+
+
+@dataclass(eq=False)  # identity, not value: two equal pieces are still two pieces
+class _Piece:
+    """One block of the system message; ends with a newline (see the module docstring)."""
+
+    order: int  # position in the source's input, so sections render in input order
+    text: str
+    tokens: int
+    label: str
+
+
+@dataclass
+class _Ledger:
+    """Per-source bookkeeping while assembling."""
+
+    included: int = 0
+    tokens: int = 0
+    dropped: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+
+    def drop(self, label: str, reason: str) -> None:
+        self.dropped.append(label)
+        self.drop_reason(reason)
+
+    def drop_reason(self, reason: str) -> None:
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+
+
+class _SystemMessage:
+    """The system message under construction, with its exact token count.
+
+    Sections are kept in render order; a section's heading is paid for with its first piece,
+    and the cost of turning the bare system prompt into "system prompt + sections" (framing,
+    the blank line after the prompt) with the first piece of any section.
+    """
+
+    def __init__(self, counter: TokenCounter, base: str, section_order: Sequence[str]) -> None:
+        self._counter = counter
+        self.base = base
+        # The bare prompt is sent verbatim; with sections after it, it gets a blank line.
+        self._base_piece = base + "\n\n" if base else ""
+        self._alone = counter.count_message(_SYSTEM, base) if base else 0
+        self._opened = counter.count_message(_SYSTEM, "") + (
+            counter.count(self._base_piece) if base else 0
+        )
+        self.sections: dict[str, list[_Piece]] = {name: [] for name in section_order}
+        self.headings: dict[str, tuple[str, int]] = {}
+        self.selection: list[tuple[str, _Piece]] = []  # in the order pieces were accepted
+        self._section_tokens = 0  # running total, so each keep-or-drop check is O(1)
+
+    def set_heading(self, source: str, heading: str) -> None:
+        self.headings[source] = (heading, self._counter.count(heading))
+
+    def piece(self, order: int, text: str, label: str) -> _Piece:
+        return _Piece(order, text, self._counter.count(text), label)
+
+    @property
+    def has_sections(self) -> bool:
+        return bool(self.selection)
+
+    @property
+    def tokens(self) -> int:
+        """Exact tokens of the message as it stands (0 when there is no message at all)."""
+        if not self.has_sections:
+            return self._alone
+        return self._opened + self._section_tokens
+
+    def source_tokens(self, source: str) -> int:
+        pieces = self.sections[source]
+        if not pieces:
+            return 0
+        return self.headings[source][1] + sum(p.tokens for p in pieces)
+
+    def opening_cost(self) -> int:
+        """What the first piece of any section costs on top of itself and its heading."""
+        return 0 if self.has_sections else self._opened - self._alone
+
+    def extra(self, source: str, piece: _Piece) -> int:
+        """How many tokens adding ``piece`` to ``source`` would add to the message."""
+        cost = piece.tokens + self.opening_cost()
+        if not self.sections[source]:
+            cost += self.headings[source][1]
+        return cost
+
+    def add(self, source: str, piece: _Piece) -> None:
+        self._section_tokens += self.extra(source, piece) - self.opening_cost()
+        self.sections[source].append(piece)
+        self.selection.append((source, piece))
+
+    def pop_last(self) -> tuple[str, _Piece]:
+        source, piece = self.selection.pop()
+        self.sections[source].remove(piece)
+        self._section_tokens -= piece.tokens
+        if not self.sections[source]:
+            self._section_tokens -= self.headings[source][1]
+        return source, piece
+
+    def render(self) -> str:
+        if not self.has_sections:
+            return self.base
+        parts = [self._base_piece]
+        for name, pieces in self.sections.items():
+            if pieces:
+                parts.append(self.headings[name][0])
+                parts.extend(p.text for p in sorted(pieces, key=lambda p: p.order))
+        return "".join(parts)
+
+
+def _base_text(system_prompt: str, instructions: str | None) -> str:
+    return "\n\n".join(part for part in (system_prompt, instructions) if part)
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.casefold()) if len(w) >= _MIN_KEY_WORD_LENGTH}
+
+
+def _timestamp(value: str | None) -> datetime:
+    """``updated_at`` as an aware datetime; unparsable values sort as oldest."""
+    if not value:
+        return _EPOCH
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return _EPOCH
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _memory_label(memory: MemoryRecord) -> str:
+    return f"memory {memory.id}" + (f" ({memory.key})" if memory.key else "")
+
+
+def _event_range(ids: Sequence[int]) -> str:
+    return f"events {ids[0]}-{ids[-1]}" if len(ids) > 1 else f"event {ids[0]}"
+
+
+class ContextAssembler:
+    """Builds each turn's prompt within ``context_window - headroom`` tokens.
+
+    See the module docstring for the priority order, the message layout and the exact
+    accounting. ``max_hits_tokens_share`` bounds retrieval hits (workspace and knowledge
+    bases together) when history wants the room: hits take what history leaves them, but
+    never less than that share of the budget when there are hits to fill it. Without
+    history pressure hits may use everything that is left. The assembler keeps no state
+    between turns except the counter's cache, and is safe to share between threads.
+    """
+
+    def __init__(
+        self,
+        *,
+        encoding: str,
+        context_window: int,
+        headroom: int,
+        counter: TokenCounter | None = None,
+        max_hits_tokens_share: float = 0.25,
+    ) -> None:
+        if context_window <= 0:
+            raise ValueError(f"context_window must be positive, got {context_window}")
+        if headroom < 0 or headroom >= context_window:
+            raise ValueError(
+                f"headroom ({headroom}) must be at least 0 and smaller than "
+                f"context_window ({context_window})"
+            )
+        if not 0 <= max_hits_tokens_share <= 1:
+            raise ValueError(
+                f"max_hits_tokens_share must be between 0 and 1, got {max_hits_tokens_share}"
+            )
+        if counter is None:
+            counter = TokenCounter(encoding)
+        elif counter.encoding != encoding:
+            # Cached counts are per encoding; mixing them would make the budget a guess.
+            raise ValueError(
+                f"the token counter counts in {counter.encoding!r} but the profile uses "
+                f"{encoding!r}"
+            )
+        self.encoding = encoding
+        self.context_window = context_window
+        self.headroom = headroom
+        self.counter = counter
+        self.max_hits_tokens_share = max_hits_tokens_share
+
+    @classmethod
+    def for_profile(
+        cls, profile: ProfileConfig, counter: TokenCounter | None = None
+    ) -> ContextAssembler:
+        """An assembler for ``profile``'s encoding, context window and headroom."""
+        return cls(
+            encoding=profile.encoding,
+            context_window=profile.context_window,
+            headroom=profile.headroom,
+            counter=counter,
+        )
+
+    @property
+    def budget(self) -> int:
+        """Tokens the prompt may use: ``context_window - headroom``."""
+        return self.context_window - self.headroom
+
+    # -- counting ---------------------------------------------------------------------------
+
+    def _turn_tokens(self, turn: HistoryTurn) -> int:
+        total = 0
+        for index, message in enumerate(turn.messages):
+            # Keyed by the turn's events, a known turn costs a dict lookup, not a re-encode.
+            key: Hashable | None = ("history", turn.event_ids, index) if turn.event_ids else None
+            total += self.counter.count_message(
+                message.role, message.content, key=key, name=message.name
+            )
+        return total
+
+    # -- assembly ---------------------------------------------------------------------------
+
+    def assemble(self, data: AssemblyInput) -> Assembly:
+        """The prompt for ``data`` within the budget, plus the trace of every source.
+
+        Raises :class:`BudgetExceeded` when the system prompt (with instructions) and the
+        new prompt alone do not fit.
+        """
+        budget = self.budget
+        counter = self.counter
+        kb_sources = [f"{_KB_PREFIX}{kb_id}" for kb_id in data.knowledge_base_hits]
+        memory_sources = [f"memory:{scope}" for scope in _MEMORY_SCOPES]
+        section_order = [*memory_sources, _SUMMARY, _WORKSPACE, *kb_sources]
+        ledgers = {name: _Ledger() for name in [*section_order, _HISTORY]}
+
+        base = _base_text(data.system_prompt, data.instructions)
+        system = _SystemMessage(counter, base, section_order)
+        prompt_tokens = counter.count_message("user", data.prompt)
+        fixed = system.tokens + prompt_tokens + REPLY_PRIMING_TOKENS
+        if fixed > budget:
+            raise BudgetExceeded(
+                needed=fixed,
+                budget=budget,
+                context_window=self.context_window,
+                headroom=self.headroom,
+            )
+        # What the system message and the history may use between them.
+        limit = budget - prompt_tokens - REPLY_PRIMING_TOKENS
+
+        for scope, source in zip(_MEMORY_SCOPES, memory_sources, strict=True):
+            system.set_heading(source, f"## Memory ({scope})\n")
+        system.set_heading(_SUMMARY, "## Summary of earlier conversation\n")
+        system.set_heading(_WORKSPACE, "## Context from the workspace\n")
+        for kb_id, source in zip(data.knowledge_base_hits, kb_sources, strict=True):
+            system.set_heading(source, f"## Context from {kb_id}\n")
+
+        self._add_memories(data, system, ledgers, limit)
+        self._add_summaries(data, system, ledgers, limit)
+
+        turn_costs: dict[int, int] = {}
+
+        def turn_cost(index: int) -> int:
+            if index not in turn_costs:
+                turn_costs[index] = self._turn_tokens(data.history[index])
+            return turn_costs[index]
+
+        self._add_hits(data, system, ledgers, limit, kb_sources, turn_cost)
+
+        content, system_tokens = self._finish_system(system, ledgers, limit)
+
+        memory_tokens = sum(system.source_tokens(s) for s in memory_sources)
+        kept_turns = self._select_history(
+            data, ledgers[_HISTORY], limit - system_tokens, memory_tokens, turn_cost
+        )
+
+        messages: list[ChatMessage] = []
+        if content:
+            messages.append(ChatMessage(_SYSTEM, content))
+        for index in kept_turns:
+            messages.extend(data.history[index].messages)
+        messages.append(ChatMessage("user", data.prompt))
+
+        history_tokens = ledgers[_HISTORY].tokens
+        used = system_tokens + history_tokens + prompt_tokens + REPLY_PRIMING_TOKENS
+        section_tokens = 0
+        for name in section_order:
+            ledgers[name].tokens = system.source_tokens(name)
+            ledgers[name].included = len(system.sections[name])
+            section_tokens += ledgers[name].tokens
+
+        sources = [
+            SourceAccount(
+                source=_SYSTEM,
+                # Framing, the system prompt, instructions, any counting drift the safety
+                # net found and the reply priming: whatever the sections do not account for.
+                tokens=system_tokens - section_tokens + REPLY_PRIMING_TOKENS,
+                included=sum(1 for part in (data.system_prompt, data.instructions) if part),
+                dropped=0,
+                reasons=(),
+            )
+        ]
+        for name in [*section_order, _HISTORY]:
+            ledger = ledgers[name]
+            sources.append(
+                SourceAccount(
+                    source=name,
+                    tokens=ledger.tokens,
+                    included=ledger.included,
+                    dropped=len(ledger.dropped),
+                    reasons=tuple(ledger.reasons),
+                    dropped_items=tuple(ledger.dropped),
+                )
+            )
+        sources.append(SourceAccount(_PROMPT, prompt_tokens, 1, 0, ()))
+        had_tool_output = any(
+            data.history[i].had_tool_output
+            or any(m.role == "tool" for m in data.history[i].messages)
+            for i in kept_turns
+        )
+        return Assembly(messages, budget, used, sources, had_tool_output)
+
+    def _add_memories(
+        self,
+        data: AssemblyInput,
+        system: _SystemMessage,
+        ledgers: dict[str, _Ledger],
+        limit: int,
+    ) -> None:
+        """Memories before anything else but the system prompt: memory beats old history.
+
+        When they do not all fit, the most relevant go first: key match (how many of the
+        key's words appear in the prompt), then recency (``updated_at``), then scope
+        (session > workspace > user). A memory that does not fit is skipped and a smaller,
+        less relevant one may still take the room.
+        """
+        prompt_words = _words(data.prompt)
+        candidates: list[tuple[tuple[int, datetime, int, int], str, _Piece]] = []
+        for order, memory in enumerate(data.memories):
+            if memory.scope not in _SCOPE_PRIORITY:
+                raise ValueError(f"memory {memory.id} has an unknown scope {memory.scope!r}")
+            source = f"memory:{memory.scope}"
+            if memory.status != "approved":
+                # Pending proposals are unvetted model output: never let them into context.
+                ledgers[source].drop(_memory_label(memory), DROP_NOT_APPROVED)
+                continue
+            text = f"- {memory.key}: {memory.body}\n" if memory.key else f"- {memory.body}\n"
+            piece = system.piece(order, text, _memory_label(memory))
+            relevance = (
+                len(_words(memory.key or "") & prompt_words),
+                _timestamp(memory.updated_at),
+                _SCOPE_PRIORITY[memory.scope],
+                memory.id,
+            )
+            candidates.append((relevance, source, piece))
+        candidates.sort(key=lambda c: c[0], reverse=True)
+        for _, source, piece in candidates:
+            if system.tokens + system.extra(source, piece) <= limit:
+                system.add(source, piece)
+            else:
+                ledgers[source].drop(piece.label, DROP_LESS_RELEVANT_MEMORY)
+
+    def _add_summaries(
+        self,
+        data: AssemblyInput,
+        system: _SystemMessage,
+        ledgers: dict[str, _Ledger],
+        limit: int,
+    ) -> None:
+        """Compaction summaries, kept before any history; newest first when tight.
+
+        The newest summary covers the events right before the live history, so it is the
+        one that keeps the thread; older ones are dropped first. They render oldest first.
+        """
+        indexed = list(enumerate(data.summaries))
+        for order, summary in reversed(indexed):
+            label = _event_range([summary.first_event_id, summary.last_event_id])
+            text = f"[{label}]\n{summary.text}\n"
+            piece = system.piece(order, text, label)
+            if system.tokens + system.extra(_SUMMARY, piece) <= limit:
+                system.add(_SUMMARY, piece)
+            else:
+                ledgers[_SUMMARY].drop(label, DROP_BUDGET)
+
+    def _add_hits(
+        self,
+        data: AssemblyInput,
+        system: _SystemMessage,
+        ledgers: dict[str, _Ledger],
+        limit: int,
+        kb_sources: Sequence[str],
+        turn_cost: Callable[[int], int],
+    ) -> None:
+        """Workspace hits, then each knowledge base's, best first, within the hits allowance.
+
+        The allowance is everything left when the hits and the history that fits both fit.
+        Otherwise history "wants the space", and hits get what history leaves them but at
+        least ``max_hits_tokens_share`` of the budget: retrieval ranks above history, yet a
+        long conversation must not be squeezed out by a page of search results.
+        """
+        groups = [(_WORKSPACE, data.workspace_hits)]
+        groups += [
+            (source, hits)
+            for source, hits in zip(kb_sources, data.knowledge_base_hits.values(), strict=True)
+        ]
+        candidates: list[tuple[str, _Piece]] = []
+        for source, hits in groups:
+            for order, hit in enumerate(hits):
+                label = hit.uri or hit.id
+                text = f"### {label} ({hit.source})\n{hit.text}\n"
+                candidates.append((source, system.piece(order, text, label)))
+        if not candidates:
+            return
+
+        room = limit - system.tokens
+        # Cost of every hit together: the pieces, their section headings (hit sections are
+        # still empty here) and opening the sections if memories and summaries did not.
+        all_hits = sum(piece.tokens for _, piece in candidates)
+        all_hits += sum(system.headings[s][1] for s in dict.fromkeys(s for s, _ in candidates))
+        all_hits += system.opening_cost()
+        wanted_by_history = 0
+        for index in reversed(range(len(data.history))):
+            cost = turn_cost(index)
+            if wanted_by_history + cost > room:
+                break
+            wanted_by_history += cost
+        if all_hits + wanted_by_history <= room:
+            allowance = room
+        else:
+            share = int(self.max_hits_tokens_share * self.budget)
+            allowance = min(room, max(share, room - wanted_by_history))
+
+        spent = 0
+        for source, piece in candidates:
+            cost = system.extra(source, piece)
+            if spent + cost <= allowance:
+                system.add(source, piece)
+                spent += cost
+            elif spent + cost <= room:
+                ledgers[source].drop(piece.label, DROP_HITS_CAP)
+            else:
+                ledgers[source].drop(piece.label, DROP_BUDGET)
+
+    def _finish_system(
+        self, system: _SystemMessage, ledgers: dict[str, _Ledger], limit: int
+    ) -> tuple[str, int]:
+        """The rendered system message and its exact token count, within ``limit``.
+
+        The pieces add up exactly by construction (see the module docstring); this recount
+        is the safety net should a tokenizer ever break that, so that the budget holds
+        regardless: pieces are then dropped in reverse priority order until the message
+        fits. The bare system prompt always fits, the budget guard saw to that.
+        """
+        while True:
+            content = system.render()
+            tokens = self.counter.count_message(_SYSTEM, content) if content else 0
+            if tokens <= limit or not system.selection:
+                return content, tokens
+            source, piece = system.pop_last()
+            ledgers[source].drop(piece.label, DROP_BUDGET)
+
+    def _select_history(
+        self,
+        data: AssemblyInput,
+        ledger: _Ledger,
+        room: int,
+        memory_tokens: int,
+        turn_cost: Callable[[int], int],
+    ) -> list[int]:
+        """Indexes of the turns kept, oldest first: newest first, whole turns, no gaps.
+
+        The first turn that does not fit ends the history; it and every older turn are
+        dropped, since a conversation with a hole in it reads as something that never
+        happened.
+        """
+        kept: list[int] = []
+        for index in reversed(range(len(data.history))):
+            cost = turn_cost(index)
+            if cost > room:
+                for older in range(index, -1, -1):
+                    ledger.drop(self._turn_label(data.history[older], older), DROP_OLDER_HISTORY)
+                if memory_tokens and cost <= room + memory_tokens:
+                    # Without the memories this turn would have fitted: say so in the trace.
+                    ledger.drop_reason(DROP_MEMORY_BEATS_HISTORY)
+                break
+            room -= cost
+            ledger.tokens += cost
+            kept.append(index)
+        ledger.included = len(kept)
+        kept.reverse()
+        return kept
+
+    @staticmethod
+    def _turn_label(turn: HistoryTurn, index: int) -> str:
+        return _event_range(turn.event_ids) if turn.event_ids else f"turn {index}"

@@ -1,0 +1,477 @@
+"""The session actor: one asyncio task per session, working through a queue in order.
+
+Turns, compactions and profile switches are commands on one queue, so a compaction never
+runs in the middle of a turn and a profile switch waits for a running compaction. Each
+turn rebuilds the prompt from scratch (memories, summaries, retrieval, history) with the
+:class:`~kairox.context.assembler.ContextAssembler`, streams the model's reply through
+the marker extractor, records everything as events, and hands proposed memories to the
+approval flow. When the next turn would overflow the window, the oldest tier of history
+is compacted into a summary; original events are never deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kairox.context.assembler import (
+    Assembly,
+    AssemblyInput,
+    CompactionSummaryItem,
+    ContextAssembler,
+    HistoryTurn,
+)
+from kairox.context.tokens import TokenCounter
+from kairox.errors import KairoxError
+from kairox.events import (
+    AssistantMessageCompleted,
+    CompactionSummary,
+    ContextAssembled,
+    ContextCompactionCompleted,
+    ContextCompactionFailed,
+    ContextCompactionSkipped,
+    ContextCompactionStarted,
+    ModelTokenDelta,
+    ProfileSwitched,
+    StoredEvent,
+    ToolInvocationCompleted,
+    UserMessageAdded,
+)
+from kairox.memory import MarkerExtractor
+from kairox.models import ChatMessage, ModelBackend
+
+if TYPE_CHECKING:
+    from kairox.config import ProfileConfig
+    from kairox.facade import AppFacade
+    from kairox.memory.approvals import TurnProposals
+    from kairox.retrieval import FusedHit
+
+# The most recent turns always stay verbatim; compaction summarises what is older.
+KEEP_RECENT_TURNS = 2
+# Compact when history alone would take more than this share of the budget next turn,
+# leaving room for the prompt, memories and retrieval hits.
+COMPACT_AT_SHARE = 0.6
+# A summary may use at most this share of the budget.
+SUMMARY_SHARE = 0.15
+WORKSPACE_SOURCES = frozenset({"workspace", "workspace-fts"})
+
+
+class SessionError(KairoxError, RuntimeError):
+    """The session cannot do what was asked (closed, no model backend...)."""
+
+
+@dataclass
+class TurnResult:
+    """What one turn produced."""
+
+    turn_id: str
+    text: str
+    assembly: Assembly
+    proposals: TurnProposals
+    compaction: CompactionResult | None = None
+
+
+@dataclass
+class CompactionResult:
+    """What a compaction did (or why it did nothing)."""
+
+    status: str  # "completed", "failed", "skipped"
+    reason: str = ""
+    summary: str = ""
+    summarizer: str | None = None
+    fallback: bool = False
+    events_summarised: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+
+
+@dataclass
+class _Command:
+    run: Callable[[], Awaitable[Any]]
+    done: asyncio.Future[Any] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+class Session:
+    """One conversation: an actor that owns its queue of commands.
+
+    :param facade: the application facade (config, stores, retrieval).
+    :param session_id: a stable id; events and session memories are keyed by it. A new
+        id starts a new conversation; an existing one continues it.
+    :param profile: the model profile (name or alias).
+    :param backend: the model backend; by default the profile's ``backend``.
+    """
+
+    def __init__(
+        self,
+        facade: AppFacade,
+        session_id: str | None = None,
+        *,
+        profile: str | None = None,
+        backend: ModelBackend | None = None,
+        retrieval_k: int = 8,
+    ) -> None:
+        self.facade = facade
+        self.session_id = session_id or f"session-{uuid.uuid4().hex[:12]}"
+        self.profile_name = facade.resolve_profile(profile)
+        self._backend = backend
+        self._backend_from_profile = backend is None
+        self.retrieval_k = retrieval_k
+        self.counter = TokenCounter(self.profile.encoding)
+        self._queue: asyncio.Queue[_Command | None] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._compaction_queued = False
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    @property
+    def profile(self) -> ProfileConfig:
+        return self.facade.config.profiles[self.profile_name]
+
+    @property
+    def events(self):  # -> SqliteEventStore
+        return self.facade.memory.events
+
+    @property
+    def backend(self) -> ModelBackend:
+        if self._backend is None:
+            self._backend = self.facade.model_backend(self.profile)
+        return self._backend
+
+    async def __aenter__(self) -> Session:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"kairox-{self.session_id}")
+
+    async def close(self) -> None:
+        """Finish queued work, then stop the actor."""
+        if self._task is not None:
+            await self._queue.put(None)
+            await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            command = await self._queue.get()
+            if command is None:
+                return
+            try:
+                result = await command.run()
+            except BaseException as exc:  # the caller gets it; the actor keeps going
+                if not command.done.cancelled():
+                    command.done.set_exception(exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+            else:
+                if not command.done.cancelled():
+                    command.done.set_result(result)
+
+    async def _submit(self, run: Callable[[], Awaitable[Any]]) -> Any:
+        if self._task is None:
+            raise SessionError("the session is not running; use `async with Session(...)`")
+        command = _Command(run)
+        await self._queue.put(command)
+        return await command.done
+
+    # -- public commands ------------------------------------------------------------
+
+    async def turn(
+        self, prompt: str, *, on_text: Callable[[str], None] | None = None
+    ) -> TurnResult:
+        """Queue a turn; ``on_text`` receives visible text as it streams."""
+        return await self._submit(lambda: self._turn(prompt, on_text))
+
+    async def compact(self) -> CompactionResult:
+        """Queue a manual compaction (skipped if one is already queued)."""
+        if self._compaction_queued:
+            return await self._submit(lambda: self._skip("a compaction is already queued"))
+        self._compaction_queued = True
+        return await self._submit(lambda: self._compact("manual"))
+
+    async def switch_profile(self, profile: str) -> str:
+        """Queue a profile switch; it waits for anything queued before it."""
+        return await self._submit(lambda: self._switch(profile))
+
+    async def assemble(self, prompt: str) -> Assembly:
+        """The prompt a turn with ``prompt`` would send now (nothing is recorded)."""
+        return await self._submit(lambda: self._assemble(prompt))
+
+    # -- history from events ----------------------------------------------------------
+
+    def _summaries(self) -> list[StoredEvent]:
+        return self.events.list(session_id=self.session_id, types=[CompactionSummary])
+
+    def _history(self) -> list[HistoryTurn]:
+        """Whole turns after the last summarised event, oldest first."""
+        summaries = self._summaries()
+        after = summaries[-1].payload["last_event_id"] if summaries else None
+        stored = self.events.list(
+            session_id=self.session_id,
+            types=[UserMessageAdded, AssistantMessageCompleted, ToolInvocationCompleted],
+            after_id=after,
+        )
+        turns: list[HistoryTurn] = []
+        messages: list[ChatMessage] = []
+        ids: list[int] = []
+        tools = False
+
+        def close_turn() -> None:
+            if messages:
+                turns.append(HistoryTurn(tuple(messages), tuple(ids), tools))
+
+        for event in stored:
+            if event.type == "UserMessageAdded":
+                close_turn()
+                messages, ids, tools = [], [], False
+                messages.append(ChatMessage("user", event.payload["text"]))
+            elif event.type == "ToolInvocationCompleted":
+                tools = True
+                # Folded into an assistant message: chat APIs reject a bare "tool" role
+                # without the call id that produced it, and a tool's text must not gain
+                # the authority of a user or system message.
+                messages.append(
+                    ChatMessage(
+                        "assistant",
+                        f"[tool {event.payload['tool']} returned]\n{event.payload.get('output', '')}",
+                    )
+                )
+            else:
+                messages.append(ChatMessage("assistant", event.payload["text"]))
+            ids.append(event.id)
+        close_turn()
+        return turns
+
+    # -- turns ----------------------------------------------------------------------
+
+    def _retrieve(self, prompt: str) -> tuple[list[FusedHit], dict[str, list[FusedHit]]]:
+        result = self.facade.search_sync(prompt, profile=self.profile_name, k=self.retrieval_k)
+        workspace: list[FusedHit] = []
+        knowledge: dict[str, list[FusedHit]] = {}
+        for hit in result.hits:
+            if hit.source in WORKSPACE_SOURCES:
+                workspace.append(hit)
+            else:
+                knowledge.setdefault(hit.source, []).append(hit)
+        return workspace, knowledge
+
+    async def _assemble(self, prompt: str) -> Assembly:
+        workspace_hits, kb_hits = await asyncio.to_thread(self._retrieve, prompt)
+        history = self._history()
+        data = AssemblyInput(
+            system_prompt=self.profile.system_prompt,
+            prompt=prompt,
+            memories=self.facade.memory.store.visible_to(self.facade.workspace_id, self.session_id),
+            summaries=[
+                CompactionSummaryItem(
+                    e.payload["summary"], e.payload["first_event_id"], e.payload["last_event_id"]
+                )
+                for e in self._summaries()
+            ],
+            workspace_hits=workspace_hits,
+            knowledge_base_hits=kb_hits,
+            history=history,
+        )
+        return ContextAssembler.for_profile(self.profile, self.counter).assemble(data)
+
+    async def _turn(self, prompt: str, on_text: Callable[[str], None] | None) -> TurnResult:
+        turn_id = uuid.uuid4().hex[:12]
+        workspace = self.facade.workspace_id
+        # Assemble before recording the message: a prompt the budget guard refuses leaves
+        # no trace in the history it would otherwise clog.
+        assembly = await self._assemble(prompt)
+        self.events.append(self.session_id, workspace, UserMessageAdded(prompt, turn_id=turn_id))
+        self.events.append(
+            self.session_id,
+            workspace,
+            ContextAssembled(
+                trace=assembly.trace(),
+                total_tokens=assembly.used_tokens,
+                budget=assembly.budget,
+                turn_id=turn_id,
+            ),
+        )
+        extractor = MarkerExtractor()
+        pieces: list[str] = []
+
+        def show(visible: str) -> None:
+            if visible:
+                pieces.append(visible)
+                self.events.append(self.session_id, workspace, ModelTokenDelta(visible, turn_id))
+                if on_text is not None:
+                    on_text(visible)
+
+        try:
+            async for chunk in self.backend.stream(
+                assembly.messages, model=self.profile.model, max_tokens=self.profile.headroom
+            ):
+                show(extractor.feed(chunk))
+        finally:
+            # Whatever arrived is kept, also when the backend failed part-way.
+            show(extractor.close())
+            text = "".join(pieces)
+            self.events.append(
+                self.session_id,
+                workspace,
+                AssistantMessageCompleted(
+                    text, turn_id=turn_id, model=self.profile.model, profile=self.profile_name
+                ),
+            )
+        # Only what the model actually saw counts: tool output that was in the prompt.
+        tool_output = assembly.had_tool_output
+        proposals = self.facade.memory.handle_turn(
+            extractor.markers,
+            extractor.rejected,
+            session_id=self.session_id,
+            workspace_id=workspace,
+            turn_id=turn_id,
+            context_had_tool_output=tool_output,
+        )
+        result = TurnResult(turn_id, text, assembly, proposals)
+        if self._needs_compaction():
+            result.compaction = await self._compact("auto")
+        return result
+
+    def _history_tokens(self, turns: Sequence[HistoryTurn]) -> int:
+        from kairox.context.tokens import count_message_tokens
+
+        return sum(
+            count_message_tokens(m.role, m.content, self.profile.encoding)
+            for turn in turns
+            for m in turn.messages
+        )
+
+    def _budget(self) -> int:
+        return self.profile.context_window - self.profile.headroom
+
+    def _needs_compaction(self) -> bool:
+        turns = self._history()
+        if len(turns) <= KEEP_RECENT_TURNS:
+            return False
+        return self._history_tokens(turns) > COMPACT_AT_SHARE * self._budget()
+
+    # -- compaction -----------------------------------------------------------------
+
+    async def _skip(self, reason: str) -> CompactionResult:
+        self.events.append(
+            self.session_id, self.facade.workspace_id, ContextCompactionSkipped(reason)
+        )
+        return CompactionResult("skipped", reason=reason)
+
+    async def _compact(self, trigger: str) -> CompactionResult:
+        try:
+            return await self._compact_now(trigger)
+        finally:
+            if trigger == "manual":
+                self._compaction_queued = False
+
+    async def _compact_now(self, trigger: str) -> CompactionResult:
+        if trigger == "auto" and not self.profile.auto_compact:
+            return await self._skip("auto_compact is off for this profile")
+        turns = self._history()
+        older = turns[:-KEEP_RECENT_TURNS] if len(turns) > KEEP_RECENT_TURNS else []
+        if not older:
+            return await self._skip(
+                f"nothing to compact: the last {KEEP_RECENT_TURNS} turns always stay verbatim"
+            )
+        workspace = self.facade.workspace_id
+        before = self._history_tokens(turns)
+        self.events.append(
+            self.session_id,
+            workspace,
+            ContextCompactionStarted(trigger=trigger, tokens_before=before),
+        )
+        messages = [m for turn in older for m in turn.messages]
+        first = min(i for turn in older for i in turn.event_ids)
+        last = max(i for turn in older for i in turn.event_ids)
+        limit = max(64, int(SUMMARY_SHARE * self._budget()))
+        name = self.profile.summarizer
+        fallback = False
+        try:
+            summarizer = self.facade.summarizer(name, self.profile, self._backend)
+            summary = await summarizer.summarize(
+                messages, max_tokens=limit, encoding=self.profile.encoding
+            )
+        except Exception as exc:
+            self.events.append(
+                self.session_id,
+                workspace,
+                ContextCompactionFailed(
+                    error=f"{type(exc).__name__}: {exc}; falling back to a sliding window",
+                    summarizer=name,
+                ),
+            )
+            fallback = True
+            name = "sliding-window"
+            try:
+                window = self.facade.summarizer(name, self.profile, None)
+                summary = await window.summarize(
+                    messages, max_tokens=limit, encoding=self.profile.encoding
+                )
+            except Exception as second:  # even the fallback failed: the session goes on
+                self.events.append(
+                    self.session_id,
+                    workspace,
+                    ContextCompactionFailed(
+                        error=f"{type(second).__name__}: {second}", summarizer=name
+                    ),
+                )
+                return CompactionResult("failed", reason=str(second), summarizer=name)
+        stored = self.events.append(
+            self.session_id,
+            workspace,
+            CompactionSummary(summary, first, last, summarizer=name, fallback=fallback),
+        )
+        after = self._history_tokens(self._history()) + self.counter.count(summary)
+        self.events.append(
+            self.session_id,
+            workspace,
+            ContextCompactionCompleted(
+                summary_event_id=stored.id, tokens_before=before, tokens_after=after
+            ),
+        )
+        return CompactionResult(
+            "completed",
+            summary=summary,
+            summarizer=name,
+            fallback=fallback,
+            events_summarised=sum(len(t.event_ids) for t in older),
+            tokens_before=before,
+            tokens_after=after,
+        )
+
+    # -- profiles -------------------------------------------------------------------
+
+    async def _switch(self, profile: str) -> str:
+        name = self.facade.resolve_profile(profile)
+        previous, self.profile_name = self.profile_name, name
+        if self._backend_from_profile:
+            self._backend = None  # built again from the new profile on next use
+        self.counter = TokenCounter(self.profile.encoding)
+        self.events.append(
+            self.session_id,
+            self.facade.workspace_id,
+            ProfileSwitched(to_profile=name, from_profile=previous),
+        )
+        return name
+
+
+@contextlib.asynccontextmanager
+async def open_session(facade: AppFacade, session_id: str | None = None, **options: Any):
+    """``async with open_session(facade) as session:`` — start, use, finish cleanly."""
+    session = Session(facade, session_id, **options)
+    session.start()
+    try:
+        yield session
+    finally:
+        await session.close()

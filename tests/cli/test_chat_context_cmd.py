@@ -1,0 +1,91 @@
+"""``kairox context`` and ``kairox chat`` (line mode, scripted backend, inline approval)."""
+
+from __future__ import annotations
+
+import json
+
+from kairox.facade import AppFacade
+
+
+def test_context_json_has_messages_budget_and_sources(invoke, workspace):
+    (workspace / "kairox.toml").write_text(
+        '[profiles.default]\ncontext_window = 4000\nheadroom = 500\nsystem_prompt = "Be brief."\n'
+    )
+    AppFacade(cwd=workspace).memory.set(
+        "user", "tone", "terse answers", workspace_id=str(workspace)
+    )
+    result = invoke("context", "what is our tone?", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert set(data) >= {"messages", "budget", "used_tokens", "sources"}
+    assert data["budget"] == 3500 and 0 < data["used_tokens"] <= 3500
+    assert data["messages"][-1] == {"role": "user", "content": "what is our tone?"}
+    assert "terse answers" in data["messages"][0]["content"]
+    names = {s["source"] for s in data["sources"]}
+    assert {"system", "memory:user", "prompt"} <= names
+    table = invoke("context", "what is our tone?")
+    assert table.exit_code == 0 and "memory:user" in table.output
+
+
+def test_context_refuses_a_prompt_over_budget(invoke, workspace):
+    (workspace / "kairox.toml").write_text(
+        "[profiles.default]\ncontext_window = 300\nheadroom = 100\n"
+    )
+    result = invoke("context", "word " * 500)
+    assert result.exit_code == 1
+    assert "budget" in result.output and "larger context window" in result.output
+
+
+def test_chat_line_mode_with_inline_approval(invoke, workspace, tmp_path):
+    script = tmp_path / "replies.jsonl"
+    script.write_text(
+        json.dumps(
+            {
+                "reply": 'Noted! <memory scope="workspace" key="deploy.day">Fridays are frozen.</memory>'
+            }
+        )
+        + "\n"
+        + json.dumps({"reply": "Second answer."})
+        + "\n"
+    )
+    (workspace / "kairox.toml").write_text(
+        "[profiles.default]\n[profiles.small]\ncontext_window = 4000\n"
+    )
+    lines = "\n".join(
+        [
+            "we never deploy on Fridays",
+            "a",
+            "/trace",
+            "and then?",
+            "/compact",
+            "/profile small",
+            "/nope",
+            "/quit",
+        ]
+    )
+    result = invoke("chat", "--script", str(script), input=lines + "\n")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "Noted!" in out and "<memory" not in out
+    assert "remember this? [workspace] deploy.day" in out
+    assert "approved workspace memory deploy.day" in out
+    assert "tokens used" in out  # the /trace accounting
+    assert "Second answer." in out
+    assert "compaction skipped" in out
+    assert "switched to small" in out
+    assert "unknown command /nope" in out
+    facade = AppFacade(cwd=workspace)
+    assert (
+        facade.memory.find("deploy.day", workspace_id=facade.workspace_id).body
+        == "Fridays are frozen."
+    )
+
+
+def test_chat_reports_a_backend_error_and_goes_on(invoke, workspace, tmp_path):
+    script = tmp_path / "replies.jsonl"
+    script.write_text(
+        json.dumps({"error": "model overloaded"}) + "\n" + json.dumps({"reply": "ok now"}) + "\n"
+    )
+    result = invoke("chat", "--script", str(script), input="first\nsecond\n/quit\n")
+    assert result.exit_code == 0, result.output
+    assert "model overloaded" in result.output and "ok now" in result.output
