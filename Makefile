@@ -3,8 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # Every in-tree distribution that has tests; plugins join this list as they land.
-PACKAGES := . ./plugin-template ./plugins/tantivy ./plugins/sentence-transformers ./plugins/bedrock ./plugins/pinecone
-TEST_DIRS := tests plugin-template/tests plugins/tantivy/tests plugins/sentence-transformers/tests plugins/bedrock/tests plugins/pinecone/tests
+PACKAGES := . ./plugin-template ./plugins/tantivy ./plugins/sentence-transformers ./plugins/bedrock ./plugins/pinecone ./plugins/weaviate
+TEST_DIRS := tests plugin-template/tests plugins/tantivy/tests plugins/sentence-transformers/tests plugins/bedrock/tests plugins/pinecone/tests plugins/weaviate/tests
 
 .PHONY: install install-core test lint demo clean
 

@@ -24,6 +24,7 @@ def build_cli(pm: Any = None) -> click.Group:
         memory_cmd,
         plugins_cmd,
         search_cmd,
+        serve_cmd,
     )
 
     @click.group(cls=KairoxGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -50,6 +51,7 @@ def build_cli(pm: Any = None) -> click.Group:
     cli.add_command(memory_cmd.memory)
     cli.add_command(context_cmd.context)
     cli.add_command(chat_cmd.chat)
+    cli.add_command(serve_cmd.serve)
     plugins_cmd.add_plugin_commands(cli, pm)
     return cli
 
