@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from kairox.models import ModelBackend
     from kairox.plugins import KairoxPluginManager
     from kairox.registry import Registry
+    from kairox.retrieval.composite import CompositeWorkspaceRetriever
     from kairox.sources import SourceFactory
     from kairox.sync import SyncStats
     from kairox.workspace.rag_index import IndexStats, WorkspaceRagIndex
@@ -192,6 +193,18 @@ class AppFacade:
         name, _ = self.config.resolve_profile(profile or "default")
         return name
 
+    def _prepared(
+        self,
+        text: str,
+        profile: str | None,
+        k: int,
+        filters: Mapping[str, Any] | None,
+        fusion: str,
+        only: set[str] | None,
+    ) -> tuple[CompositeWorkspaceRetriever, Query]:
+        composite = self.sources.composite(self.resolve_profile(profile), fusion=fusion, only=only)
+        return composite, Query(text, k=k, filters=dict(filters or {}))
+
     async def search(
         self,
         text: str,
@@ -203,8 +216,8 @@ class AppFacade:
         only: set[str] | None = None,
     ) -> RetrievalResult:
         """Search the workspace and every knowledge base the profile sees, fused."""
-        composite = self.sources.composite(self.resolve_profile(profile), fusion=fusion, only=only)
-        return await composite.retrieve(Query(text, k=k, filters=dict(filters or {})))
+        composite, query = self._prepared(text, profile, k, filters, fusion, only)
+        return await composite.retrieve(query)
 
     def search_sync(
         self,
@@ -217,8 +230,8 @@ class AppFacade:
         only: set[str] | None = None,
     ) -> RetrievalResult:
         """:meth:`search` for synchronous callers; never waits on a source past its deadline."""
-        composite = self.sources.composite(self.resolve_profile(profile), fusion=fusion, only=only)
-        return composite.retrieve_sync(Query(text, k=k, filters=dict(filters or {})))
+        composite, query = self._prepared(text, profile, k, filters, fusion, only)
+        return composite.retrieve_sync(query)
 
     # -- knowledge bases ----------------------------------------------------------
 

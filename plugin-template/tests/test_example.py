@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import kairox_example
@@ -13,7 +11,13 @@ import pytest
 
 from kairox.registry import BuildContext
 from kairox.retrieval import Query
-from kairox.testing import CORPUS, SourceConformance, check_kind_registration, run
+from kairox.testing import (
+    CORPUS,
+    SourceConformance,
+    check_kind_registration,
+    check_listed_by_kairox_plugins,
+    run,
+)
 
 
 def write_corpus(path: Path) -> Path:
@@ -68,15 +72,6 @@ def test_malformed_line_names_file_and_line(tmp_path):
 
 
 def test_kairox_plugins_lists_the_installed_template():
-    result = subprocess.run(
-        [sys.executable, "-m", "kairox", "plugins", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={k: v for k, v in os.environ.items() if k != "KAIROX_LOAD_PLUGINS"},
+    check_listed_by_kairox_plugins(
+        "example", "kairox-example", "kairox_register_knowledge_base_kinds"
     )
-    listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
-    assert "example" in listed, result.stdout
-    assert listed["example"]["status"] == "ok"
-    assert listed["example"]["package"] == "kairox-example"
-    assert "kairox_register_knowledge_base_kinds" in listed["example"]["hooks"]

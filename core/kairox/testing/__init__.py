@@ -41,6 +41,7 @@ __all__ = [
     "EmbeddingConformance",
     "SourceConformance",
     "check_kind_registration",
+    "check_listed_by_kairox_plugins",
     "registered_plugin",
     "run",
 ]
@@ -87,6 +88,32 @@ def check_kind_registration(plugin: object, kind: str) -> KnowledgeBaseKind:
     )
     assert callable(registered.factory)
     return registered
+
+
+def check_listed_by_kairox_plugins(name: str, package: str, hook: str) -> dict[str, Any]:
+    """Run ``kairox plugins --json`` as a user would and assert the plugin is listed ``ok``.
+
+    The plugin must be installed (``pip install -e .``); returns its JSON entry.
+    """
+    import json
+    import os
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "kairox", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={k: v for k, v in os.environ.items() if k != "KAIROX_LOAD_PLUGINS"},
+    )
+    listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
+    assert name in listed, f"{name!r} not listed; is {package} installed? {result.stdout}"
+    entry = listed[name]
+    assert entry["status"] == "ok", entry
+    assert entry["package"] == package
+    assert hook in entry["hooks"]
+    return entry
 
 
 def _retrieve(source: WorkspaceRetriever, text: str, k: int = 10, **filters: Any) -> list[Hit]:

@@ -3,8 +3,6 @@ boto3, and discovery through ``kairox plugins``."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 
@@ -15,7 +13,12 @@ from hypothesis import strategies as st
 from kairox_bedrock.testing import BedrockTestServer
 
 from kairox.retrieval import Query, QueryError, ScoreKind
-from kairox.testing import SourceConformance, check_kind_registration, run
+from kairox.testing import (
+    SourceConformance,
+    check_kind_registration,
+    check_listed_by_kairox_plugins,
+    run,
+)
 
 
 class TestBedrockConformance(SourceConformance):
@@ -111,15 +114,6 @@ def test_missing_boto3_gives_an_install_hint(monkeypatch, make_source, corpus_se
 
 
 def test_kairox_plugins_lists_bedrock_as_ok():
-    result = subprocess.run(
-        [sys.executable, "-m", "kairox", "plugins", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={k: v for k, v in os.environ.items() if k != "KAIROX_LOAD_PLUGINS"},
+    check_listed_by_kairox_plugins(
+        "bedrock", "kairox-bedrock", "kairox_register_knowledge_base_kinds"
     )
-    listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
-    assert "bedrock" in listed, result.stdout
-    assert listed["bedrock"]["status"] == "ok"
-    assert listed["bedrock"]["package"] == "kairox-bedrock"
-    assert "kairox_register_knowledge_base_kinds" in listed["bedrock"]["hooks"]

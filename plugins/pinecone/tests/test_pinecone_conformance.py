@@ -3,8 +3,6 @@ check, lazy loading of the SDK, and discovery through ``kairox plugins``."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 import types
@@ -14,7 +12,12 @@ import pytest
 from kairox_pinecone.testing import closed_host
 
 from kairox.retrieval import Query, ScoreKind, VectorSyncTarget, WorkspaceRetriever
-from kairox.testing import SourceConformance, check_kind_registration, run
+from kairox.testing import (
+    SourceConformance,
+    check_kind_registration,
+    check_listed_by_kairox_plugins,
+    run,
+)
 
 
 class TestPineconeConformance(SourceConformance):
@@ -83,15 +86,6 @@ def test_an_sdk_too_old_gives_an_upgrade_hint(monkeypatch):
 
 
 def test_kairox_plugins_lists_pinecone_as_ok():
-    result = subprocess.run(
-        [sys.executable, "-m", "kairox", "plugins", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={k: v for k, v in os.environ.items() if k != "KAIROX_LOAD_PLUGINS"},
+    check_listed_by_kairox_plugins(
+        "pinecone", "kairox-pinecone", "kairox_register_knowledge_base_kinds"
     )
-    listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
-    assert "pinecone" in listed, result.stdout
-    assert listed["pinecone"]["status"] == "ok"
-    assert listed["pinecone"]["package"] == "kairox-pinecone"
-    assert "kairox_register_knowledge_base_kinds" in listed["pinecone"]["hooks"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -23,7 +22,12 @@ from kairox_sentence_transformers import (
 
 from kairox.embedding import EmbeddingBackend
 from kairox.plugins import KairoxPluginManager
-from kairox.testing import CORPUS, EmbeddingConformance, registered_plugin
+from kairox.testing import (
+    CORPUS,
+    EmbeddingConformance,
+    check_listed_by_kairox_plugins,
+    registered_plugin,
+)
 
 # HF offline switches removed, so a test proves the load itself never goes to the network.
 ONLINE_ENV = {
@@ -201,17 +205,8 @@ def test_loading_and_embedding_never_touch_the_network():
 
 
 def test_kairox_plugins_lists_the_installed_plugin():
-    result = subprocess.run(
-        [sys.executable, "-m", "kairox", "plugins", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=ONLINE_ENV,
+    check_listed_by_kairox_plugins(
+        "sentence-transformers",
+        "kairox-sentence-transformers",
+        "kairox_register_embedding_backends",
     )
-    listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
-    if "sentence-transformers" not in listed:
-        pytest.skip("kairox-sentence-transformers is not installed (pip install -e .)")
-    entry = listed["sentence-transformers"]
-    assert entry["status"] == "ok", entry
-    assert entry["package"] == "kairox-sentence-transformers"
-    assert "kairox_register_embedding_backends" in entry["hooks"]

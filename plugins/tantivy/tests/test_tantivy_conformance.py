@@ -3,8 +3,6 @@ and discovery through ``kairox plugins``."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 
@@ -14,7 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kairox.retrieval import Document, Query, QueryError, ScoreKind
-from kairox.testing import SourceConformance, check_kind_registration, run
+from kairox.testing import (
+    SourceConformance,
+    check_kind_registration,
+    check_listed_by_kairox_plugins,
+    run,
+)
 
 
 class TestTantivyConformance(SourceConformance):
@@ -117,15 +120,6 @@ def test_importing_the_plugin_does_not_import_tantivy():
 
 
 def test_kairox_plugins_lists_tantivy_as_ok():
-    result = subprocess.run(
-        [sys.executable, "-m", "kairox", "plugins", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={k: v for k, v in os.environ.items() if k != "KAIROX_LOAD_PLUGINS"},
+    check_listed_by_kairox_plugins(
+        "tantivy", "kairox-tantivy", "kairox_register_knowledge_base_kinds"
     )
-    listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
-    assert "tantivy" in listed, result.stdout
-    assert listed["tantivy"]["status"] == "ok"
-    assert listed["tantivy"]["package"] == "kairox-tantivy"
-    assert "kairox_register_knowledge_base_kinds" in listed["tantivy"]["hooks"]

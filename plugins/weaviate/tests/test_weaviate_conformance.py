@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 
@@ -12,7 +10,12 @@ import kairox_weaviate
 import pytest
 
 from kairox.retrieval import Query
-from kairox.testing import SourceConformance, check_kind_registration, run
+from kairox.testing import (
+    SourceConformance,
+    check_kind_registration,
+    check_listed_by_kairox_plugins,
+    run,
+)
 
 
 class TestBm25Conformance(SourceConformance):
@@ -92,15 +95,6 @@ def test_missing_client_gives_an_install_hint(monkeypatch, corpus_server, make_s
 
 
 def test_kairox_plugins_lists_weaviate_as_ok():
-    result = subprocess.run(
-        [sys.executable, "-m", "kairox", "plugins", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={k: v for k, v in os.environ.items() if k != "KAIROX_LOAD_PLUGINS"},
+    check_listed_by_kairox_plugins(
+        "weaviate", "kairox-weaviate", "kairox_register_knowledge_base_kinds"
     )
-    listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
-    assert "weaviate" in listed, result.stdout
-    assert listed["weaviate"]["status"] == "ok"
-    assert listed["weaviate"]["package"] == "kairox-weaviate"
-    assert "kairox_register_knowledge_base_kinds" in listed["weaviate"]["hooks"]
