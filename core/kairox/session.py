@@ -272,11 +272,11 @@ class Session:
             system_prompt=self.profile.system_prompt,
             prompt=prompt,
             memories=self.facade.memory.store.visible_to(self.facade.workspace_id, self.session_id),
-            summaries=[
+            summaries=[  # the latest summary already carries every earlier one
                 CompactionSummaryItem(
                     e.payload["summary"], e.payload["first_event_id"], e.payload["last_event_id"]
                 )
-                for e in self._summaries()
+                for e in self._summaries()[-1:]
             ],
             workspace_hits=workspace_hits,
             knowledge_base_hits=kb_hits,
@@ -391,8 +391,21 @@ class Session:
             workspace,
             ContextCompactionStarted(trigger=trigger, tokens_before=before),
         )
-        messages = [m for turn in older for m in turn.messages]
-        first = min(i for turn in older for i in turn.event_ids)
+        # Rolling summary: the previous summary is summarised again together with the
+        # turns after it, so one summary stands for everything before the live history.
+        # Separate summaries would pile up until they crowd out the history itself.
+        previous = self._summaries()
+        carried = (
+            [ChatMessage("assistant", previous[-1].payload["summary"], name="summary")]
+            if previous
+            else []
+        )
+        messages = carried + [m for turn in older for m in turn.messages]
+        first = (
+            previous[-1].payload["first_event_id"]
+            if previous
+            else min(i for turn in older for i in turn.event_ids)
+        )
         last = max(i for turn in older for i in turn.event_ids)
         limit = max(64, int(SUMMARY_SHARE * self._budget()))
         name = self.profile.summarizer

@@ -537,3 +537,23 @@ def test_option_free_summarizers_reject_options(name):
         factory = pm.registry.summarizers[name].factory
     with pytest.raises(SummarizerOptionError, match="takes no options; got model"):
         factory(model="m")
+
+
+def test_extractive_keeps_a_carried_summary_ahead_of_new_detail():
+    from kairox.default_plugins.summarizers import CARRIED_SUMMARY, ExtractiveSummarizer
+    from kairox.models import ChatMessage as Message
+
+    earlier = "## Decisions and constraints\n- We decided to use PostgreSQL 16 on port 8443."
+    chatter = [
+        Message("user", f"Ticket KX-{n}00 touches src/mod{n}.py on host db-{n} at 10.0.0.{n}.")
+        for n in range(40)
+    ]
+    summary = run(
+        ExtractiveSummarizer().summarize(
+            [Message("assistant", earlier, name=CARRIED_SUMMARY), *chatter],
+            max_tokens=120,
+            encoding="o200k_base",
+        )
+    )
+    assert "PostgreSQL 16 on port 8443" in summary
+    assert "## Decisions and constraints" in summary

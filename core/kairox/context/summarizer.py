@@ -16,6 +16,9 @@ class Summarizer(Protocol):
     ``encoding``) that keeps the thread: the user's goal, decisions and constraints,
     tool calls and their outcomes, open questions, names and numbers. It raises on
     failure; compaction then falls back to a sliding window and says so.
+
+    Summaries roll: the first message may carry the previous summary, as an assistant
+    message named ``"summary"``; its content should survive in preference to new detail.
     """
 
     name: str

@@ -57,6 +57,8 @@ SECTION_OPEN_QUESTIONS = "Open questions"
 SECTION_RECENT = "Recent user messages"
 #: The heading the ``llm`` summariser puts the last user message under.
 SECTION_MOST_RECENT = "Most recent user message"
+#: The ``name`` of a message that carries an earlier summary (see kairox.session).
+CARRIED_SUMMARY = "summary"
 
 #: The order sections are rendered in; fixed, so summaries of different turns line up.
 _EXTRACTIVE_SECTIONS = (
@@ -367,6 +369,9 @@ def _candidates(messages: Sequence[ChatMessage], skip: set[int]) -> list[_Item]:
     for index, message in enumerate(messages):
         # A small bonus for later messages: a later decision usually supersedes an earlier one.
         recency = index / total
+        if message.name == CARRIED_SUMMARY:
+            items.extend(_carried_items(message.content, index, seen))
+            continue
         if message.role == "tool":
             text = _tool_outcome(message)
             if text.casefold() not in seen:
@@ -401,6 +406,34 @@ def _candidates(messages: Sequence[ChatMessage], skip: set[int]) -> list[_Item]:
                 continue  # filler: no cue, no detail a later turn could need
             seen.add(key)
             items.append(item)
+    return items
+
+
+def _carried_items(content: str, index: int, seen: set[str]) -> list[_Item]:
+    """The bullets of an earlier summary, back in their sections, ahead of new detail.
+
+    They were chosen once already; re-ranking them against fresh chatter each compaction
+    would wear the early facts away one summary at a time.
+    """
+    items: list[_Item] = []
+    section = SECTION_DECISIONS
+    for number, line in enumerate(content.splitlines()):
+        stripped = line.strip()
+        if stripped.startswith("## "):
+            heading = stripped[3:].strip()
+            section = heading if heading in _EXTRACTIVE_SECTIONS else SECTION_DECISIONS
+            if section == SECTION_RECENT:  # earlier "recent" messages are history now
+                section = SECTION_DECISIONS
+            continue
+        text = stripped.removeprefix("- ").strip()
+        key = " ".join(text.casefold().split())
+        if not text or key in seen:
+            continue
+        seen.add(key)
+        bonus = 120 if section == SECTION_GOAL else 100
+        items.append(
+            _Item(section, (index, number), _clip(text, _MAX_ITEM_CHARS), bonus + _fact_score(text))
+        )
     return items
 
 

@@ -1,0 +1,476 @@
+"""``kairox bench composite``: what fanning out through the composite retriever costs.
+
+Two measurements.
+
+**Fan-out overhead.** N sources (1, 2, 4, 8 by default) answer every query, once each on
+its own and once together through :class:`~kairox.retrieval.composite.CompositeWorkspaceRetriever`.
+The overhead of one query is the composite's latency minus the latency of the slowest of
+its sources asked alone (so a perfect fan-out costs 0); its p50 and p95 are reported.
+The sources are
+
+* ``sqlite-fts`` (or another local ``--kind``): N knowledge bases of that kind, built
+  through the plugin registry, each holding the same small generated corpus;
+* ``sleep-async``: synthetic sources that take a fixed time in ``asyncio.sleep``;
+* ``sleep-thread``: synthetic sources that block a worker thread for a fixed time, as a
+  synchronous client library does (``asyncio.to_thread``).
+
+Each is measured on both ways in: ``sync`` is ``retrieve_sync`` (what the CLI and a
+session turn use: a private event loop and thread pool per call) and ``async`` is
+``await retrieve`` on a long-lived loop. The sources' solo latencies are measured on the
+long-lived loop, the way ``retrieve`` itself awaits them.
+
+**Faults.** Healthy sources next to one that hangs (it blocks a thread and ignores
+cancellation) and one that fails at once, through ``retrieve_sync``. The composite must
+come back at about the slow source's deadline, report ``timeout`` and ``error`` for the
+two, and return the healthy sources' hits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kairox.bench.markers import created_now, machine_info, percentile
+from kairox.errors import KairoxError
+from kairox.registry import BuildContext, Registry
+from kairox.retrieval import (
+    Document,
+    Hit,
+    IngestableSource,
+    Query,
+    ScoreKind,
+    SourceStatus,
+    WorkspaceRetriever,
+)
+from kairox.retrieval.composite import CompositeWorkspaceRetriever
+
+__all__ = [
+    "DEFAULT_SOURCE_COUNTS",
+    "SCENARIOS",
+    "CompositeBenchError",
+    "FailingSource",
+    "HangingSource",
+    "SleepSource",
+    "benchmark",
+    "fan_out",
+    "faults",
+    "make_corpus",
+    "make_queries",
+]
+
+DEFAULT_SOURCE_COUNTS = (1, 2, 4, 8)
+#: ``local`` is replaced by the ``--kind`` name (``sqlite-fts`` by default).
+SCENARIOS = ("local", "sleep-async", "sleep-thread")
+PATHS = ("sync", "async")
+#: Where each local kind keeps its files inside its scratch folder.
+LOCAL_KIND_OPTIONS = {"sqlite-fts": {"path": "index.db"}, "tantivy": {"index_dir": "index"}}
+# Deadline for the fan-out runs: far above any latency, so nothing times out by accident.
+FAN_OUT_DEADLINE_MS = 60_000
+
+Progress = Callable[[str, int, int], None]
+
+
+class CompositeBenchError(KairoxError, ValueError):
+    """The composite benchmark cannot run as asked (unknown kind, bad size...)."""
+
+
+# -- a small corpus -----------------------------------------------------------------------
+
+_SYLLABLES = (
+    "ka", "ro", "ti", "men", "sal", "dor", "vi", "lun", "pe", "qua", "zen", "bra", "tos",
+    "mi", "fel", "gar", "hu", "jo", "nix", "ol", "pra", "ser", "tam", "ul", "vor", "wi",
+)  # fmt: skip
+
+
+def _vocabulary(size: int, rng: random.Random) -> list[str]:
+    words: dict[str, None] = {}
+    while len(words) < size:
+        words["".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 4)))] = None
+    return list(words)
+
+
+def make_corpus(documents: int = 1000, *, words: int = 80, seed: int = 7) -> list[Document]:
+    """``documents`` generated documents over a Zipf-distributed vocabulary; deterministic."""
+    rng = random.Random(seed)
+    vocabulary = _vocabulary(4000, rng)
+    weights = [1 / rank for rank in range(1, len(vocabulary) + 1)]
+    corpus = []
+    for number in range(documents):
+        body = rng.choices(vocabulary, weights, k=words)
+        title = rng.choices(vocabulary, weights, k=4)
+        corpus.append(
+            Document(
+                f"doc-{number}",
+                " ".join(body) + ".",
+                title=" ".join(title).capitalize(),
+                uri=f"bench://doc-{number}",
+            )
+        )
+    return corpus
+
+
+def make_queries(count: int, *, seed: int = 11) -> list[str]:
+    """``count`` three-word queries over the corpus vocabulary (mid-frequency words)."""
+    rng = random.Random(seed)
+    vocabulary = _vocabulary(4000, random.Random(7))  # the corpus's own words
+    middle = vocabulary[20:800]
+    return [" ".join(rng.sample(middle, 3)) for _ in range(count)]
+
+
+# -- synthetic sources ----------------------------------------------------------------------
+
+
+def _canned_hits(name: str, count: int = 20) -> list[Hit]:
+    return [
+        Hit(
+            f"{name}-{i}",
+            f"passage {i} of {name}",
+            float(count - i),
+            name,
+            f"synthetic://{name}/{i}",
+        )
+        for i in range(count)
+    ]
+
+
+@dataclass
+class SleepSource:
+    """Answers after ``delay_s``: awaiting ``asyncio.sleep`` or blocking a worker thread."""
+
+    name: str
+    delay_s: float
+    blocking: bool = False
+    score_kind: ScoreKind = ScoreKind.BM25
+    hits: list[Hit] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.hits = self.hits or _canned_hits(self.name)
+
+    async def retrieve(self, query: Query) -> list[Hit]:
+        if self.blocking:
+            await asyncio.to_thread(time.sleep, self.delay_s)
+        else:
+            await asyncio.sleep(self.delay_s)
+        return self.hits[: query.k]
+
+
+@dataclass
+class HangingSource:
+    """Blocks a worker thread for ``block_s`` (or until :meth:`release`), ignoring cancellation.
+
+    The worst kind of slow source: a synchronous client stuck in a socket read. Cancelling
+    the awaiting task cannot stop the thread.
+    """
+
+    name: str
+    block_s: float = 5.0
+    score_kind: ScoreKind = ScoreKind.BM25
+    _released: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def release(self) -> None:
+        """Let every blocked thread go (the benchmark calls this when it is done)."""
+        self._released.set()
+
+    async def retrieve(self, query: Query) -> list[Hit]:
+        await asyncio.to_thread(self._released.wait, self.block_s)
+        return _canned_hits(self.name)[: query.k]
+
+
+@dataclass
+class FailingSource:
+    """Fails at once, as a source with a bad key or a 5xx answer does."""
+
+    name: str
+    message: str = "simulated failure: HTTP 503 from the service"
+    score_kind: ScoreKind = ScoreKind.BM25
+
+    async def retrieve(self, query: Query) -> list[Hit]:
+        raise RuntimeError(self.message)
+
+
+# -- building sources ---------------------------------------------------------------------
+
+
+def _local_sources(
+    registry: Registry, kind_name: str, count: int, corpus: Sequence[Document], scratch: Path
+) -> list[WorkspaceRetriever]:
+    kind = registry.knowledge_base_kinds.get(kind_name)
+    if kind is None:
+        hint = " (install it: kairox install kairox-tantivy)" if kind_name == "tantivy" else ""
+        raise CompositeBenchError(f"knowledge-base kind {kind_name!r} is not installed{hint}")
+    options = LOCAL_KIND_OPTIONS.get(kind_name)
+    if options is None:
+        raise CompositeBenchError(
+            f"kind {kind_name!r} has no local benchmark set-up; "
+            f"use one of {', '.join(LOCAL_KIND_OPTIONS)}"
+        )
+    sources = []
+    for number in range(count):
+        folder = scratch / f"{kind_name}-{number}"
+        folder.mkdir(parents=True, exist_ok=True)
+        ctx = BuildContext(
+            workspace_root=folder,
+            state_dir=folder,
+            base_dir=folder,
+            embedding_backend=_no_embedding_backend,
+        )
+        config = kind.config_model(kind=kind_name, **options)
+        source = kind.factory(f"kb-{number}", config, ctx)
+        if not isinstance(source, IngestableSource):
+            raise CompositeBenchError(f"kind {kind_name!r} cannot be filled with documents")
+        source.upsert(list(corpus))
+        sources.append(source)
+    return sources
+
+
+def _no_embedding_backend(name: str) -> Any:
+    raise CompositeBenchError("the composite benchmark uses lexical sources only")
+
+
+# -- measuring ------------------------------------------------------------------------------
+
+
+def _stats(values: Sequence[float]) -> dict[str, float]:
+    return {
+        "p50": round(percentile(values, 50), 3),
+        "p95": round(percentile(values, 95), 3),
+    }
+
+
+def _measure(
+    sources: Sequence[WorkspaceRetriever],
+    queries: Sequence[str],
+    *,
+    k: int,
+    warmup: int,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Solo, ``retrieve_sync`` and ``retrieve`` latencies per query, in milliseconds.
+
+    ``queries`` holds ``warmup`` untimed queries, then the timed ones.
+    """
+    composite = CompositeWorkspaceRetriever(sources, default_timeout_ms=FAN_OUT_DEADLINE_MS)
+    depth = max(k, 20)  # what the composite asks each source for
+    loop = asyncio.new_event_loop()
+    slowest: list[float] = []
+    summed: list[float] = []
+    timed: dict[str, list[float]] = {path: [] for path in PATHS}
+    not_ok = 0
+    try:
+        # The first ``warmup`` queries are not timed.
+        for number, text in enumerate(queries, start=-warmup):
+            solo = []
+            for source in sources:
+                started = time.perf_counter()
+                loop.run_until_complete(source.retrieve(Query(text, k=depth)))
+                solo.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            result = composite.retrieve_sync(Query(text, k=k))
+            sync_ms = (time.perf_counter() - started) * 1000
+            not_ok += sum(r.status is not SourceStatus.OK for r in result.reports)
+            started = time.perf_counter()
+            result = loop.run_until_complete(composite.retrieve(Query(text, k=k)))
+            async_ms = (time.perf_counter() - started) * 1000
+            not_ok += sum(r.status is not SourceStatus.OK for r in result.reports)
+            if number < 0:
+                continue  # warm-up: caches, thread start-up, first-use imports
+            slowest.append(max(solo))
+            summed.append(sum(solo))
+            timed["sync"].append(sync_ms)
+            timed["async"].append(async_ms)
+            if progress is not None:
+                progress(number + 1)
+    finally:
+        loop.run_until_complete(loop.shutdown_default_executor())
+        loop.close()
+    return {"slowest": slowest, "summed": summed, "timed": timed, "not_ok": not_ok}
+
+
+def fan_out(
+    registry: Registry,
+    *,
+    kind: str = "sqlite-fts",
+    source_counts: Sequence[int] = DEFAULT_SOURCE_COUNTS,
+    queries: int = 100,
+    documents: int = 1000,
+    delay_ms: float = 10.0,
+    k: int = 10,
+    scenarios: Sequence[str] = SCENARIOS,
+    warmup: int = 5,
+    scratch: Path,
+    progress: Progress | None = None,
+) -> list[dict[str, Any]]:
+    """One row per scenario x source count x path (``sync``/``async``)."""
+    if not source_counts or any(n < 1 for n in source_counts):
+        raise CompositeBenchError(f"source counts must be >= 1, got {list(source_counts)}")
+    if queries < 1:
+        raise CompositeBenchError(f"queries must be >= 1, got {queries}")
+    unknown = sorted(set(scenarios) - set(SCENARIOS))
+    if unknown:
+        raise CompositeBenchError(f"unknown scenarios {unknown}; known: {', '.join(SCENARIOS)}")
+    texts = make_queries(queries + warmup)
+    corpus = make_corpus(documents) if "local" in scenarios else []
+    rows = []
+    for scenario in scenarios:
+        label = kind if scenario == "local" else scenario
+        local = (
+            _local_sources(registry, kind, max(source_counts), corpus, scratch / kind)
+            if scenario == "local"
+            else []
+        )
+        for count in source_counts:
+            if scenario == "local":
+                sources: list[WorkspaceRetriever] = local[:count]
+            else:
+                blocking = scenario == "sleep-thread"
+                sources = [SleepSource(f"s{i}", delay_ms / 1000, blocking) for i in range(count)]
+            what = f"{label} x{count}"
+
+            def tick(done: int, what: str = what) -> None:
+                if progress is not None:
+                    progress(what, done, queries)
+
+            measured = _measure(sources, texts, k=k, warmup=warmup, progress=tick)
+            slowest = measured["slowest"]
+            for path in PATHS:
+                latencies = measured["timed"][path]
+                overhead = [c - s for c, s in zip(latencies, slowest, strict=True)]
+                rows.append(
+                    {
+                        "scenario": label,
+                        "sources": count,
+                        "path": path,
+                        "queries": len(latencies),
+                        "slowest_source_ms": _stats(slowest),
+                        # what asking the sources one after the other would cost
+                        "sources_in_sequence_ms": _stats(measured["summed"]),
+                        "composite_ms": _stats(latencies),
+                        "overhead_ms": _stats(overhead),
+                        "not_ok_reports": measured["not_ok"],
+                    }
+                )
+    return rows
+
+
+def faults(
+    registry: Registry,
+    *,
+    kind: str = "sqlite-fts",
+    healthy: int = 2,
+    deadline_ms: int = 250,
+    hang_s: float = 5.0,
+    queries: int = 20,
+    documents: int = 1000,
+    k: int = 10,
+    scratch: Path,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Healthy sources plus one hanging and one failing source, through ``retrieve_sync``.
+
+    The hanging source's deadline is ``deadline_ms``; the others keep the composite's
+    default (800 ms), which they never come near.
+    """
+    if healthy < 1:
+        raise CompositeBenchError(f"healthy must be >= 1, got {healthy}")
+    if hang_s * 1000 <= deadline_ms:
+        raise CompositeBenchError("hang_s must be longer than the deadline, or nothing hangs")
+    good = _local_sources(registry, kind, healthy, make_corpus(documents), scratch / "faults")
+    slow = HangingSource("slow", hang_s)
+    failing = FailingSource("failing")
+    composite = CompositeWorkspaceRetriever(
+        [*good, slow, failing], timeouts_ms={"slow": deadline_ms}
+    )
+    healthy_names = [source.name for source in good]
+    latencies: list[float] = []
+    statuses: dict[str, Counter[str]] = {
+        name: Counter() for name in [*healthy_names, "slow", "failing"]
+    }
+    errors: dict[str, str] = {}
+    hit_counts: list[int] = []
+    hit_sources: set[str] = set()
+    try:
+        for number, text in enumerate(make_queries(queries), start=1):
+            started = time.perf_counter()
+            result = composite.retrieve_sync(Query(text, k=k))
+            latencies.append((time.perf_counter() - started) * 1000)
+            for report in result.reports:
+                statuses[report.source][str(report.status)] += 1
+                if report.error and report.source not in errors:
+                    errors[report.source] = report.error
+            hit_counts.append(len(result.hits))
+            hit_sources.update(p.source for hit in result.hits for p in hit.sources)
+            if progress is not None:
+                progress("one slow + one failing", number, queries)
+    finally:
+        slow.release()
+    overshoot = [latency - deadline_ms for latency in latencies]
+    return {
+        "sources": [*healthy_names, "slow", "failing"],
+        "healthy_kind": kind,
+        "deadline_ms": deadline_ms,
+        "hang_s": hang_s,
+        "queries": queries,
+        "latency_ms": {**_stats(latencies), "max": round(max(latencies), 3)},
+        "overshoot_ms": _stats(overshoot),
+        "statuses": {name: dict(counts) for name, counts in statuses.items()},
+        "errors": errors,
+        "hits_per_query": {"min": min(hit_counts), "max": max(hit_counts)},
+        "hits_from": sorted(hit_sources),
+    }
+
+
+def benchmark(
+    registry: Registry,
+    *,
+    kind: str = "sqlite-fts",
+    source_counts: Sequence[int] = DEFAULT_SOURCE_COUNTS,
+    queries: int = 100,
+    documents: int = 1000,
+    delay_ms: float = 10.0,
+    deadline_ms: int = 250,
+    fault_queries: int = 20,
+    scenarios: Sequence[str] = SCENARIOS,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Both measurements; the report ``kairox bench composite --out`` writes."""
+    with tempfile.TemporaryDirectory(prefix="kairox-bench-composite-") as folder:
+        scratch = Path(folder)
+        rows = fan_out(
+            registry,
+            kind=kind,
+            source_counts=source_counts,
+            queries=queries,
+            documents=documents,
+            delay_ms=delay_ms,
+            scenarios=scenarios,
+            scratch=scratch,
+            progress=progress,
+        )
+        fault = faults(
+            registry,
+            kind=kind,
+            deadline_ms=deadline_ms,
+            queries=fault_queries,
+            documents=documents,
+            scratch=scratch,
+            progress=progress,
+        )
+    return {
+        "benchmark": "composite_fan_out",
+        "kind": kind,
+        "documents": documents,
+        "queries": queries,
+        "delay_ms": delay_ms,
+        "fan_out": rows,
+        "faults": fault,
+        "created": created_now(),
+        "machine": machine_info(),
+    }

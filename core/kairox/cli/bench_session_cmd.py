@@ -1,0 +1,448 @@
+"""``kairox bench composite|context|markers|compaction``: platform performance and quality.
+
+Plain click commands; the ``bench`` group attaches them. Each writes its JSON report with
+``--out`` (``benchmarks/results/`` holds the published ones), prints it with ``--json``,
+and otherwise prints a table. Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from kairox.cli.app import AppContext, console, console_err
+
+__all__ = ["compaction", "composite", "context", "markers"]
+
+
+def _int_list(value: str, hint: str) -> list[int]:
+    """``"1,2,4"`` as ``[1, 2, 4]``; a clear usage error otherwise."""
+    try:
+        numbers = [int(part.replace("_", "")) for part in value.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"expected comma-separated whole numbers, got {value!r}", param_hint=hint
+        ) from None
+    if not numbers:
+        raise click.BadParameter("give at least one number", param_hint=hint)
+    return numbers
+
+
+def _names(value: str, hint: str) -> list[str]:
+    names = [part.strip() for part in value.split(",") if part.strip()]
+    if not names:
+        raise click.BadParameter("give at least one name", param_hint=hint)
+    return names
+
+
+@contextmanager
+def _progress() -> Iterator[Callable[[str, int, int], None]]:
+    """A progress callback ``(what, done, total)`` drawing bars on stderr."""
+    bars = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console_err,
+        transient=True,
+    )
+    tasks: dict[str, Any] = {}
+
+    def advance(what: str, done: int, total: int) -> None:
+        if what not in tasks:
+            tasks[what] = bars.add_task(what, total=total)
+        bars.update(tasks[what], completed=done, total=total)
+
+    with bars:
+        yield advance
+
+
+def _finish(report: dict[str, Any], out: Path | None, as_json: bool) -> bool:
+    """Write and/or print the JSON; ``True`` when the table should be printed too."""
+    if out is not None:
+        from kairox.bench.markers import write_report
+
+        write_report(report, out)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return False
+    return True
+
+
+def _wrote(out: Path | None) -> None:
+    if out is not None:
+        console.print(f"wrote {out}", markup=False)
+
+
+_OUT = click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report here."
+)
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
+
+
+# -- composite ------------------------------------------------------------------------------
+
+
+@click.command()
+@click.option(
+    "--kind",
+    default="sqlite-fts",
+    show_default=True,
+    help="The local knowledge-base kind the real sources are built with (sqlite-fts, tantivy).",
+)
+@click.option(
+    "--sources",
+    "source_counts",
+    default="1,2,4,8",
+    show_default=True,
+    help="Source counts N to fan out over.",
+)
+@click.option("--queries", default=100, show_default=True, help="Timed queries per N.")
+@click.option("--documents", default=1000, show_default=True, help="Corpus size of each source.")
+@click.option(
+    "--delay-ms",
+    default=10.0,
+    show_default=True,
+    help="How long each synthetic source takes.",
+)
+@click.option(
+    "--deadline-ms",
+    default=250,
+    show_default=True,
+    help="The hanging source's deadline in the fault run.",
+)
+@click.option("--fault-queries", default=20, show_default=True, help="Queries in the fault run.")
+@click.option(
+    "--scenarios",
+    default="local,sleep-async,sleep-thread",
+    show_default=True,
+    help="Fan-out scenarios: local (the --kind sources), sleep-async, sleep-thread.",
+)
+@_OUT
+@_JSON
+@click.pass_obj
+def composite(
+    app: AppContext,
+    kind: str,
+    source_counts: str,
+    queries: int,
+    documents: int,
+    delay_ms: float,
+    deadline_ms: int,
+    fault_queries: int,
+    scenarios: str,
+    out: Path | None,
+    as_json: bool,
+) -> None:
+    """Fan-out overhead of the composite retriever over N sources, and its fault behaviour."""
+    from kairox.bench.composite import CompositeBenchError, benchmark
+
+    counts = _int_list(source_counts, "--sources")
+    try:
+        with _progress() as progress:
+            report = benchmark(
+                app.plugin_manager().registry,
+                kind=kind,
+                source_counts=counts,
+                queries=queries,
+                documents=documents,
+                delay_ms=delay_ms,
+                deadline_ms=deadline_ms,
+                fault_queries=fault_queries,
+                scenarios=_names(scenarios, "--scenarios"),
+                progress=progress,
+            )
+    except CompositeBenchError as exc:
+        raise click.UsageError(str(exc)) from None
+    if not _finish(report, out, as_json):
+        return
+    table = Table(
+        "sources",
+        "N",
+        "path",
+        "slowest source p50",
+        "in sequence p50",
+        "composite p50",
+        "p95",
+        "overhead p50",
+        "p95",
+        title=f"fan-out, ms ({report['queries']} queries)",
+    )
+    for row in report["fan_out"]:
+        table.add_row(
+            row["scenario"],
+            str(row["sources"]),
+            row["path"],
+            f"{row['slowest_source_ms']['p50']:.2f}",
+            f"{row['sources_in_sequence_ms']['p50']:.2f}",
+            f"{row['composite_ms']['p50']:.2f}",
+            f"{row['composite_ms']['p95']:.2f}",
+            f"{row['overhead_ms']['p50']:.2f}",
+            f"{row['overhead_ms']['p95']:.2f}",
+        )
+    console.print(table)
+    fault = report["faults"]
+    console.print(
+        f"faults: {len(fault['sources']) - 2} healthy + slow (deadline {fault['deadline_ms']} ms) "
+        f"+ failing: latency p50 {fault['latency_ms']['p50']:.1f} ms, p95 "
+        f"{fault['latency_ms']['p95']:.1f} ms; hits from {', '.join(fault['hits_from'])}",
+        markup=False,
+    )
+    for name, counts_by_status in fault["statuses"].items():
+        error = fault["errors"].get(name)
+        console.print(
+            f"  {name}: {counts_by_status}" + (f" ({error})" if error else ""), markup=False
+        )
+    _wrote(out)
+
+
+# -- context --------------------------------------------------------------------------------
+
+
+@click.command()
+@click.option(
+    "--turns",
+    "history_sizes",
+    default="10,100,1000,10000",
+    show_default=True,
+    help="History sizes in whole turns.",
+)
+@click.option(
+    "--memories", "memory_counts", default="0,100,1000", show_default=True, help="Memory counts."
+)
+@click.option("--repeats", default=25, show_default=True, help="Timed assemblies per cell.")
+@click.option(
+    "--profile",
+    default=None,
+    help="Take encoding, context window and headroom from this profile "
+    "(default: 128k window, 4,096 headroom, o200k_base).",
+)
+@_OUT
+@_JSON
+@click.pass_obj
+def context(
+    app: AppContext,
+    history_sizes: str,
+    memory_counts: str,
+    repeats: int,
+    profile: str | None,
+    out: Path | None,
+    as_json: bool,
+) -> None:
+    """Context-assembly time by history size and memory count, warm vs cold token cache."""
+    from kairox.bench.context import benchmark
+
+    window: dict[str, Any] = {}
+    if profile is not None:
+        _, chosen = app.config().resolve_profile(profile)
+        window = {
+            "encoding": chosen.encoding,
+            "context_window": chosen.context_window,
+            "headroom": chosen.headroom,
+        }
+    try:
+        with _progress() as progress:
+            report = benchmark(
+                history_sizes=_int_list(history_sizes, "--turns"),
+                memory_counts=_int_list(memory_counts, "--memories"),
+                repeats=repeats,
+                progress=progress,
+                **window,
+            )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    if not _finish(report, out, as_json):
+        return
+    table = Table(
+        "turns",
+        "memories",
+        "cache",
+        "p50 ms",
+        "p95 ms",
+        "cache misses",
+        "turns in prompt",
+        "tokens",
+        title=f"context assembly, budget {report['budget']} tokens ({report['encoding']})",
+    )
+    for row in report["rows"]:
+        table.add_row(
+            f"{row['history_turns']:,}",
+            f"{row['memories']:,}",
+            row["cache"],
+            f"{row['p50_ms']:.2f}",
+            f"{row['p95_ms']:.2f}",
+            f"{row['cache_misses']:,}",
+            f"{row['turns_in_prompt']:,}",
+            f"{row['used_tokens']:,}",
+        )
+    console.print(table)
+    _wrote(out)
+
+
+# -- markers --------------------------------------------------------------------------------
+
+
+@click.command()
+@click.option("--megabytes", default=10.0, show_default=True, help="Size of the stream.")
+@click.option(
+    "--chunks", default="1,64,4096", show_default=True, help="Chunk sizes to feed, in bytes."
+)
+@click.option("--repeats", default=3, show_default=True, help="Runs per chunk size (median).")
+@_OUT
+@_JSON
+def markers(megabytes: float, chunks: str, repeats: int, out: Path | None, as_json: bool) -> None:
+    """Memory-marker extractor throughput by chunk size, against one re.sub pass."""
+    from kairox.bench.markers import benchmark
+
+    try:
+        with _progress() as progress:
+            report = benchmark(
+                megabytes=megabytes,
+                chunks=_int_list(chunks, "--chunks"),
+                repeats=repeats,
+                progress=progress,
+            )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    if not _finish(report, out, as_json):
+        return
+    table = Table(
+        "chunk bytes",
+        "seconds",
+        "MB/s",
+        "× re.sub",
+        title=f"marker extraction, {report['stream_bytes']:,} bytes, "
+        f"re.sub {report['re_sub_seconds']:.3f} s",
+    )
+    for row in report["chunks"]:
+        table.add_row(
+            f"{row['chunk_bytes']:,}",
+            f"{row['seconds']:.3f}",
+            f"{row['mb_per_s']:.2f}",
+            f"{row['ratio_to_re_sub']:.1f}",
+        )
+    console.print(table)
+    _wrote(out)
+
+
+# -- compaction -----------------------------------------------------------------------------
+
+
+def _llm_backend(app: AppContext, profile: str | None, backend: str | None) -> tuple[Any, str]:
+    """The real model for the ``llm`` summariser, or ``None`` and why it does not run."""
+    from kairox.bench.compaction import NO_BACKEND, LlmBackend
+
+    if profile is None and backend is None:
+        return None, NO_BACKEND
+    name, chosen = app.config().resolve_profile(profile or "default")
+    if backend is not None:
+        chosen = chosen.model_copy(update={"backend": backend})
+    if chosen.backend == "scripted":
+        return None, (
+            f"not run: profile {name!r} uses the scripted backend, which cannot write real "
+            "summaries; pick a profile with a real model backend"
+        )
+    model = app.facade().model_backend(chosen)
+    return LlmBackend(model, chosen.model, f"{chosen.backend}:{chosen.model}"), ""
+
+
+@click.command()
+@click.option(
+    "--summarizers",
+    default="extractive,sliding-window,llm",
+    show_default=True,
+    help="Summarisers to compare.",
+)
+@click.option(
+    "--windows", default="2048,4096,8192", show_default=True, help="Context windows in tokens."
+)
+@click.option("--turns", default=80, show_default=True, help="Turns per session.")
+@click.option("--sessions", default=5, show_default=True, help="Sessions (seeds) per cell.")
+@click.option(
+    "--profile",
+    default=None,
+    help="A profile with a real model backend: the llm summariser writes its summaries "
+    "through it (the conversation itself stays scripted).",
+)
+@click.option(
+    "--backend",
+    default=None,
+    help="A model backend name for the llm summariser (overrides the profile's).",
+)
+@_OUT
+@_JSON
+@click.pass_obj
+def compaction(
+    app: AppContext,
+    summarizers: str,
+    windows: str,
+    turns: int,
+    sessions: int,
+    profile: str | None,
+    backend: str | None,
+    out: Path | None,
+    as_json: bool,
+) -> None:
+    """Share of early planted facts still in the prompt after each compaction."""
+    from kairox.bench.compaction import benchmark
+
+    names = _names(summarizers, "--summarizers")
+    llm, reason = _llm_backend(app, profile, backend) if "llm" in names else (None, "")
+    pm = app.plugin_manager()
+    try:
+        with _progress() as progress:
+            report = benchmark(
+                pm.registry,
+                pm,
+                summarizers=names,
+                windows=_int_list(windows, "--windows"),
+                turns=turns,
+                sessions=sessions,
+                llm=llm,
+                llm_reason=reason,
+                progress=progress,
+            )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    if not _finish(report, out, as_json):
+        return
+    table = Table(
+        "summarizer",
+        "window",
+        "compactions",
+        "retention final",
+        "mean",
+        "min",
+        "question recall",
+        "note",
+        title=f"facts kept through compaction ({report['sessions']} sessions of "
+        f"{report['turns']} turns, {len(report['facts'])} facts)",
+    )
+
+    def share(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    for row in report["results"]:
+        if row["status"] == "not run":
+            table.add_row(row["summarizer"], str(row["window"]), *["-"] * 5, row["reason"])
+            continue
+        note = f"{row['fallbacks']} fallbacks to sliding-window" if row["fallbacks"] else ""
+        table.add_row(
+            row["summarizer"],
+            str(row["window"]),
+            f"{row['compactions']:.1f}",
+            share(row["retention_final"]),
+            share(row["retention_mean"]),
+            share(row["retention_min"]),
+            share(row["question_recall"]),
+            note,
+        )
+    console.print(table)
+    _wrote(out)

@@ -1,0 +1,143 @@
+"""``kairox bench compaction`` on short sessions: keys, value ranges, and what the design
+guarantees (an extractive summary keeps early decisions a sliding window has dropped)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from kairox.bench.compaction import FACTS, benchmark, make_script
+from kairox.cli import bench_session_cmd
+from kairox.cli.app import AppContext
+from kairox.plugins import build_plugin_manager
+from kairox.testing.openai_server import OpenAITestServer
+
+ROW_KEYS = {
+    "summarizer",
+    "window",
+    "status",
+    "compactions",
+    "retention_final",
+    "retention_mean",
+    "retention_min",
+    "question_recall",
+    "fallbacks",
+    "sessions",
+}
+
+
+@pytest.fixture
+def pm():
+    return build_plugin_manager(entry_points=False)
+
+
+def cli(pm) -> click.Group:
+    @click.group()
+    @click.pass_context
+    def root(ctx: click.Context) -> None:
+        ctx.obj = AppContext(pm=pm)
+
+    root.add_command(bench_session_cmd.compaction)
+    return root
+
+
+def in_unit_range(value):
+    return value is None or 0.0 <= value <= 1.0
+
+
+def test_cli_reports_every_summarizer_and_window(pm, tmp_path):
+    out = tmp_path / "compaction.json"
+    args = ["compaction", "--windows", "2048,4096", "--turns", "30", "--sessions", "1"]
+    result = CliRunner().invoke(cli(pm), [*args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert {"results", "facts", "turns", "sessions", "machine", "created"} <= set(report)
+    rows = {(r["summarizer"], r["window"]): r for r in report["results"]}
+    assert set(rows) == {
+        (s, w) for s in ("extractive", "sliding-window", "llm") for w in (2048, 4096)
+    }
+    for (summarizer, _), row in rows.items():
+        if summarizer == "llm":
+            assert row["status"] == "not run"
+            assert "no model backend configured" in row["reason"]
+            continue
+        assert set(row) >= ROW_KEYS
+        assert row["status"] == "ok" and row["fallbacks"] == 0
+        assert row["compactions"] >= 1
+        for key in ("retention_final", "retention_mean", "retention_min", "question_recall"):
+            assert in_unit_range(row[key]), (key, row[key])
+        for session in row["sessions"]:
+            for compaction in session["compactions"]:
+                assert 0 <= compaction["present"] <= compaction["planted"] <= len(FACTS)
+                assert in_unit_range(compaction["retention"])
+                assert compaction["summarizer"] == summarizer
+    assert "not run: no model backend configured" in result.output
+
+
+def test_extractive_keeps_more_early_facts_than_the_sliding_window(pm):
+    report = benchmark(
+        pm.registry, pm, summarizers=["extractive", "sliding-window"], windows=[4096], turns=40,
+        sessions=1,
+    )  # fmt: skip
+    rows = {row["summarizer"]: row for row in report["results"]}
+    assert rows["extractive"]["compactions"] >= 1
+    assert rows["extractive"]["retention_final"] > rows["sliding-window"]["retention_final"]
+    assert rows["extractive"]["question_recall"] > rows["sliding-window"]["question_recall"]
+
+
+def test_script_plants_early_and_asks_late_without_giving_answers_away():
+    script = make_script(30, seed=3)
+    assert len(script.prompts) == len(script.replies) == 30
+    assert max(script.planted_at) < 10 < min(script.asked_at)
+    planted = [fact for batch in script.planted_at.values() for fact in batch]
+    assert sorted(f.value for f in planted) == sorted(f.value for f in FACTS)
+    for index, fact in script.asked_at.items():
+        assert fact.value not in script.prompts[index]
+    with pytest.raises(ValueError, match="at least"):
+        make_script(10)
+
+
+def test_llm_runs_when_a_profile_has_a_real_backend(pm, workspace, monkeypatch):
+    """Summaries go to the profile's model (here a loopback OpenAI-compatible server);
+    the conversation itself stays scripted."""
+    summary = "## Goal\n- plan the move\n## Decisions and constraints\n" + "\n".join(
+        f"- {fact.statement}" for fact in FACTS
+    )
+    monkeypatch.setenv("BENCH_KEY", "sk-bench")
+    with OpenAITestServer([summary], api_key="sk-bench") as server:
+        (workspace / "kairox.toml").write_text(
+            f'[profiles.real]\nmodel = "test-model"\nbackend = "openai-compatible"\n'
+            f'base_url = "{server.base_url}"\napi_key_env = "BENCH_KEY"\n'
+        )
+        args = ["compaction", "--summarizers", "llm", "--windows", "4096", "--turns", "30"]
+        result = CliRunner().invoke(
+            cli(pm), [*args, "--sessions", "1", "--profile", "real", "--json"]
+        )
+        requests = len(server.chat_requests)
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.output)["results"][0]
+    assert row["status"] == "ok" and row["fallbacks"] == 0
+    assert row["model"] == "openai-compatible:test-model"
+    summaries = [c for s in row["sessions"] for c in s["compactions"]]
+    assert summaries and all(c["summarizer"] == "llm" for c in summaries)
+    assert requests == len(summaries)  # one model call per compaction, nothing else
+    # Every fact was in the model's summary, so every fact survived.
+    assert row["retention_final"] == row["question_recall"] == 1.0
+
+
+def test_a_scripted_profile_does_not_count_as_a_model(pm, workspace):
+    (workspace / "kairox.toml").write_text('[profiles.demo]\nmodel = "m"\nbackend = "scripted"\n')
+    args = ["compaction", "--summarizers", "llm", "--windows", "2048", "--profile", "demo"]
+    result = CliRunner().invoke(cli(pm), [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.output)["results"][0]
+    assert row["status"] == "not run" and "scripted backend" in row["reason"]
+
+
+def test_unknown_summarizer_is_a_usage_error(pm):
+    result = CliRunner().invoke(cli(pm), ["compaction", "--summarizers", "magic"])
+    assert result.exit_code == 2
+    assert "unknown summarizers" in result.output

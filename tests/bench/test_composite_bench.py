@@ -1,0 +1,125 @@
+"""``kairox bench composite`` on small sizes: report keys and fault reports, never timings."""
+
+from __future__ import annotations
+
+import json
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from kairox.bench.composite import FailingSource, HangingSource, faults
+from kairox.cli import bench_session_cmd
+from kairox.cli.app import AppContext
+from kairox.plugins import build_plugin_manager
+from kairox.retrieval import Query
+from kairox.retrieval.composite import CompositeWorkspaceRetriever
+
+STATS = {"p50", "p95"}
+ROW_KEYS = {
+    "scenario",
+    "sources",
+    "path",
+    "queries",
+    "slowest_source_ms",
+    "sources_in_sequence_ms",
+    "composite_ms",
+    "overhead_ms",
+    "not_ok_reports",
+}
+
+
+@pytest.fixture
+def pm():
+    return build_plugin_manager(entry_points=False)
+
+
+def cli(pm) -> click.Group:
+    @click.group()
+    @click.pass_context
+    def root(ctx: click.Context) -> None:
+        ctx.obj = AppContext(pm=pm)
+
+    root.add_command(bench_session_cmd.composite)
+    return root
+
+
+def test_cli_writes_every_row_and_the_fault_report(pm, tmp_path):
+    out = tmp_path / "composite.json"
+    args = ["composite", "--sources", "1,2", "--queries", "3", "--documents", "40"]
+    args += ["--delay-ms", "1", "--deadline-ms", "100", "--fault-queries", "2", "--out", str(out)]
+    result = CliRunner().invoke(cli(pm), args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert {"fan_out", "faults", "machine", "created", "kind"} <= set(report)
+
+    rows = report["fan_out"]
+    cells = {(row["scenario"], row["sources"], row["path"]) for row in rows}
+    assert cells == {
+        (scenario, n, path)
+        for scenario in ("sqlite-fts", "sleep-async", "sleep-thread")
+        for n in (1, 2)
+        for path in ("sync", "async")
+    }
+    for row in rows:
+        assert set(row) >= ROW_KEYS
+        for key in ("slowest_source_ms", "composite_ms", "overhead_ms"):
+            assert set(row[key]) >= STATS
+        assert row["queries"] == 3
+        assert row["not_ok_reports"] == 0  # the fan-out deadline is far away
+
+    fault = report["faults"]
+    assert fault["statuses"]["slow"] == {"timeout": 2}
+    assert fault["statuses"]["failing"] == {"error": 2}
+    assert fault["statuses"]["kb-0"] == fault["statuses"]["kb-1"] == {"ok": 2}
+    assert fault["errors"]["slow"] == "no answer within 100 ms"
+    assert "simulated failure" in fault["errors"]["failing"]
+    assert fault["hits_from"] == ["kb-0", "kb-1"]  # the healthy sources' hits came back
+    assert fault["hits_per_query"]["min"] > 0
+    assert "overhead p50" in result.output
+
+
+def test_json_flag_prints_the_report(pm):
+    args = ["composite", "--sources", "1", "--queries", "1", "--documents", "20"]
+    args += ["--scenarios", "sleep-async", "--delay-ms", "1", "--fault-queries", "1"]
+    args += ["--deadline-ms", "50", "--json"]
+    result = CliRunner().invoke(cli(pm), args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert [row["scenario"] for row in report["fan_out"]] == ["sleep-async", "sleep-async"]
+
+
+def test_unknown_kind_is_a_usage_error(pm):
+    result = CliRunner().invoke(cli(pm), ["composite", "--kind", "nope", "--queries", "1"])
+    assert result.exit_code == 2
+    assert "'nope' is not installed" in result.output
+
+
+def test_bad_source_counts_are_a_usage_error(pm):
+    result = CliRunner().invoke(cli(pm), ["composite", "--sources", "1,two"])
+    assert result.exit_code == 2
+    assert "--sources" in result.output
+
+
+def test_faults_release_the_hanging_threads(pm, tmp_path):
+    report = faults(
+        pm.registry, healthy=1, deadline_ms=50, hang_s=30, queries=1, documents=20, scratch=tmp_path
+    )
+    assert report["statuses"]["slow"] == {"timeout": 1}
+    assert report["sources"] == ["kb-0", "slow", "failing"]
+
+
+def test_the_synthetic_sources_report_as_documented():
+    slow = HangingSource("slow", block_s=30)
+    composite = CompositeWorkspaceRetriever(
+        [slow, FailingSource("failing")], timeouts_ms={"slow": 50}
+    )
+    try:
+        result = composite.retrieve_sync(Query("anything"))
+    finally:
+        slow.release()
+    assert [(r.source, str(r.status)) for r in result.reports] == [
+        ("slow", "timeout"),
+        ("failing", "error"),
+    ]
+    assert result.hits == []
