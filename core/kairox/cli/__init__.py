@@ -25,6 +25,7 @@ def build_cli(pm: Any = None) -> click.Group:
         plugins_cmd,
         search_cmd,
         serve_cmd,
+        tui_cmd,
     )
 
     @click.group(cls=KairoxGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -52,6 +53,7 @@ def build_cli(pm: Any = None) -> click.Group:
     cli.add_command(context_cmd.context)
     cli.add_command(chat_cmd.chat)
     cli.add_command(serve_cmd.serve)
+    cli.add_command(tui_cmd.tui)
     plugins_cmd.add_plugin_commands(cli, pm)
     return cli
 
