@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kairox import paths
 from kairox.retrieval import IngestableSource, Query, RetrievalResult
+from kairox.retrieval.fusion import DEFAULT_FUSION
 
 if TYPE_CHECKING:
     from kairox.config import KairoxConfig, KnowledgeBaseEntry, ProfileConfig
@@ -212,7 +213,7 @@ class AppFacade:
         profile: str | None = None,
         k: int = 10,
         filters: Mapping[str, Any] | None = None,
-        fusion: str = "rrf",
+        fusion: str = DEFAULT_FUSION,
         only: set[str] | None = None,
     ) -> RetrievalResult:
         """Search the workspace and every knowledge base the profile sees, fused."""
@@ -226,7 +227,7 @@ class AppFacade:
         profile: str | None = None,
         k: int = 10,
         filters: Mapping[str, Any] | None = None,
-        fusion: str = "rrf",
+        fusion: str = DEFAULT_FUSION,
         only: set[str] | None = None,
     ) -> RetrievalResult:
         """:meth:`search` for synchronous callers; never waits on a source past its deadline."""

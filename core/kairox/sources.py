@@ -133,11 +133,12 @@ class SourceFactory:
         self,
         profile: str,
         *,
-        fusion: str = "rrf",
+        fusion: str | None = None,
         only: set[str] | None = None,
     ) -> CompositeWorkspaceRetriever:
         """A composite over every source ``profile`` sees, ready to ``retrieve``."""
         from kairox.retrieval.composite import CompositeWorkspaceRetriever
+        from kairox.retrieval.fusion import DEFAULT_FUSION
 
         plan = self.plan(profile, only=only)
         # Load models now, outside the per-source deadlines of the first query.
@@ -151,6 +152,6 @@ class SourceFactory:
             plan.sources,
             timeouts_ms=plan.timeouts_ms,
             weights=plan.weights,
-            fusion=fusion,
+            fusion=fusion or DEFAULT_FUSION,
             skipped=plan.skipped,
         )

@@ -69,7 +69,7 @@ def test_title_weight_changes_the_ranking(tmp_path):
             Document("in-body", "a volcano volcano erupts near the volcano", title="news"),
         ]
     )
-    body_first = run(build(tmp_path).retrieve(Query("volcano")))
+    body_first = run(build(tmp_path, title_weight=1.0).retrieve(Query("volcano")))
     title_first = run(build(tmp_path, title_weight=20.0).retrieve(Query("volcano")))
     assert body_first[0].id == "in-body"
     assert title_first[0].id == "in-title"

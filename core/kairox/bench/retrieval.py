@@ -1,29 +1,58 @@
-"""``kairox bench retrieval``: quality and speed of retrieval systems on one BEIR dataset.
+"""``kairox bench retrieval``: quality, speed and memory of retrieval systems on one BEIR dataset.
 
-Every system is a real Kairox source driven through its public interface:
+Every Kairox system is a real Kairox source driven through its public interface:
 
 * a knowledge-base kind that accepts documents (``sqlite-fts``, ``tantivy``, ...) is
-  built from the plugin registry, filled with the corpus and queried;
+  built from the plugin registry with its default settings, filled with the corpus and
+  queried;
 * ``dense`` (all-MiniLM-L6-v2, from ``kairox-sentence-transformers``), ``hashing``
   and ``dense:<backend>`` embed the corpus once (cached on disk, keyed by the corpus
   hash and the model) and search it with one matrix product per query;
-* ``hybrid`` fuses ``sqlite-fts`` and ``dense`` with reciprocal rank fusion through
-  ``CompositeWorkspaceRetriever``, exactly as ``kairox search`` does.
+* ``hybrid`` fuses ``sqlite-fts`` and ``dense`` through ``CompositeWorkspaceRetriever``
+  with the composite's *default* fusion, exactly as ``kairox search`` does;
+  ``hybrid-rrf`` (k 60, equal weights), ``hybrid-wrrf`` (weighted RRF), ``hybrid-minmax``
+  and ``hybrid-dbsf`` (equal weights) are the same two halves under one fusion each, and
+  ``hybrid-title1`` the default fusion over FTS5 with title weight 1, the setting before
+  title weight 3 was tuned (:data:`HYBRIDS`).
 
-Metrics come from ir-measures: nDCG@10, Recall@100 and MRR@10 (``RR@10``), plus index
-seconds and per-query latency percentiles.
+Peers run side by side on the same data when installed (``pip install 'kairox[bench]'``):
+
+* ``rank_bm25``: ``rank_bm25.BM25Okapi`` (what LangChain's ``BM25Retriever`` wraps);
+* ``bm25s``: ``bm25s.BM25`` (method ``lucene``, k1 1.5, b 0.75).
+
+Both peers read the same analysis: lower case, tokens of ``\\w\\w+``, Lucene's 33 English
+stop words, Snowball English stemming through PyStemmer when it is installed (the report
+says ``"stemmed": true``). They are called directly, not in a worker thread as Kairox's
+sources are, which can only favour them.
+
+Metrics come from ir-measures: nDCG@10, Recall@100 and MRR@10 (``RR@10``), per query and
+averaged over every judged query (a query with no hits counts as 0). Speed: index
+seconds, per-query latency p50/p95 and queries per second after one untimed warm-up
+query (which loads a model, if any). Memory: each system runs alone in a forked process;
+``peak_rss_mb`` is how far that process's resident set (``VmHWM``) rose above its size at
+the fork while building the index (or loading cached embeddings and the model) and
+answering every query. Libraries imported before the fork (numpy, the peers, torch) are
+not counted; indexes, vectors, model weights and query-time buffers are, native ones
+(SQLite, Tantivy, torch) included.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import importlib.util
 import json
+import math
+import multiprocessing
+import os
+import pickle
 import platform
 import re
+import resource
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,7 +63,7 @@ import numpy as np
 from kairox.bench.beir import BeirDataset
 from kairox.errors import KairoxError
 from kairox.registry import BuildContext, Registry
-from kairox.retrieval import Document, IngestableSource, Query, WorkspaceRetriever
+from kairox.retrieval import Document, Hit, IngestableSource, Query, ScoreKind, WorkspaceRetriever
 from kairox.retrieval.vectors import VectorSource
 
 DEPTH = 100  # hits per query: enough for Recall@100
@@ -42,10 +71,79 @@ EMBED_BATCH = 128
 DENSE_ALIASES = {"dense": "minilm", "hashing": "hashing"}
 # Where each local kind keeps its files, relative to a scratch folder.
 LOCAL_KIND_OPTIONS = {"sqlite-fts": {"path": "sqlite-fts.db"}, "tantivy": {"index_dir": "tantivy"}}
+BENCH_EXTRA = "pip install 'kairox[bench]'"
 INSTALL_HINTS = {
     "tantivy": "kairox install kairox-tantivy",
     "minilm": "kairox install kairox-sentence-transformers",
+    "rank_bm25": f"{BENCH_EXTRA} (or pip install rank-bm25)",
+    "bm25s": f"{BENCH_EXTRA} (or pip install bm25s PyStemmer)",
 }
+METRICS = ("ndcg@10", "recall@100", "mrr@10")
+
+#: The hybrid systems: ``sqlite-fts`` + ``dense`` fused by the composite with these
+#: settings. ``hybrid`` passes nothing, so it is whatever ``CompositeWorkspaceRetriever``
+#: (and so ``kairox search``) does by default. ``lexical`` holds extra ``sqlite-fts``
+#: settings. The ``hybrid-wrrf`` weights and constant and sqlite-fts's default title
+#: weight (3; ``hybrid-title1`` shows the old 1) were tuned on SciFact's *train* split
+#: (``benchmarks/tune_hybrid.py``).
+HYBRIDS: dict[str, dict[str, Any]] = {
+    "hybrid": {},
+    "hybrid-rrf": {"fusion": "rrf"},
+    "hybrid-wrrf": {"fusion": "rrf", "rrf_k": 2, "weights": {"dense": 0.8}},
+    "hybrid-minmax": {"fusion": "minmax"},
+    "hybrid-dbsf": {"fusion": "dbsf"},
+    "hybrid-title1": {"lexical": {"title_weight": 1.0}},
+}
+
+#: Peer libraries: system name -> modules it needs (the first is the library itself).
+PEERS: dict[str, tuple[str, ...]] = {"rank_bm25": ("rank_bm25",), "bm25s": ("bm25s",)}
+#: Imported before a system's process is forked, so that library code is not counted
+#: as the system's memory. Keyed by system, peer or embedding backend.
+PREIMPORT: dict[str, tuple[str, ...]] = {
+    "rank_bm25": ("rank_bm25", "Stemmer"),
+    "bm25s": ("bm25s", "Stemmer"),
+    "tantivy": ("tantivy",),
+    "minilm": ("torch", "sentence_transformers"),
+}
+# Lucene's English stop words (also bm25s's "en" list).
+LUCENE_ENGLISH_STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    ]
+)
+_PEER_TOKEN = re.compile(r"(?u)\b\w\w+\b")
 
 Progress = Callable[[str, int, int], None]
 
@@ -56,13 +154,16 @@ class BenchError(KairoxError, ValueError):
 
 @dataclass
 class SystemRun:
-    """What one system produced: its hits per query, and its timings."""
+    """What one system produced: its hits per query, its timings and its memory."""
 
     system: str
     index_s: float
     index_cached: bool
     latencies_ms: list[float] = field(default_factory=list)
     run: dict[str, list[str]] = field(default_factory=dict)  # query id -> ranked doc ids
+    scores: dict[str, list[float]] = field(default_factory=dict)  # the systems' own scores
+    peak_rss_mb: float | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 def _need_ir_measures() -> Any:
@@ -70,14 +171,22 @@ def _need_ir_measures() -> Any:
         import ir_measures
     except ImportError:
         raise BenchError(
-            "kairox bench needs ir-measures: pip install 'kairox[bench]' (or pip install "
-            "ir-measures)"
+            f"kairox bench needs ir-measures: {BENCH_EXTRA} (or pip install ir-measures)"
         ) from None
     return ir_measures
 
 
-def score(dataset: BeirDataset, run: dict[str, list[str]]) -> dict[str, float]:
-    """nDCG@10, Recall@100 and MRR@10 of a ranked run, averaged over judged queries."""
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def per_query(
+    dataset: BeirDataset, run: Mapping[str, Sequence[str]]
+) -> dict[str, dict[str, float]]:
+    """metric -> query id -> value, for every judged query (0 where the run has no hit)."""
     ir_measures = _need_ir_measures()
     from ir_measures import RR, R, nDCG
 
@@ -93,12 +202,109 @@ def score(dataset: BeirDataset, run: dict[str, list[str]]) -> dict[str, float]:
         for rank, doc_id in enumerate(ranked)
     ]
     measures = {"ndcg@10": nDCG @ 10, "recall@100": R @ 100, "mrr@10": RR @ 10}
-    values = ir_measures.calc_aggregate(list(measures.values()), qrels, scored)
-    return {name: float(values.get(measure, 0.0)) for name, measure in measures.items()}
+    names = {measure: name for name, measure in measures.items()}
+    values: dict[str, dict[str, float]] = {
+        name: dict.fromkeys(dataset.qrels, 0.0) for name in measures
+    }
+    for metric in ir_measures.iter_calc(list(measures.values()), qrels, scored):
+        values[names[metric.measure]][metric.query_id] = float(metric.value)
+    return values
+
+
+def score(dataset: BeirDataset, run: Mapping[str, Sequence[str]]) -> dict[str, float]:
+    """nDCG@10, Recall@100 and MRR@10 of a ranked run, averaged over judged queries."""
+    return {
+        name: statistics.fmean(by_query.values()) if by_query else 0.0
+        for name, by_query in per_query(dataset, run).items()
+    }
+
+
+def peer_analyzer() -> tuple[Callable[[str], list[str]], bool]:
+    """The peers' shared analysis and whether it stems (PyStemmer installed)."""
+    try:
+        import Stemmer
+    except ImportError:
+        stemmer = None
+    else:
+        stemmer = Stemmer.Stemmer("english")
+
+    def analyse(text: str) -> list[str]:
+        words = [w for w in _PEER_TOKEN.findall(text.lower()) if w not in LUCENE_ENGLISH_STOPWORDS]
+        return stemmer.stemWords(words) if stemmer is not None else words
+
+    return analyse, stemmer is not None
+
+
+class _PeerSource:
+    """A peer library's index behind Kairox's ``WorkspaceRetriever`` interface."""
+
+    score_kind = ScoreKind.BM25
+
+    def __init__(self, name: str, ids: Sequence[str], texts: Sequence[str]) -> None:
+        self.name = name
+        self.ids = list(ids)
+        self.texts = list(texts)
+        self.analyse, self.stemmed = peer_analyzer()
+
+    def _hits(self, rows: Sequence[int], scores: Sequence[float]) -> list[Hit]:
+        return [
+            Hit(self.ids[r], self.texts[r], float(s), self.name)
+            for r, s in zip(rows, scores, strict=True)
+            if s > 0  # no term matched: not a hit (FTS5 and Tantivy return only matches)
+        ]
+
+    def search(self, query: Query) -> list[Hit]:
+        raise NotImplementedError
+
+    async def retrieve(self, query: Query) -> list[Hit]:
+        return self.search(query)  # called directly: no thread hop, unlike Kairox's sources
+
+
+class RankBm25Source(_PeerSource):
+    """``rank_bm25.BM25Okapi`` (k1 1.5, b 0.75), as LangChain's ``BM25Retriever`` uses it."""
+
+    def __init__(self, name: str, ids: Sequence[str], texts: Sequence[str]) -> None:
+        super().__init__(name, ids, texts)
+        from rank_bm25 import BM25Okapi
+
+        self.bm25 = BM25Okapi([self.analyse(text) for text in self.texts])
+
+    def search(self, query: Query) -> list[Hit]:
+        tokens = self.analyse(query.text)
+        if not tokens or not self.ids:
+            return []
+        scores = np.asarray(self.bm25.get_scores(tokens))
+        count = min(query.k, len(scores))
+        best = np.argpartition(-scores, count - 1)[:count]
+        best = best[np.lexsort((best, -scores[best]))]
+        return self._hits(best.tolist(), scores[best].tolist())
+
+
+class Bm25sSource(_PeerSource):
+    """``bm25s.BM25`` (method ``lucene``, k1 1.5, b 0.75) over the same analysis."""
+
+    def __init__(self, name: str, ids: Sequence[str], texts: Sequence[str]) -> None:
+        super().__init__(name, ids, texts)
+        import bm25s
+
+        self.bm25 = bm25s.BM25()
+        self.bm25.index([self.analyse(text) for text in self.texts], show_progress=False)
+        self.vocabulary = self.bm25.vocab_dict
+
+    def search(self, query: Query) -> list[Hit]:
+        tokens = [t for t in self.analyse(query.text) if t in self.vocabulary]
+        if not tokens or not self.ids:
+            return []
+        count = min(query.k, len(self.ids))
+        rows, scores = self.bm25.retrieve([tokens], k=count, show_progress=False)
+        return self._hits(rows[0].tolist(), scores[0].tolist())
+
+
+PEER_CLASSES: dict[str, type[_PeerSource]] = {"rank_bm25": RankBm25Source, "bm25s": Bm25sSource}
 
 
 class Bench:
-    """Builds each system once per run and shares parts (hybrid reuses its halves)."""
+    """Builds each system once and shares parts (a hybrid reuses its halves)."""
 
     def __init__(
         self,
@@ -120,25 +326,73 @@ class Bench:
 
     def available(self) -> list[str]:
         local = [k for k in self.registry.knowledge_base_kinds if k in LOCAL_KIND_OPTIONS]
-        return [*local, "dense", "hashing", "hybrid", "dense:<backend>"]
+        peers = [p for p in PEERS if self.peer_missing(p) is None]
+        return [*local, *peers, "dense", "hashing", *HYBRIDS, "dense:<backend>"]
+
+    @staticmethod
+    def peer_missing(name: str) -> str | None:
+        """Why peer ``name`` cannot run (with an install hint), or ``None`` when it can."""
+        for module in PEERS[name]:
+            if not _installed(module):
+                return f"peer {name!r} is not installed: {INSTALL_HINTS[name]}"
+        return None
+
+    def check(self, name: str) -> None:
+        """Raise :class:`BenchError` (with an install hint) unless ``name`` can be built."""
+        if name in HYBRIDS:
+            self.check("sqlite-fts")
+            self.check("dense")
+        elif name in PEERS:
+            missing = self.peer_missing(name)
+            if missing is not None:
+                raise BenchError(missing)
+        elif name in DENSE_ALIASES or name.startswith("dense:"):
+            backend = DENSE_ALIASES.get(name) or name.split(":", 1)[1]
+            if backend not in self.registry.embedding_backends:
+                hint = (
+                    f" (install it: {INSTALL_HINTS[backend]})" if backend in INSTALL_HINTS else ""
+                )
+                known = ", ".join(sorted(self.registry.embedding_backends))
+                raise BenchError(f"no embedding backend {backend!r}{hint}; installed: {known}")
+        elif name in LOCAL_KIND_OPTIONS or name in self.registry.knowledge_base_kinds:
+            if name not in self.registry.knowledge_base_kinds:
+                hint = f" (install it: {INSTALL_HINTS[name]})" if name in INSTALL_HINTS else ""
+                raise BenchError(f"knowledge-base kind {name!r} is not installed{hint}")
+            if name not in LOCAL_KIND_OPTIONS:
+                raise BenchError(f"kind {name!r} has no local benchmark set-up")
+        else:
+            raise BenchError(
+                f"unknown system {name!r}; available: {', '.join(self.available())}"
+                + (f" (install it: {INSTALL_HINTS[name]})" if name in INSTALL_HINTS else "")
+            )
 
     def system(self, name: str) -> tuple[WorkspaceRetriever, float, bool]:
         """(source, index seconds, whether the index came from the cache)."""
         if name not in self._built:
+            self.check(name)
             self._built[name] = self._build(name)
         return self._built[name]
 
+    def system_with(
+        self, kind_name: str, options: Mapping[str, Any]
+    ) -> tuple[WorkspaceRetriever, float, bool]:
+        """A local kind built with extra settings (``{"title_weight": 3}``), once each."""
+        if not options:
+            return self.system(kind_name)
+        key = f"{kind_name} {json.dumps(dict(options), sort_keys=True)}"
+        if key not in self._built:
+            self.check(kind_name)
+            self._built[key] = self._lexical(kind_name, options)
+        return self._built[key]
+
     def _build(self, name: str) -> tuple[WorkspaceRetriever, float, bool]:
-        if name == "hybrid":
-            return self._hybrid("sqlite-fts", "dense")
+        if name in HYBRIDS:
+            return self._hybrid(name, "sqlite-fts", "dense")
+        if name in PEERS:
+            return self._peer(name)
         if name in DENSE_ALIASES or name.startswith("dense:"):
             return self._dense(DENSE_ALIASES.get(name) or name.split(":", 1)[1], name)
-        if name in LOCAL_KIND_OPTIONS or name in self.registry.knowledge_base_kinds:
-            return self._lexical(name)
-        raise BenchError(
-            f"unknown system {name!r}; available: {', '.join(self.available())}"
-            + (f" (install it: {INSTALL_HINTS[name]})" if name in INSTALL_HINTS else "")
-        )
+        return self._lexical(name)
 
     def _context(self, folder: Path) -> BuildContext:
         return BuildContext(
@@ -156,19 +410,16 @@ class Bench:
             raise BenchError(f"no embedding backend {name!r}{hint}; installed: {known}")
         return spec.factory()
 
-    def _lexical(self, kind_name: str) -> tuple[WorkspaceRetriever, float, bool]:
-        kind = self.registry.knowledge_base_kinds.get(kind_name)
-        if kind is None:
-            hint = (
-                f" (install it: {INSTALL_HINTS[kind_name]})" if kind_name in INSTALL_HINTS else ""
-            )
-            raise BenchError(f"knowledge-base kind {kind_name!r} is not installed{hint}")
-        options = LOCAL_KIND_OPTIONS.get(kind_name)
-        if options is None:
-            raise BenchError(f"kind {kind_name!r} has no local benchmark set-up")
-        folder = self.scratch / kind_name
+    def _lexical(
+        self, kind_name: str, options: Mapping[str, Any] | None = None
+    ) -> tuple[WorkspaceRetriever, float, bool]:
+        kind = self.registry.knowledge_base_kinds[kind_name]
+        suffix = re.sub(r"[^A-Za-z0-9_.-]+", "_", json.dumps(dict(options or {}), sort_keys=True))
+        folder = self.scratch / (kind_name + (suffix if options else ""))
         folder.mkdir(parents=True, exist_ok=True)
-        config = kind.config_model(kind=kind_name, **options)
+        config = kind.config_model(
+            kind=kind_name, **LOCAL_KIND_OPTIONS[kind_name], **dict(options or {})
+        )
         source = kind.factory(kind_name, config, self._context(folder))
         if not isinstance(source, IngestableSource):
             raise BenchError(f"kind {kind_name!r} cannot be filled with documents")
@@ -181,6 +432,16 @@ class Bench:
             source.upsert(documents[start : start + 1000])
             self._report(f"indexing {kind_name}", start + 1000, len(documents))
         return source, time.perf_counter() - started, False
+
+    def _peer(self, name: str) -> tuple[WorkspaceRetriever, float, bool]:
+        ids = list(self.dataset.corpus)
+        texts = [f"{title}\n{text}".strip() for title, text in self.dataset.corpus.values()]
+        self._report(f"indexing {name}", 0, 1)
+        started = time.perf_counter()
+        source = PEER_CLASSES[name](name, ids, texts)
+        seconds = time.perf_counter() - started
+        self._report(f"indexing {name}", 1, 1)
+        return source, seconds, False
 
     def _dense(self, backend_name: str, system: str) -> tuple[WorkspaceRetriever, float, bool]:
         backend = self._backend(backend_name)
@@ -212,17 +473,20 @@ class Bench:
         partial.replace(cache)  # never leave a half-written cache behind
         return matrix, seconds, False
 
-    def _hybrid(self, lexical: str, dense: str) -> tuple[WorkspaceRetriever, float, bool]:
+    def _hybrid(
+        self, name: str, lexical: str, dense: str
+    ) -> tuple[WorkspaceRetriever, float, bool]:
         from kairox.retrieval.composite import CompositeWorkspaceRetriever
 
-        parts = [self.system(lexical), self.system(dense)]
+        settings = dict(HYBRIDS[name])
+        parts = [self.system_with(lexical, settings.pop("lexical", {})), self.system(dense)]
         composite = CompositeWorkspaceRetriever(
             [source for source, _, _ in parts],
             default_timeout_ms=600_000,
-            fusion="rrf",
             candidates=DEPTH,
+            **settings,
         )
-        composite.name = "hybrid"  # type: ignore[attr-defined]
+        composite.name = name  # type: ignore[attr-defined]
         return composite, sum(s for _, s, _ in parts), all(c for _, _, c in parts)
 
     def _report(self, what: str, done: int, total: int) -> None:
@@ -232,25 +496,155 @@ class Bench:
     # -- running --------------------------------------------------------------------
 
     def run(self, name: str) -> SystemRun:
+        """Build ``name`` (if not built yet) and ask it every query, timing each."""
         source, index_s, cached = self.system(name)
         result = SystemRun(name, index_s, cached)
+        if isinstance(source, _PeerSource):
+            result.notes["stemmed"] = source.stemmed
         queries = list(self.dataset.queries.items())
 
         async def ask_all() -> None:
+            if queries:  # warm-up, untimed: loads a model, fills caches
+                await source.retrieve(Query(queries[0][1], k=DEPTH))
             for done, (qid, text) in enumerate(queries, start=1):
                 started = time.perf_counter()
                 answer = await source.retrieve(Query(text, k=DEPTH))
                 result.latencies_ms.append((time.perf_counter() - started) * 1000)
                 hits = getattr(answer, "hits", answer)  # a composite returns a result
                 result.run[qid] = [hit.id for hit in hits]
+                result.scores[qid] = [float(hit.score) for hit in hits]
                 self._report(f"querying {name}", done, len(queries))
 
         asyncio.run(ask_all())
         return result
 
 
+# -- memory: one forked process per system --------------------------------------------
+
+
+def _status_kib(field_name: str) -> int | None:
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith(field_name + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _start_peak() -> int | None:
+    """Reset the resident-set high-water mark to now (Linux) and return RSS in KiB."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")  # 5: reset VmHWM to the current RSS
+    except OSError:
+        pass  # a forked child's VmHWM starts at its RSS at the fork anyway
+    return _status_kib("VmRSS")
+
+
+def _peak_kib() -> int:
+    peak = _status_kib("VmHWM")
+    if peak is None:  # no /proc: ru_maxrss is KiB on Linux, bytes on macOS
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        if platform.system() == "Darwin":
+            peak //= 1024
+    return peak
+
+
+def can_isolate() -> bool:
+    """Whether systems can run in forked processes (needed to measure their memory)."""
+    return "fork" in multiprocessing.get_all_start_methods() and _status_kib("VmRSS") is not None
+
+
+def _child(conn: Any, bench: Bench, name: str) -> None:
+    try:
+        base = _start_peak()
+        bench.progress = lambda what, done, total: conn.send(("progress", what, done, total))
+        ran = bench.run(name)
+        if base is not None:
+            ran.peak_rss_mb = round(max(0, _peak_kib() - base) / 1024, 1)
+        conn.send(("result", ran))
+    except BaseException as exc:
+        text = f"{type(exc).__name__}: {exc}"
+        try:
+            pickle.dumps(exc)
+        except Exception:
+            exc = BenchError(f"system {name!r} failed: {text}")
+        conn.send(("error", exc))
+    finally:
+        conn.close()
+
+
+def _preimport(names: Sequence[str]) -> None:
+    wanted: list[str] = []
+    for name in names:
+        keys = [name]
+        if name in HYBRIDS:
+            keys = ["dense"]
+        if keys[0] in DENSE_ALIASES:
+            keys.append(DENSE_ALIASES[keys[0]])
+        for key in keys:
+            wanted.extend(PREIMPORT.get(key, ()))
+    for module in dict.fromkeys(wanted):
+        if _installed(module):
+            importlib.import_module(module)
+
+
+def run_isolated(bench: Bench, name: str) -> SystemRun:
+    """``bench.run(name)`` in a forked process that measures its peak memory."""
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_child, args=(send, bench, name), daemon=True)
+    process.start()
+    send.close()
+    try:
+        while True:
+            try:
+                message = receive.recv()
+            except EOFError:
+                process.join()
+                raise BenchError(
+                    f"system {name!r} died without an answer (exit code {process.exitcode})"
+                ) from None
+            if message[0] == "progress":
+                bench._report(*message[1:])
+            elif message[0] == "result":
+                return message[1]
+            else:
+                raise message[1]
+    finally:
+        receive.close()
+        process.join(timeout=30)
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
+# -- the report -----------------------------------------------------------------------
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if values else 0.0
+
+
+def expand_systems(names: Sequence[str]) -> tuple[list[str], list[dict[str, str]]]:
+    """Expand ``peers`` (installed peers) and ``hybrids``; returns (systems, skipped peers)."""
+    systems: list[str] = []
+    skipped: list[dict[str, str]] = []
+    for name in names:
+        if name == "peers":
+            for peer in PEERS:
+                missing = Bench.peer_missing(peer)
+                if missing is None:
+                    systems.append(peer)
+                else:
+                    skipped.append({"system": peer, "reason": missing})
+        elif name == "hybrids":
+            systems.extend(HYBRIDS)
+        else:
+            systems.append(name)
+    return list(dict.fromkeys(systems)), skipped
 
 
 def benchmark(
@@ -260,32 +654,63 @@ def benchmark(
     *,
     cache_dir: Path,
     progress: Progress | None = None,
+    isolate: bool | None = None,
+    run_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Run every system on ``dataset``; returns the report written by ``--out``."""
+    """Run every system on ``dataset``; returns the report written by ``--out``.
+
+    :param systems: system names; ``peers`` stands for every installed peer (the others
+        are listed under ``skipped`` with an install hint) and ``hybrids`` for every
+        entry of :data:`HYBRIDS`.
+    :param isolate: run each system in its own forked process and measure its peak
+        memory (default: when the platform can); ``False`` runs them all here and
+        reports ``peak_rss_mb`` as ``None``.
+    :param run_dir: also write one TREC run file per system there (``<system>.trec``).
+    """
     _need_ir_measures()
+    names, skipped = expand_systems(systems)
+    if isolate is None:
+        isolate = can_isolate()
     results = []
+    by_query: dict[str, dict[str, dict[str, float]]] = {}
+    runs: dict[str, SystemRun] = {}
     with tempfile.TemporaryDirectory(prefix="kairox-bench-") as scratch:
         bench = Bench(
             dataset, registry, cache_dir=cache_dir, scratch=Path(scratch), progress=progress
         )
-        for name in systems:  # build everything first so an unknown name fails fast
-            bench.system(name)
-        for name in systems:
-            ran = bench.run(name)
-            results.append(
-                {
-                    "system": name,
-                    **score(dataset, ran.run),
-                    "index_s": round(ran.index_s, 3),
-                    "index_cached": ran.index_cached,
-                    "p50_ms": round(percentile(ran.latencies_ms, 50), 3),
-                    "p95_ms": round(percentile(ran.latencies_ms, 95), 3),
-                    "qps": round(1000 / statistics.mean(ran.latencies_ms), 1)
-                    if ran.latencies_ms
-                    else 0.0,
-                    "queries": len(ran.run),
-                }
-            )
+        for name in names:  # check everything first so an unknown name fails fast
+            bench.check(name)
+        if isolate:
+            _preimport(names)
+        else:
+            for name in names:
+                bench.system(name)
+        for name in names:
+            runs[name] = run_isolated(bench, name) if isolate else bench.run(name)
+    for name, ran in runs.items():
+        values = per_query(dataset, ran.run)
+        by_query[name] = {metric: values[metric] for metric in METRICS}
+        mean_ms = statistics.fmean(ran.latencies_ms) if ran.latencies_ms else 0.0
+        results.append(
+            {
+                "system": name,
+                **{metric: statistics.fmean(values[metric].values()) for metric in METRICS},
+                "index_s": round(ran.index_s, 3),
+                "index_cached": ran.index_cached,
+                "p50_ms": round(percentile(ran.latencies_ms, 50), 3),
+                "p95_ms": round(percentile(ran.latencies_ms, 95), 3),
+                "qps": round(1000 / mean_ms, 1) if mean_ms else 0.0,
+                "peak_rss_mb": ran.peak_rss_mb,
+                "queries": len(ran.run),
+                **ran.notes,
+            }
+        )
+    reference = next((r for r in results if r["system"] == "rank_bm25"), None)
+    if reference is not None and reference["qps"]:
+        for row in results:
+            row["qps_vs_rank_bm25"] = round(row["qps"] / reference["qps"], 2)
+    if run_dir is not None:
+        write_runs(runs, run_dir)
     return {
         "dataset": str(dataset.path),
         "split": dataset.split,
@@ -293,11 +718,158 @@ def benchmark(
         "queries": len(dataset.queries),
         "depth": DEPTH,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+        "machine": machine(),
+        "memory": "peak_rss_mb: VmHWM minus VmRSS at the fork of a process running that system alone"
+        if isolate
+        else "not measured (systems ran in one process)",
         "systems": results,
+        "skipped": skipped,
+        "per_query": by_query,
     }
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+    }
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        info["memory_gib"] = round(pages / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        pass
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return info
+
+
+def write_runs(runs: Mapping[str, SystemRun], folder: Path) -> None:
+    """One TREC run file per system: ``qid Q0 docid rank score system``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, ran in runs.items():
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+        lines = [
+            f"{qid} Q0 {doc} {rank} {score:.6g} {safe}"
+            for qid, ranked in ran.run.items()
+            for rank, (doc, score) in enumerate(
+                zip(ranked, ran.scores.get(qid) or [0.0] * len(ranked), strict=True), start=1
+            )
+        ]
+        (folder / f"{safe}.trec").write_text("\n".join(lines) + ("\n" if lines else ""))
 
 
 def write_report(report: dict[str, Any], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+# -- comparing two runs -----------------------------------------------------------------
+
+
+def load_report(path: Path) -> dict[str, Any]:
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BenchError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(report, dict) or "systems" not in report:
+        raise BenchError(f"{path} is not a `kairox bench retrieval --out` report")
+    if not report.get("per_query"):
+        raise BenchError(
+            f"{path} has no per-query results; re-run `kairox bench retrieval --out` "
+            "with this version of Kairox"
+        )
+    return report
+
+
+def paired_test(
+    a: Sequence[float], b: Sequence[float], *, resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float]:
+    """Two-sided p-values that ``b`` and ``a`` (paired by query) have the same mean.
+
+    Returns (paired t-test, paired randomization test with ``resamples`` sign flips),
+    both from scipy. Identical inputs give 1.0.
+    """
+    try:
+        from scipy import stats
+    except ImportError:
+        raise BenchError(
+            f"kairox bench compare needs scipy: {BENCH_EXTRA} (or pip install scipy)"
+        ) from None
+    x, y = np.asarray(b, dtype=np.float64), np.asarray(a, dtype=np.float64)
+    if len(x) < 2 or np.allclose(x, y, rtol=0, atol=1e-12):
+        return 1.0, 1.0
+    t_p = float(stats.ttest_rel(x, y).pvalue)
+    perm = stats.permutation_test(
+        (x, y),
+        lambda u, v, axis: np.mean(u - v, axis=axis),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=resamples,
+        alternative="two-sided",
+        rng=np.random.default_rng(seed),
+    )
+    return (1.0 if math.isnan(t_p) else t_p), float(perm.pvalue)
+
+
+def compare(
+    a: Mapping[str, Any],
+    b: Mapping[str, Any] | None = None,
+    *,
+    baseline: str | None = None,
+    metric: str = "ndcg@10",
+    resamples: int = 10_000,
+) -> list[dict[str, Any]]:
+    """Per-system deltas with paired p-values.
+
+    With two reports: each system present in both, ``b`` minus ``a``. With one report and
+    ``baseline``: every other system of ``a`` minus the baseline. Queries are paired by id;
+    only queries present on both sides count.
+    """
+    if metric not in METRICS:
+        raise BenchError(f"unknown metric {metric!r}; choose one of: {', '.join(METRICS)}")
+    pairs: list[tuple[str, dict[str, float], dict[str, float]]] = []
+    qa = a["per_query"]
+    if b is not None:
+        qb = b["per_query"]
+        shared = [name for name in qa if name in qb]
+        if not shared:
+            raise BenchError(
+                f"the two reports share no system (first: {', '.join(qa)}; second: {', '.join(qb)})"
+            )
+        pairs = [(name, qa[name][metric], qb[name][metric]) for name in shared]
+    else:
+        if baseline is None:
+            raise BenchError("give two reports, or one report and --baseline SYSTEM")
+        if baseline not in qa:
+            raise BenchError(f"no system {baseline!r} in the report; it has: {', '.join(qa)}")
+        pairs = [(name, qa[baseline][metric], qa[name][metric]) for name in qa if name != baseline]
+    rows = []
+    for name, left, right in pairs:
+        queries = sorted(set(left) & set(right))
+        if not queries:
+            raise BenchError(f"system {name!r}: the two sides share no query")
+        x = [left[q] for q in queries]
+        y = [right[q] for q in queries]
+        t_p, r_p = paired_test(x, y, resamples=resamples)
+        rows.append(
+            {
+                "system": name,
+                "baseline": baseline if b is None else name,
+                "metric": metric,
+                "a": statistics.fmean(x),
+                "b": statistics.fmean(y),
+                "delta": statistics.fmean(y) - statistics.fmean(x),
+                "p_ttest": t_p,
+                "p_randomization": r_p,
+                "queries": len(queries),
+            }
+        )
+    return rows

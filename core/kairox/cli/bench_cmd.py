@@ -1,9 +1,12 @@
-"""``kairox bench``: retrieval quality and speed."""
+"""``kairox bench``: retrieval quality, speed and memory; dense search scaling."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -26,18 +29,38 @@ def bench() -> None:
 )
 @click.option(
     "--systems",
-    default="sqlite-fts,hashing",
+    default="sqlite-fts,hashing,peers",
     show_default=True,
-    help="Comma-separated: sqlite-fts, tantivy, dense (MiniLM), hashing, hybrid, dense:<backend>.",
+    help="Comma-separated: sqlite-fts, tantivy, rank_bm25, bm25s, dense (MiniLM), hashing, "
+    "hybrid, hybrid-rrf, hybrid-wrrf, hybrid-minmax, hybrid-dbsf, "
+    "dense:<backend>; 'peers' = every installed peer, 'hybrids' = every hybrid.",
 )
 @click.option("--split", default="test", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write JSON here.")
+@click.option(
+    "--run-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Also write one TREC run file per system here.",
+)
+@click.option(
+    "--isolate/--no-isolate",
+    default=None,
+    help="Run each system in its own forked process and measure its peak memory "
+    "(default: on where the platform can fork).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
 @click.pass_obj
 def retrieval(
-    app: AppContext, dataset: Path, systems: str, split: str, out: Path | None, as_json: bool
+    app: AppContext,
+    dataset: Path,
+    systems: str,
+    split: str,
+    out: Path | None,
+    run_dir: Path | None,
+    isolate: bool | None,
+    as_json: bool,
 ) -> None:
-    """nDCG@10, Recall@100, MRR@10, index time and query latency per system."""
+    """nDCG@10, Recall@100, MRR@10, index time, latency and peak memory per system."""
     from kairox.bench.beir import load_beir
     from kairox.bench.retrieval import benchmark, write_report
     from kairox.paths import kairox_home
@@ -46,36 +69,26 @@ def retrieval(
     if not names:
         raise click.BadParameter("name at least one system", param_hint="--systems")
     data = load_beir(dataset, split)
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console_err,
-        transient=True,
-    )
-    tasks: dict[str, int] = {}
-
-    def advance(what: str, done: int, total: int) -> None:
-        if what not in tasks:
-            tasks[what] = progress.add_task(what, total=total)
-        progress.update(tasks[what], completed=done)
-
-    with progress:
+    with _progress() as advance:
         report = benchmark(
             data,
             names,
             app.plugin_manager().registry,
             cache_dir=kairox_home() / "cache" / "embeddings",
             progress=advance,
+            isolate=isolate,
+            run_dir=run_dir,
         )
     if out is not None:
         write_report(report, out)
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
-    table = Table("system", "nDCG@10", "Recall@100", "MRR@10", "index s", "p50 ms", "p95 ms", "q/s")
+    ratio = any("qps_vs_rank_bm25" in row for row in report["systems"])
+    columns = ["system", "nDCG@10", "Recall@100", "MRR@10", "index s", "p50 ms", "p95 ms", "q/s"]
+    table = Table(*columns, *(["× rank_bm25"] if ratio else []), "peak MB")
     for row in report["systems"]:
+        peak = row.get("peak_rss_mb")
         table.add_row(
             row["system"],
             f"{row['ndcg@10']:.3f}",
@@ -85,6 +98,8 @@ def retrieval(
             f"{row['p50_ms']:.2f}",
             f"{row['p95_ms']:.2f}",
             f"{row['qps']:.0f}",
+            *([f"{row['qps_vs_rank_bm25']:.1f}"] if ratio else []),
+            "-" if peak is None else f"{peak:.0f}",
         )
     console.print(
         f"{report['dataset']} · split {report['split']} · {report['documents']} documents · "
@@ -92,5 +107,184 @@ def retrieval(
         markup=False,
     )
     console.print(table)
+    for skipped in report.get("skipped", []):
+        console.print(f"skipped {skipped['reason']}", markup=False)
     if out is not None:
         console.print(f"wrote {out}", markup=False)
+
+
+@bench.command()
+@click.argument("first", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument(
+    "second", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@click.option(
+    "--baseline",
+    help="With one report: compare every other system of it against this one.",
+)
+@click.option(
+    "--metric",
+    type=click.Choice(["ndcg@10", "recall@100", "mrr@10"]),
+    default="ndcg@10",
+    show_default=True,
+)
+@click.option("--resamples", default=10_000, show_default=True, type=click.IntRange(100))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def compare(
+    first: Path,
+    second: Path | None,
+    baseline: str | None,
+    metric: str,
+    resamples: int,
+    as_json: bool,
+) -> None:
+    """Per-system deltas between two `bench retrieval --out` reports, with paired p-values.
+
+    FIRST SECOND: each system in both, SECOND minus FIRST. FIRST --baseline SYSTEM: each
+    system minus SYSTEM. p-values: paired t-test and paired randomization test (scipy),
+    two-sided, over the queries both sides answered.
+    """
+    from kairox.bench.retrieval import compare as compare_reports
+    from kairox.bench.retrieval import load_report
+
+    a = load_report(first)
+    b = load_report(second) if second is not None else None
+    if b is not None and baseline is not None:
+        raise click.UsageError("--baseline compares systems within one report; give one file")
+    if b is not None and (a.get("dataset"), a.get("split")) != (b.get("dataset"), b.get("split")):
+        console_err.print(
+            f"note: different data ({a.get('dataset')} {a.get('split')} vs "
+            f"{b.get('dataset')} {b.get('split')}); only shared query ids are paired",
+            markup=False,
+        )
+    rows = compare_reports(a, b, baseline=baseline, metric=metric, resamples=resamples)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    left = f"{baseline}" if b is None else first.name
+    right = "value" if b is None else second.name  # type: ignore[union-attr]
+    table = Table("system", left, right, "Δ", "p (t-test)", "p (randomization)", "queries")
+    for row in rows:
+        table.add_row(
+            row["system"],
+            f"{row['a']:.4f}",
+            f"{row['b']:.4f}",
+            f"{row['delta']:+.4f}",
+            f"{row['p_ttest']:.4g}",
+            f"{row['p_randomization']:.4g}",
+            str(row["queries"]),
+        )
+    console.print(f"{metric}, paired by query", markup=False)
+    console.print(table)
+
+
+@bench.command()
+@click.option(
+    "--sizes",
+    default="10k,100k,1M",
+    show_default=True,
+    help="Comma-separated vector counts (k and M suffixes allowed).",
+)
+@click.option("--dim", default=384, show_default=True, type=click.IntRange(1))
+@click.option("--queries", default=100, show_default=True, type=click.IntRange(1))
+@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--workspace-max",
+    default="100k",
+    show_default=True,
+    help="Largest size also measured through WorkspaceRagIndex (SQLite); 0 to skip it.",
+)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write JSON here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
+def scaling(
+    sizes: str,
+    dim: int,
+    queries: int,
+    k: int,
+    workspace_max: str,
+    seed: int,
+    out: Path | None,
+    as_json: bool,
+) -> None:
+    """Dense search latency at growing sizes, against one numpy matrix-vector product."""
+    from kairox.bench.scaling import benchmark, parse_size
+    from kairox.bench.scaling import write_report as write_scaling
+
+    try:
+        counts = [parse_size(part) for part in sizes.split(",") if part.strip()]
+        largest_workspace = parse_size(workspace_max)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if not counts:
+        raise click.BadParameter("name at least one size", param_hint="--sizes")
+    with _progress() as advance:
+        report = benchmark(
+            counts,
+            dim=dim,
+            queries=queries,
+            k=k,
+            workspace_max=largest_workspace,
+            seed=seed,
+            progress=advance,
+        )
+    if out is not None:
+        write_scaling(report, out)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    table = Table("vectors", "path", "p50 ms", "p95 ms", "× floor (p50)", "build s")
+    for row in report["results"]:
+        table.add_row(
+            f"{row['vectors']:,}",
+            row["path"],
+            f"{row['p50_ms']:.3f}",
+            f"{row['p95_ms']:.3f}",
+            f"{row['ratio_p50']:.2f}",
+            "-" if row.get("build_s") is None else f"{row['build_s']:.1f}",
+        )
+    console.print(
+        f"{report['dim']} dimensions · float32, unit length · {report['queries']} queries · "
+        f"top {report['k']}",
+        markup=False,
+    )
+    console.print(table)
+    if out is not None:
+        console.print(f"wrote {out}", markup=False)
+
+
+@contextlib.contextmanager
+def _progress() -> Iterator[Callable[[str, int, int], None]]:
+    """A transient progress display on stderr; yields ``advance(what, done, total)``."""
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console_err,
+        transient=True,
+    )
+    tasks: dict[str, Any] = {}
+
+    def advance(what: str, done: int, total: int) -> None:
+        if what not in tasks:
+            tasks[what] = progress.add_task(what, total=total)
+        progress.update(tasks[what], completed=done)
+
+    with progress:
+        yield advance
+
+
+def _attach_session_benchmarks() -> None:
+    from kairox.cli import bench_session_cmd
+
+    for command in (
+        bench_session_cmd.composite,
+        bench_session_cmd.context,
+        bench_session_cmd.markers,
+        bench_session_cmd.compaction,
+    ):
+        bench.add_command(command)
+
+
+_attach_session_benchmarks()

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from kairox.cli.app import AppContext, console, fold_long_values
 from kairox.retrieval import FusedHit, RetrievalResult
+from kairox.retrieval.fusion import DEFAULT_FUSION, FUSION_METHODS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -70,10 +71,11 @@ def _provenance(hit: FusedHit) -> str:
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 1000))
 @click.option(
     "--fusion",
-    type=click.Choice(["rrf", "minmax", "dbsf"]),
-    default="rrf",
+    type=click.Choice(list(FUSION_METHODS)),
+    default=DEFAULT_FUSION,
     show_default=True,
-    help="How rankings from several sources are merged.",
+    help="How rankings from several sources are merged (convex: min-max scores, lexical "
+    "sources weighted 1.0 and semantic 0.8; rrf: reciprocal rank fusion).",
 )
 @click.option("--source", "only", multiple=True, help="Search only this source (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")

@@ -16,7 +16,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from kairox.retrieval.fusion import check_method, check_weights, fuse
+from kairox.retrieval.fusion import (
+    DEFAULT_FUSION,
+    SCORE_METHODS,
+    check_method,
+    check_weights,
+    fuse,
+)
 from kairox.retrieval.model import (
     Hit,
     Query,
@@ -51,7 +57,9 @@ class CompositeWorkspaceRetriever:
     :param default_timeout_ms: the deadline for a source not in ``timeouts_ms``.
     :param weights: per-source fusion weights by name (default 1.0; 0 switches a source's
         hits off without skipping the call).
-    :param fusion: ``"rrf"``, ``"minmax"`` or ``"dbsf"`` (see :mod:`kairox.retrieval.fusion`).
+    :param fusion: ``"convex"`` (default: min-max scores weighted by score kind, tuned on
+        SciFact train), ``"rrf"``, ``"minmax"`` or ``"dbsf"`` (see
+        :mod:`kairox.retrieval.fusion`).
     :param rrf_k: the RRF constant.
     :param candidates: how many hits to ask each source for; default ``max(query.k, 20)``
         because deeper lists fuse better than exactly ``k``.
@@ -72,7 +80,7 @@ class CompositeWorkspaceRetriever:
         timeouts_ms: Mapping[str, int] | None = None,
         default_timeout_ms: int = 800,
         weights: Mapping[str, float] | None = None,
-        fusion: str = "rrf",
+        fusion: str = DEFAULT_FUSION,
         rrf_k: int = 60,
         candidates: int | None = None,
         skipped: Mapping[str, str] | None = None,
@@ -305,8 +313,9 @@ class CompositeWorkspaceRetriever:
                 and isinstance(hit.metadata, Mapping)
             ):
                 raise TypeError(f"hit {hit.id!r} needs a str id, str text and mapping metadata")
-            # Score fusion cannot place a NaN; rank fusion never looks at scores.
-            if self._fusion != "rrf" and not math.isfinite(hit.score):
+            # Score fusion cannot place a NaN; rank fusion never looks at scores, and
+            # ``convex`` falls back on ranks for a source with unreadable scores.
+            if self._fusion in SCORE_METHODS and not math.isfinite(hit.score):
                 raise ValueError(f"hit {hit.id!r} has a non-finite score {hit.score!r}")
         # A source may return more than asked; only the first ``depth`` are its answer.
         return list(hits[:depth])

@@ -1,0 +1,143 @@
+"""PNG plots of the benchmark reports (matplotlib, Agg backend: no display needed).
+
+``python -m kairox.bench.plots --retrieval R.json --scaling S.json --out-dir DIR`` writes
+``retrieval-quality.png``, ``retrieval-latency.png`` and ``dense-scaling.png`` (each only
+when its report is given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kairox.bench.retrieval import BENCH_EXTRA, BenchError
+
+#: Reference nDCG@10 lines on the quality plot (DESIGN.md §10).
+REFERENCES = {"FTS5 + MiniLM RRF (0.722)": 0.722, "published BM25 + BGE-base RRF (0.744)": 0.744}
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise BenchError(
+            f"plots need matplotlib: {BENCH_EXTRA} (or pip install matplotlib)"
+        ) from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _title(report: Mapping[str, Any], what: str) -> str:
+    dataset = Path(str(report.get("dataset", "?"))).name
+    return f"{what} · {dataset} {report.get('split', '')} · {report.get('created', '')[:10]}"
+
+
+def plot_quality(report: Mapping[str, Any], out: Path) -> Path:
+    """nDCG@10 and Recall@100 per system, best nDCG@10 on top."""
+    plt = _pyplot()
+    rows = sorted(report["systems"], key=lambda r: r["ndcg@10"])
+    names = [r["system"] for r in rows]
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 2.4))
+    positions = range(len(rows))
+    ax.barh([p + 0.2 for p in positions], [r["ndcg@10"] for r in rows], 0.4, label="nDCG@10")
+    ax.barh(
+        [p - 0.2 for p in positions],
+        [r["recall@100"] for r in rows],
+        0.4,
+        label="Recall@100",
+        alpha=0.55,
+    )
+    for p, r in zip(positions, rows, strict=True):
+        ax.text(r["ndcg@10"] + 0.005, p + 0.2, f"{r['ndcg@10']:.3f}", va="center", fontsize=8)
+    for (label, value), style in zip(REFERENCES.items(), (":", "--"), strict=False):
+        ax.axvline(value, color="grey", linestyle=style, linewidth=1, label=label)
+    ax.set_yticks(list(positions), names)
+    ax.set_xlim(0, 1.05)
+    ax.set_xlabel("score")
+    ax.set_title(_title(report, "Retrieval quality"))
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, fontsize=7)
+    fig.tight_layout()
+    return _save(fig, plt, out)
+
+
+def plot_latency(report: Mapping[str, Any], out: Path) -> Path:
+    """Query latency p50 and p95 per system (log scale), fastest on top."""
+    plt = _pyplot()
+    rows = sorted(report["systems"], key=lambda r: -r["p50_ms"])
+    names = [r["system"] for r in rows]
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 2.4))
+    positions = range(len(rows))
+    ax.barh([p + 0.2 for p in positions], [r["p50_ms"] for r in rows], 0.4, label="p50")
+    ax.barh([p - 0.2 for p in positions], [r["p95_ms"] for r in rows], 0.4, label="p95", alpha=0.55)
+    for p, r in zip(positions, rows, strict=True):
+        label = f"{r['p50_ms']:.2f} ms · {r['qps']:.0f} q/s"
+        if r.get("peak_rss_mb") is not None:
+            label += f" · peak {r['peak_rss_mb']:.0f} MB"
+        ax.text(max(r["p50_ms"], r["p95_ms"]) * 1.1, p, label, va="center", fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlim(min(r["p50_ms"] for r in rows) * 0.5, max(r["p95_ms"] for r in rows) * 12)
+    ax.set_yticks(list(positions), names)
+    ax.set_xlabel("ms per query (log scale)")
+    ax.set_title(_title(report, "Query latency"))
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=7)
+    fig.tight_layout()
+    return _save(fig, plt, out)
+
+
+def plot_scaling(report: Mapping[str, Any], out: Path) -> Path:
+    """p50 latency against the number of vectors, one line per path (log-log)."""
+    plt = _pyplot()
+    by_path: dict[str, list[tuple[int, float, float]]] = {}
+    for row in report["results"]:
+        by_path.setdefault(row["path"], []).append((row["vectors"], row["p50_ms"], row["p95_ms"]))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for path, points in by_path.items():
+        points.sort()
+        xs = [p[0] for p in points]
+        ax.plot(xs, [p[1] for p in points], marker="o", label=f"{path} p50")
+        ax.fill_between(xs, [p[1] for p in points], [p[2] for p in points], alpha=0.12)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"vectors ({report['dim']} dimensions, float32)")
+    ax.set_ylabel("ms per query (band: p50 to p95)")
+    ax.set_title(f"Exact dense search · top {report['k']} · {report.get('created', '')[:10]}")
+    ax.legend(fontsize=8)
+    ax.grid(True, which="major", alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, plt, out)
+
+
+def _save(fig: Any, plt: Any, out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> list[Path]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--retrieval", type=Path, help="a `kairox bench retrieval --out` report")
+    parser.add_argument("--scaling", type=Path, help="a `kairox bench scaling --out` report")
+    parser.add_argument("--out-dir", type=Path, required=True)
+    args = parser.parse_args(argv)
+    written = []
+    if args.retrieval is not None:
+        report = json.loads(args.retrieval.read_text())
+        written.append(plot_quality(report, args.out_dir / "retrieval-quality.png"))
+        written.append(plot_latency(report, args.out_dir / "retrieval-latency.png"))
+    if args.scaling is not None:
+        written.append(
+            plot_scaling(json.loads(args.scaling.read_text()), args.out_dir / "dense-scaling.png")
+        )
+    for path in written:
+        print(f"wrote {path}")
+    return written
+
+
+if __name__ == "__main__":
+    main()
