@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -92,3 +94,33 @@ def fold_long_values(table: Table) -> None:
     """Wrap long names instead of cutting them with an ellipsis (output gets piped)."""
     for column in table.columns:
         column.overflow = "fold"
+
+
+@contextlib.contextmanager
+def progress_bars() -> Iterator[Callable[[str, int, int], None]]:
+    """Transient progress bars on stderr; yields ``advance(what, done, total)``."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    bars = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console_err,
+        transient=True,
+    )
+    tasks: dict[str, Any] = {}
+
+    def advance(what: str, done: int, total: int) -> None:
+        if what not in tasks:
+            tasks[what] = bars.add_task(what, total=total)
+        bars.update(tasks[what], completed=done, total=total)
+
+    with bars:
+        yield advance

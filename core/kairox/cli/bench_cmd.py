@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kairox.cli.app import AppContext, console, console_err
+from kairox.cli.app import AppContext, console, console_err, progress_bars
 
 
 @click.group()
@@ -69,7 +65,7 @@ def retrieval(
     if not names:
         raise click.BadParameter("name at least one system", param_hint="--systems")
     data = load_beir(dataset, split)
-    with _progress() as advance:
+    with progress_bars() as advance:
         report = benchmark(
             data,
             names,
@@ -218,7 +214,7 @@ def scaling(
         raise click.BadParameter(str(exc)) from None
     if not counts:
         raise click.BadParameter("name at least one size", param_hint="--sizes")
-    with _progress() as advance:
+    with progress_bars() as advance:
         report = benchmark(
             counts,
             dim=dim,
@@ -251,28 +247,6 @@ def scaling(
     console.print(table)
     if out is not None:
         console.print(f"wrote {out}", markup=False)
-
-
-@contextlib.contextmanager
-def _progress() -> Iterator[Callable[[str, int, int], None]]:
-    """A transient progress display on stderr; yields ``advance(what, done, total)``."""
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console_err,
-        transient=True,
-    )
-    tasks: dict[str, Any] = {}
-
-    def advance(what: str, done: int, total: int) -> None:
-        if what not in tasks:
-            tasks[what] = progress.add_task(what, total=total)
-        progress.update(tasks[what], completed=done)
-
-    with progress:
-        yield advance
 
 
 def _attach_session_benchmarks() -> None:

@@ -8,16 +8,13 @@ and otherwise prints a table. Progress goes to stderr.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kairox.cli.app import AppContext, console, console_err
+from kairox.cli.app import AppContext, console, progress_bars
 
 __all__ = ["compaction", "composite", "context", "markers"]
 
@@ -40,28 +37,6 @@ def _names(value: str, hint: str) -> list[str]:
     if not names:
         raise click.BadParameter("give at least one name", param_hint=hint)
     return names
-
-
-@contextmanager
-def _progress() -> Iterator[Callable[[str, int, int], None]]:
-    """A progress callback ``(what, done, total)`` drawing bars on stderr."""
-    bars = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console_err,
-        transient=True,
-    )
-    tasks: dict[str, Any] = {}
-
-    def advance(what: str, done: int, total: int) -> None:
-        if what not in tasks:
-            tasks[what] = bars.add_task(what, total=total)
-        bars.update(tasks[what], completed=done, total=total)
-
-    with bars:
-        yield advance
 
 
 def _finish(report: dict[str, Any], out: Path | None, as_json: bool) -> bool:
@@ -146,7 +121,7 @@ def composite(
 
     counts = _int_list(source_counts, "--sources")
     try:
-        with _progress() as progress:
+        with progress_bars() as progress:
             report = benchmark(
                 app.plugin_manager().registry,
                 kind=kind,
@@ -248,7 +223,7 @@ def context(
             "headroom": chosen.headroom,
         }
     try:
-        with _progress() as progress:
+        with progress_bars() as progress:
             report = benchmark(
                 history_sizes=_int_list(history_sizes, "--turns"),
                 memory_counts=_int_list(memory_counts, "--memories"),
@@ -302,7 +277,7 @@ def markers(megabytes: float, chunks: str, repeats: int, out: Path | None, as_js
     from kairox.bench.markers import benchmark
 
     try:
-        with _progress() as progress:
+        with progress_bars() as progress:
             report = benchmark(
                 megabytes=megabytes,
                 chunks=_int_list(chunks, "--chunks"),
@@ -397,7 +372,7 @@ def compaction(
     llm, reason = _llm_backend(app, profile, backend) if "llm" in names else (None, "")
     pm = app.plugin_manager()
     try:
-        with _progress() as progress:
+        with progress_bars() as progress:
             report = benchmark(
                 pm.registry,
                 pm,

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.text import Text
 
 from kairox.cli.app import AppContext, console, console_err
 from kairox.cli.context_cmd import print_accounting
+
+if TYPE_CHECKING:
+    from kairox.facade import AppFacade
+    from kairox.models import ModelBackend
 
 HELP = (
     "commands: /compact (summarise old history), /profile NAME, /trace (last prompt's "
@@ -117,15 +122,36 @@ async def chat_loop(session: Any) -> None:
         await _review(session, last.proposals.pending)
 
 
+def chat_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options ``kairox chat`` and ``kairox tui`` share."""
+    for option in reversed(
+        [
+            click.option("-p", "--profile", default=None, help="Profile name or alias."),
+            click.option("--backend", default=None, help="Model backend (default: the profile's)."),
+            click.option(
+                "--script",
+                type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                help="Replies for the scripted backend (JSONL or '---'-separated text).",
+            ),
+            click.option("--session", "session_id", default=None, help="Continue this session."),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def chosen_backend(
+    facade: AppFacade, profile: str, backend: str | None, script: Path | None
+) -> ModelBackend | None:
+    """The backend ``--backend``/``--script`` ask for; ``None`` keeps the profile's."""
+    if backend is None and script is None:
+        return None
+    chosen = facade.config.profiles[profile].model_copy(update={"backend": backend or "scripted"})
+    return facade.model_backend(chosen, **({"script": script} if script else {}))
+
+
 @click.command()
-@click.option("-p", "--profile", default=None, help="Profile name or alias.")
-@click.option("--backend", default=None, help="Model backend (default: the profile's).")
-@click.option(
-    "--script",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Replies for the scripted backend (JSONL or '---'-separated text).",
-)
-@click.option("--session", "session_id", default=None, help="Continue this session.")
+@chat_options
 @click.pass_obj
 def chat(
     app: AppContext,
@@ -139,10 +165,7 @@ def chat(
 
     facade = app.facade()
     name = facade.resolve_profile(profile)
-    model = None
-    if backend is not None or script is not None:
-        chosen = facade.config.profiles[name].model_copy(update={"backend": backend or "scripted"})
-        model = facade.model_backend(chosen, **({"script": script} if script else {}))
+    model = chosen_backend(facade, name, backend, script)
 
     async def run() -> None:
         async with open_session(facade, session_id, profile=name, backend=model) as session:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from kairox.cli.app import AppContext
+from kairox.cli.chat_cmd import chat_options, chosen_backend
 
 if TYPE_CHECKING:
     from kairox.facade import AppFacade
@@ -23,10 +24,7 @@ def build_app(
 ) -> KairoxApp:
     """The app for these options, with the backend built exactly as ``kairox chat`` does."""
     name = facade.resolve_profile(profile)
-    model = None
-    if backend is not None or script is not None:
-        chosen = facade.config.profiles[name].model_copy(update={"backend": backend or "scripted"})
-        model = facade.model_backend(chosen, **({"script": script} if script else {}))
+    model = chosen_backend(facade, name, backend, script)
     try:
         # Textual is imported here, not at module level: `kairox --help` must stay light.
         from kairox.tui import KairoxApp
@@ -38,14 +36,7 @@ def build_app(
 
 
 @click.command()
-@click.option("-p", "--profile", default=None, help="Profile name or alias.")
-@click.option("--backend", default=None, help="Model backend (default: the profile's).")
-@click.option(
-    "--script",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Replies for the scripted backend (JSONL or '---'-separated text).",
-)
-@click.option("--session", "session_id", default=None, help="Continue this session.")
+@chat_options
 @click.pass_obj
 def tui(
     app: AppContext,
