@@ -79,6 +79,9 @@ def _builder(kind: KnowledgeBaseKind, base_dir: Path) -> MakeSource:
             options.setdefault("endpoint_url", target)
         options.setdefault("knowledge_base_id", "KAIROXTEST")
         options.setdefault("region", REGION)
+        # Functional tests must not race the default 800 ms deadline on a loaded CI machine;
+        # the deadline tests pass their own timeout_ms.
+        options.setdefault("timeout_ms", 10_000)
         config = kind.config_model(kind="bedrock", **options)
         ctx = BuildContext(
             workspace_root=base_dir, state_dir=base_dir, base_dir=base_dir, embedding_backend=None

@@ -98,6 +98,9 @@ def make_source(embedder, api_key) -> Iterator[MakeSource]:
     backends = {"hashing": embedder}
 
     def make(host: str, kb_id: str = "papers", **options: Any) -> kairox_pinecone.PineconeSource:
+        # Functional tests must not race the default 800 ms deadline on a loaded CI machine;
+        # the deadline tests pass their own timeout_ms.
+        options.setdefault("timeout_ms", 10_000)
         options.setdefault("api_key_env", KEY_ENV)
         options.setdefault("embedding_backend", "hashing")
         config = kind.config_model(kind="pinecone", host=host, **options)

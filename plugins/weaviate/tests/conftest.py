@@ -80,6 +80,9 @@ def _build(
 ) -> kairox_weaviate.WeaviateSource:
     """A source built through the registered kind (config model, then factory)."""
     kind = check_kind_registration(kairox_weaviate, "weaviate")
+    # Functional tests must not race the default 800 ms deadline on a loaded CI machine;
+    # the deadline tests pass their own timeout_ms.
+    options.setdefault("timeout_ms", 10_000)
     options.setdefault("collection", CORPUS_COLLECTION)
     if options.get("mode", "hybrid") != "bm25":
         options.setdefault("embedding_backend", "hashing")
