@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -393,18 +392,6 @@ def test_feed_rejects_non_text() -> None:
         MarkerExtractor().feed(b"bytes")  # type: ignore[arg-type]
 
 
-def _feed_time(text: str, size: int) -> float:
-    best = float("inf")
-    for _ in range(2):  # best of two, to shrug off a busy machine
-        ex = MarkerExtractor()
-        started = time.perf_counter()
-        for i in range(0, len(text), size):
-            ex.feed(text[i : i + size])
-        ex.close()
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
 @pytest.mark.parametrize(
     ("prefix", "unit"),
     [
@@ -416,12 +403,10 @@ def _feed_time(text: str, size: int) -> float:
         ("```\n", "code line\n"),
     ],
 )
-def test_feeding_is_linear(prefix: str, unit: str) -> None:
-    small = prefix + unit * (50_000 // len(unit))
+def test_large_pathological_streams_match_one_shot(prefix: str, unit: str) -> None:
+    # The inputs that would make a naive extractor rescan its buffer; their throughput is
+    # measured by `kairox bench markers`, not asserted here (tests never time things).
     large = prefix + unit * (400_000 // len(unit))
-    # 8x the input should cost about 8x the time; a quadratic extractor would take ~64x.
-    ratio = _feed_time(large, 1) / _feed_time(small, 1)
-    assert ratio < 20, f"8x the input took {ratio:.1f}x the time"
     chunked = stream([large[i : i + 3] for i in range(0, len(large), 3)])
     assert chunked[:3] == tuple(extract_memory_markers(large))
 
