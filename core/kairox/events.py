@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Self
 
 __all__ = [
     "DATABASE_FORMAT_VERSION",
@@ -410,13 +410,16 @@ _EVENTS_DDL: Final = (
 )
 
 
-class SqliteEventStore:
-    """Append-only event log in the shared Kairox SQLite database.
+class SqliteComponentStore:
+    """One connection to the shared database, with this component's tables in place.
 
-    Each instance owns one connection (safe to share between threads; calls are serialised).
-    Open one per process; instances on the same file see each other's appends immediately.
-    There is deliberately no update or delete method.
+    Subclasses name their ``component``, ``schema_version`` and ``schema`` (idempotent
+    statements); a database holding a newer version of them is refused untouched.
     """
+
+    component: ClassVar[str]
+    schema_version: ClassVar[int]
+    schema: ClassVar[Sequence[str]]
 
     def __init__(
         self,
@@ -430,10 +433,34 @@ class SqliteEventStore:
         self._lock = threading.Lock()
         self._conn = connect_database(path, busy_timeout_ms=busy_timeout_ms)
         try:
-            ensure_component_schema(self._conn, "events", EVENTS_SCHEMA_VERSION, _EVENTS_DDL)
+            ensure_component_schema(self._conn, self.component, self.schema_version, self.schema)
         except BaseException:
             self._conn.close()
             raise
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class SqliteEventStore(SqliteComponentStore):
+    """Append-only event log in the shared Kairox SQLite database.
+
+    Each instance owns one connection (safe to share between threads; calls are serialised).
+    Open one per process; instances on the same file see each other's appends immediately.
+    There is deliberately no update or delete method.
+    """
+
+    component = "events"
+    schema_version = EVENTS_SCHEMA_VERSION
+    schema = _EVENTS_DDL
 
     def append(
         self,
@@ -520,17 +547,6 @@ class SqliteEventStore:
         with self._lock:
             rows = self._conn.execute(sql, params).fetchall()
         return [_row_to_event(row) for row in rows]
-
-    def close(self) -> None:
-        """Close the connection."""
-        with self._lock:
-            self._conn.close()
-
-    def __enter__(self) -> SqliteEventStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 _SELECT: Final = (

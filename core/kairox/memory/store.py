@@ -26,20 +26,13 @@ from __future__ import annotations
 import builtins
 import json
 import sqlite3
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from os import PathLike
+from datetime import UTC
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
-from kairox.events import (
-    DEFAULT_BUSY_TIMEOUT_MS,
-    connect_database,
-    ensure_component_schema,
-    utc_now,
-)
+from kairox.events import SqliteComponentStore
 from kairox.memory.markers import SCOPES, normalize_key
 
 __all__ = [
@@ -266,29 +259,16 @@ def _same_key_params(
     return (session_id, key)
 
 
-class SqliteMemoryStore:
+class SqliteMemoryStore(SqliteComponentStore):
     """:class:`MemoryStore` on the shared Kairox SQLite database (table ``memories``).
 
     One connection per instance, serialised by a lock; every write is one short
     ``BEGIN IMMEDIATE`` transaction so concurrent processes never interleave a read-modify-write.
     """
 
-    def __init__(
-        self,
-        path: str | PathLike[str],
-        *,
-        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
-        clock: Callable[[], datetime] = utc_now,
-    ) -> None:
-        self.path = path
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._conn = connect_database(path, busy_timeout_ms=busy_timeout_ms)
-        try:
-            ensure_component_schema(self._conn, "memory", MEMORY_SCHEMA_VERSION, _MEMORY_DDL)
-        except BaseException:
-            self._conn.close()
-            raise
+    component = "memory"
+    schema_version = MEMORY_SCHEMA_VERSION
+    schema = _MEMORY_DDL
 
     # ----------------------------------------------------------------------------- writes
 
@@ -563,17 +543,6 @@ class SqliteMemoryStore:
             f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
         ).fetchone()
         return None if row is None else _row_to_record(row)
-
-    def close(self) -> None:
-        """Close the connection."""
-        with self._lock:
-            self._conn.close()
-
-    def __enter__(self) -> SqliteMemoryStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 @contextmanager
