@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,8 +23,8 @@ from kairox.config import KnowledgeBaseConfig
 from kairox.errors import KairoxError
 from kairox.registry import BuildContext, KnowledgeBaseKind
 from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind
+from kairox.retrieval.fts5 import match_expression
 
-_TOKEN = re.compile(r"\w+", re.UNICODE)
 _SCHEMA_VERSION = 1
 #: bm25 weight of a title match against a body match (tuned on SciFact train).
 DEFAULT_TITLE_WEIGHT = 3.0
@@ -61,18 +60,6 @@ END;
 
 class SqliteFtsError(KairoxError, RuntimeError):
     """The index file is missing, unreadable or not a Kairox FTS index."""
-
-
-def match_expression(text: str) -> str | None:
-    """Turn anything a user can type into a safe FTS5 query: an OR of quoted terms.
-
-    Quoting every term makes FTS5 read ``AND``, ``NOT``, ``:``, ``-``, ``*`` and
-    parentheses as plain words instead of syntax. ``None`` when there is no term at all.
-    """
-    terms = dict.fromkeys(_TOKEN.findall(text.casefold()))
-    if not terms:
-        return None
-    return " OR ".join(f'"{term}"' for term in terms)
 
 
 def _filter_sql(filters: Mapping[str, Any]) -> tuple[str, list[Any]]:

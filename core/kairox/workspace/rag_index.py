@@ -34,6 +34,7 @@ from kairox.embedding import EmbeddingBackend
 from kairox.errors import KairoxError
 from kairox.events import ensure_component_schema
 from kairox.retrieval import Hit, Query, QueryError, ScoreKind
+from kairox.retrieval.fts5 import match_expression
 from kairox.retrieval.vectors import normalise, top_k
 from kairox.workspace.chunking import chunk_text
 from kairox.workspace.files import WorkspaceFile, iter_workspace_files, read_text
@@ -583,8 +584,6 @@ class WorkspaceRagIndex:
         source: str = "workspace-fts",
     ) -> list[Hit]:
         """BM25 (FTS5) over chunk text and file paths; the top ``k``. Any text is safe."""
-        from kairox.default_plugins.sqlite_fts import match_expression
-
         expression = match_expression(text)
         if expression is None:
             return []

@@ -1,0 +1,19 @@
+"""Safe FTS5 queries from anything a user can type (shared by every FTS5-backed source)."""
+
+from __future__ import annotations
+
+import re
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+def match_expression(text: str) -> str | None:
+    """Turn anything a user can type into a safe FTS5 query: an OR of quoted terms.
+
+    Quoting every term makes FTS5 read ``AND``, ``NOT``, ``:``, ``-``, ``*`` and
+    parentheses as plain words instead of syntax. ``None`` when there is no term at all.
+    """
+    terms = dict.fromkeys(_TOKEN.findall(text.casefold()))
+    if not terms:
+        return None
+    return " OR ".join(f'"{term}"' for term in terms)
