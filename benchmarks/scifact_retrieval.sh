@@ -9,5 +9,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dataset="${KAIROX_DATASETS:-../shared/datasets}/scifact"
 exec kairox bench retrieval --dataset "$dataset" \
-  --systems sqlite-fts,tantivy,rank_bm25,bm25s,hashing,dense,hybrid,hybrid-rrf,hybrid-wrrf,hybrid-minmax,hybrid-dbsf,hybrid-title1 \
+  --systems sqlite-fts,tantivy,rank_bm25,bm25s,hashing,dense,hybrid,hybrid-rrf,hybrid-wrrf,hybrid-minmax,hybrid-dbsf,hybrid-title1,dense-doc,hybrid-doc \
   --split test --out benchmarks/results/scifact-retrieval.json "$@"

@@ -699,6 +699,18 @@ def test_workspace_unknown_key(env: Path, registry: Registry) -> None:
     assert "did you mean 'embedding_backend'?" in problem.problem
 
 
+def test_workspace_sentence_weight_default_and_range(env: Path, registry: Registry) -> None:
+    from kairox.retrieval.vectors import SENTENCE_WEIGHT
+
+    assert load_ws(env, "", registry).workspace.sentence_weight == SENTENCE_WEIGHT
+    config = load_ws(env, "[workspace]\nsentence_weight = 0\n", registry)
+    assert config.workspace.sentence_weight == 0
+    err, _ = problems_of(env, "[workspace]\nsentence_weight = 1.5\n", registry)
+    [problem] = err.problems
+    assert problem.key == "sentence_weight"
+    assert "sentence_weight = 0.5" in problem.fix
+
+
 # -- rendering ----------------------------------------------------------------------------
 
 

@@ -213,6 +213,8 @@ class WorkspaceConfig(BaseModel):
     chunk_overlap: StrictInt = Field(default=32, ge=0)
     max_file_bytes: StrictInt = Field(default=2_000_000, gt=0)
     timeout_ms: StrictInt = Field(default=2000, gt=0, le=600000)
+    # kairox.retrieval.vectors.SENTENCE_WEIGHT (not imported: config stays free of numpy)
+    sentence_weight: float = Field(default=0.5, ge=0, le=1)
 
     @field_validator("chunk_overlap")
     @classmethod
@@ -260,6 +262,10 @@ _FIELD_FIXES: dict[str, str] = {
     "chunk_tokens": "use a whole number of tokens from 16 to 8192, e.g. chunk_tokens = 256",
     "chunk_overlap": "use a whole number of tokens below chunk_tokens, e.g. chunk_overlap = 32",
     "max_file_bytes": "use a whole number of bytes, e.g. max_file_bytes = 2000000",
+    "sentence_weight": (
+        "use a number from 0 (whole chunks only) to 1 (best sentence only), "
+        "e.g. sentence_weight = 0.5"
+    ),
     "max_proposals_per_turn": "use a whole number from 0 to 100, e.g. max_proposals_per_turn = 5",
 }
 _BUILTIN_MODELS: tuple[type[BaseModel], ...] = (

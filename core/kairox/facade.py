@@ -315,6 +315,8 @@ class AppFacade:
             chunk_tokens=settings.chunk_tokens,
             chunk_overlap=settings.chunk_overlap,
             max_file_bytes=settings.max_file_bytes,
+            # The target stores and searches chunk vectors only: no sentences to embed.
+            sentence_weight=0,
         )
         try:
             if not index.is_indexed():

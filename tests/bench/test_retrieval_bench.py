@@ -14,6 +14,7 @@ from kairox.bench.beir import DatasetError, load_beir
 from kairox.bench.plots import main as plots_main
 from kairox.bench.retrieval import (
     HYBRIDS,
+    Bench,
     BenchError,
     Bm25sSource,
     RankBm25Source,
@@ -31,7 +32,9 @@ from kairox.plugins import build_plugin_manager
 from kairox.registry import EmbeddingBackendSpec
 from kairox.retrieval import Hit, Query, ScoreKind, fuse
 from kairox.retrieval.fusion import DEFAULT_FUSION, FUSION_METHODS
+from kairox.retrieval.vectors import SENTENCE_WEIGHT
 from kairox.testing import CORPUS, EXPECTED, registered_plugin
+from kairox.workspace.chunking import split_sentences
 
 KEYS = {
     "system",
@@ -125,6 +128,23 @@ def test_embeddings_are_cached_between_runs(dataset, tmp_path):
         assert CountingHashing.calls == len(EXPECTED) + 1
     assert second["systems"][0]["index_cached"] is True
     assert first["systems"][0]["ndcg@10"] == second["systems"][0]["ndcg@10"]
+
+
+def test_dense_searches_sentence_aware_and_dense_doc_whole_documents(dataset, tmp_path):
+    with registered_plugin(
+        _hashing_as_minilm(), "fake-minilm", build_plugin_manager(entry_points=False)
+    ) as pm:
+        bench = Bench(
+            load_beir(dataset), pm.registry, cache_dir=tmp_path / "cache", scratch=tmp_path
+        )
+        dense, _, _ = bench.system("dense")
+        whole, _, _ = bench.system("dense-doc")
+    sentences = sum(len(split_sentences(text)) for _, text in bench.dataset.corpus.values())
+    assert dense.sentences is not None and len(dense.sentences.matrix) == sentences
+    assert dense.sentence_weight == SENTENCE_WEIGHT
+    assert whole.sentences is None
+    cached = sorted(p.name.split("-", 1)[1] for p in (tmp_path / "cache").iterdir())
+    assert cached == ["hashing-64-64-sentences.npz", "hashing-64-64.npz"]
 
 
 def test_hybrid_needs_minilm_and_says_how_to_get_it(dataset, tmp_path):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from kairox.context.tokens import get_encoding
 from kairox.workspace import chunking
-from kairox.workspace.chunking import Chunk, chunk_text
+from kairox.workspace.chunking import Chunk, chunk_text, split_sentences
 
 
 def independent_count(text: str, encoding: str = "o200k_base") -> int:
@@ -247,3 +247,96 @@ def test_large_text_is_chunked_completely() -> None:
     chunks = chunk_text(text, max_tokens=256, overlap_tokens=32)
     assert chunks[0].start == 0 and chunks[-1].end == len(text)
     assert all(a.start < b.start for a, b in itertools.pairwise(chunks))
+
+
+# -- split_sentences ------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=ANY_TEXT,
+    min_tokens=st.integers(min_value=0, max_value=12),
+    max_tokens=st.integers(min_value=12, max_value=60),
+)
+def test_sentences_cover_the_text_in_order_within_the_limit(
+    text: str, min_tokens: int, max_tokens: int
+) -> None:
+    sentences = split_sentences(text, min_tokens=min_tokens, max_tokens=max_tokens)
+    covered = [False] * len(text)
+    previous_end = 0
+    for position, sentence in enumerate(sentences):
+        assert sentence.index == position
+        assert sentence.text == text[sentence.start : sentence.end]
+        assert sentence.text == sentence.text.strip() and sentence.text
+        assert sentence.start >= previous_end  # in order, never overlapping
+        previous_end = sentence.end
+        assert sentence.token_count == independent_count(sentence.text)
+        assert sentence.token_count <= max_tokens or len(sentence.text) == 1
+        for i in range(sentence.start, sentence.end):
+            covered[i] = True
+    missed = "".join(ch for ch, seen in zip(text, covered, strict=True) if not seen)
+    assert missed.strip() == "", f"characters outside every sentence: {missed!r}"
+
+
+def test_sentences_end_at_punctuation_and_line_breaks() -> None:
+    text = (
+        "Vitamin D deficiency is common in northern latitudes. "
+        "Supplementation did not reduce fracture risk (p = 0.4).\n"
+        "A second cohort confirmed the null result in older adults!"
+    )
+    assert [s.text for s in split_sentences(text)] == [
+        "Vitamin D deficiency is common in northern latitudes.",
+        "Supplementation did not reduce fracture risk (p = 0.4).",
+        "A second cohort confirmed the null result in older adults!",
+    ]
+
+
+def test_decimal_points_and_abbreviations_without_space_do_not_split() -> None:
+    text = "Coverage was 24.7-fold (12.3-fold per strand) across the whole methylome."
+    assert [s.text for s in split_sentences(text)] == [text]
+
+
+def test_short_sentences_join_the_next_and_a_short_last_joins_the_previous() -> None:
+    text = "Methods. We sequenced every sample twice at high depth. Done."
+    sentences = split_sentences(text, min_tokens=4)
+    assert [s.text for s in sentences] == [text]
+    text = "Background. Mice lacking the receptor gained weight on a normal diet. Results differed."
+    assert [s.text for s in split_sentences(text, min_tokens=3)] == [
+        "Background. Mice lacking the receptor gained weight on a normal diet.",
+        "Results differed.",
+    ]
+
+
+def test_a_sentence_over_the_limit_is_cut() -> None:
+    text = " ".join(["word"] * 300) + "."
+    sentences = split_sentences(text, max_tokens=64)
+    assert len(sentences) > 1
+    assert all(s.token_count <= 64 for s in sentences)
+    assert "".join(s.text + " " for s in sentences).split() == text.split()
+
+
+def test_cjk_text_splits_at_full_stops() -> None:
+    text = "今日は晴れです。明日は雨が降るでしょう。"
+    assert [s.text for s in split_sentences(text, min_tokens=1)] == [
+        "今日は晴れです。",
+        "明日は雨が降るでしょう。",
+    ]
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\n"])
+def test_blank_text_has_no_sentences(text: str) -> None:
+    assert split_sentences(text) == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"min_tokens": -1}, "min_tokens must be a non-negative integer"),
+        ({"max_tokens": 0}, "max_tokens must be a positive integer"),
+        ({"max_tokens": True}, "max_tokens must be a positive integer"),
+        ({"min_tokens": 20, "max_tokens": 10}, "must not exceed max_tokens"),
+    ],
+)
+def test_invalid_sentence_limits_are_clear_errors(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        split_sentences("Some text.", **kwargs)

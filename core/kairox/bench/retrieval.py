@@ -6,14 +6,18 @@ Every Kairox system is a real Kairox source driven through its public interface:
   built from the plugin registry with its default settings, filled with the corpus and
   queried;
 * ``dense`` (all-MiniLM-L6-v2, from ``kairox-sentence-transformers``), ``hashing``
-  and ``dense:<backend>`` embed the corpus once (cached on disk, keyed by the corpus
-  hash and the model) and search it with one matrix product per query;
+  and ``dense:<backend>`` embed the corpus once, each document whole and each of its
+  sentences (cached on disk, keyed by the corpus hash and the model), and search it
+  sentence-aware as the workspace index does (:mod:`kairox.retrieval.vectors`), with one
+  matrix product per query over documents and one over sentences; ``dense-doc`` is
+  ``dense`` with one vector per document only, the way it searched before;
 * ``hybrid`` fuses ``sqlite-fts`` and ``dense`` through ``CompositeWorkspaceRetriever``
   with the composite's *default* fusion, exactly as ``kairox search`` does;
   ``hybrid-rrf`` (k 60, equal weights), ``hybrid-wrrf`` (weighted RRF), ``hybrid-minmax``
   and ``hybrid-dbsf`` (equal weights) are the same two halves under one fusion each, and
   ``hybrid-title1`` the default fusion over FTS5 with title weight 1, the setting before
-  title weight 3 was tuned (:data:`HYBRIDS`).
+  title weight 3 was tuned, and ``hybrid-doc`` the default fusion with ``dense-doc``
+  (no sentence vectors) as its dense half (:data:`HYBRIDS`).
 
 Peers run side by side on the same data when installed (``pip install 'kairox[bench]'``):
 
@@ -64,11 +68,14 @@ from kairox.bench.beir import BeirDataset
 from kairox.errors import KairoxError
 from kairox.registry import BuildContext, Registry
 from kairox.retrieval import Document, Hit, IngestableSource, Query, ScoreKind, WorkspaceRetriever
-from kairox.retrieval.vectors import VectorSource
+from kairox.retrieval.vectors import SentenceVectors, VectorSource
+from kairox.workspace.chunking import split_sentences
 
 DEPTH = 100  # hits per query: enough for Recall@100
 EMBED_BATCH = 128
-DENSE_ALIASES = {"dense": "minilm", "hashing": "hashing"}
+DENSE_ALIASES = {"dense": "minilm", "hashing": "hashing", "dense-doc": "minilm"}
+#: Dense systems that search one vector per document, without sentence vectors.
+WHOLE_DOCUMENT_ONLY = frozenset({"dense-doc"})
 # Where each local kind keeps its files, relative to a scratch folder.
 LOCAL_KIND_OPTIONS = {"sqlite-fts": {"path": "sqlite-fts.db"}, "tantivy": {"index_dir": "tantivy"}}
 BENCH_EXTRA = "pip install 'kairox[bench]'"
@@ -93,6 +100,7 @@ HYBRIDS: dict[str, dict[str, Any]] = {
     "hybrid-minmax": {"fusion": "minmax"},
     "hybrid-dbsf": {"fusion": "dbsf"},
     "hybrid-title1": {"lexical": {"title_weight": 1.0}},
+    "hybrid-doc": {"dense": "dense-doc"},
 }
 
 #: Peer libraries: system name -> modules it needs (the first is the library itself).
@@ -327,7 +335,7 @@ class Bench:
     def available(self) -> list[str]:
         local = [k for k in self.registry.knowledge_base_kinds if k in LOCAL_KIND_OPTIONS]
         peers = [p for p in PEERS if self.peer_missing(p) is None]
-        return [*local, *peers, "dense", "hashing", *HYBRIDS, "dense:<backend>"]
+        return [*local, *peers, *DENSE_ALIASES, *HYBRIDS, "dense:<backend>"]
 
     @staticmethod
     def peer_missing(name: str) -> str | None:
@@ -448,14 +456,38 @@ class Bench:
         ids = list(self.dataset.corpus)
         texts = [f"{title}\n{text}".strip() for title, text in self.dataset.corpus.values()]
         matrix, seconds, cached = self._embeddings(backend, ids, texts, system)
-        source = VectorSource(system, backend, ids, texts, matrix)
-        return source, seconds, cached
+        if system in WHOLE_DOCUMENT_ONLY:
+            return VectorSource(system, backend, ids, texts, matrix), seconds, cached
+        # Sentences of the body only: the title is in the whole-document vector already.
+        owners: list[int] = []
+        sentence_keys: list[str] = []
+        sentence_texts: list[str] = []
+        for row, (_, text) in enumerate(self.dataset.corpus.values()):
+            for sentence in split_sentences(text):
+                owners.append(row)
+                sentence_keys.append(f"{ids[row]}:{sentence.start}")
+                sentence_texts.append(sentence.text)
+        vectors, sentence_seconds, sentences_cached = self._embeddings(
+            backend, sentence_keys, sentence_texts, system, part="sentences"
+        )
+        source = VectorSource(
+            system,
+            backend,
+            ids,
+            texts,
+            matrix,
+            sentences=SentenceVectors(vectors, np.asarray(owners, dtype=np.int64)),
+        )
+        return source, seconds + sentence_seconds, cached and sentences_cached
 
     def _embeddings(
-        self, backend: Any, ids: list[str], texts: list[str], system: str
+        self, backend: Any, ids: list[str], texts: list[str], system: str, part: str = ""
     ) -> tuple[np.ndarray, float, bool]:
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", backend.name)
-        cache = self.cache_dir / f"{self.dataset.corpus_sha256[:20]}-{safe}-{backend.dim}.npz"
+        suffix = f"-{part}" if part else ""
+        cache = (
+            self.cache_dir / f"{self.dataset.corpus_sha256[:20]}-{safe}-{backend.dim}{suffix}.npz"
+        )
         if cache.is_file():
             stored = np.load(cache, allow_pickle=False)
             if list(stored["ids"]) == ids:
@@ -464,7 +496,8 @@ class Bench:
         parts = []
         for start in range(0, len(texts), EMBED_BATCH):
             parts.append(np.asarray(backend.embed(texts[start : start + EMBED_BATCH]), np.float32))
-            self._report(f"embedding corpus ({system})", start + EMBED_BATCH, len(texts))
+            what = f"embedding {part or 'corpus'} ({system})"
+            self._report(what, start + EMBED_BATCH, len(texts))
         matrix = np.vstack(parts) if parts else np.zeros((0, backend.dim), np.float32)
         seconds = time.perf_counter() - started
         cache.parent.mkdir(parents=True, exist_ok=True)
@@ -479,6 +512,7 @@ class Bench:
         from kairox.retrieval.composite import CompositeWorkspaceRetriever
 
         settings = dict(HYBRIDS[name])
+        dense = settings.pop("dense", dense)
         parts = [self.system_with(lexical, settings.pop("lexical", {})), self.system(dense)]
         composite = CompositeWorkspaceRetriever(
             [source for source, _, _ in parts],

@@ -50,6 +50,8 @@ def index(app: AppContext, path: Path | None, no_wait: bool, as_json: bool) -> N
         f"indexed {root}: {stats.added} added, {stats.updated} updated, "
         f"{stats.removed} removed, {stats.unchanged} unchanged"
         + (f", {stats.skipped} skipped (binary)" if stats.skipped else "")
-        + f"; {stats.chunks_embedded} chunks embedded, {stats.chunks_total} in the index",
+        + f"; {stats.chunks_embedded} chunks"
+        + (f" and {stats.sentences_embedded} sentences" if stats.sentences_embedded else "")
+        + f" embedded, {stats.chunks_total} chunks in the index",
         markup=False,
     )

@@ -21,6 +21,7 @@ def build_index(ctx: BuildContext):  # -> WorkspaceRagIndex, imported lazily
             "chunk_tokens": settings.chunk_tokens,
             "chunk_overlap": settings.chunk_overlap,
             "max_file_bytes": settings.max_file_bytes,
+            "sentence_weight": settings.sentence_weight,
         }
         if settings
         else {}

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import pairwise
 
 from kairox.context.tokens import DEFAULT_ENCODING, get_encoding
 
-__all__ = ["Chunk", "chunk_text"]
+__all__ = ["Chunk", "chunk_text", "split_sentences"]
 
 # Bytes 0x80-0xBF continue a UTF-8 character; every other byte starts one.
 _CONTINUATION_BYTES = bytes(range(0x80, 0xC0))
@@ -190,3 +191,88 @@ def chunk_text(
         while offsets[following] <= char_start:
             following += 1
         start = following
+
+
+# Where a sentence may end: after sentence punctuation (and closing quotes or brackets)
+# followed by whitespace, after a line break, or after CJK sentence punctuation. Each
+# candidate is confirmed by _boundary_rank, the rule chunk_text uses.
+_SENTENCE_CANDIDATE = re.compile(r"[.!?…][\"')\]}»”’」』]*(?=\s)|\n|[。！？]")
+
+
+def split_sentences(
+    text: str,
+    *,
+    min_tokens: int = 8,
+    max_tokens: int = 128,
+    encoding: str = DEFAULT_ENCODING,
+) -> list[Chunk]:
+    """Split ``text`` into sentences: the passages a sentence-aware dense index embeds.
+
+    Sentences end where :func:`chunk_text` likes to end a chunk (sentence punctuation
+    followed by whitespace, a line break, CJK sentence punctuation). Surrounding whitespace
+    is left out of each sentence. A sentence of fewer than ``min_tokens`` tokens (a
+    heading, "Methods.", one short line of code) is joined to the one after it, so every
+    passage carries some meaning of its own; the last one joins the one before. A sentence
+    over ``max_tokens`` is cut with :func:`chunk_text` (no overlap). Empty or
+    whitespace-only text gives ``[]``.
+
+    Offsets are characters into ``text``: ``text[c.start:c.end] == c.text``.
+    """
+    if isinstance(min_tokens, bool) or not isinstance(min_tokens, int) or min_tokens < 0:
+        raise ValueError(f"min_tokens must be a non-negative integer, got {min_tokens!r}")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
+        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    if min_tokens > max_tokens:
+        raise ValueError(f"min_tokens ({min_tokens}) must not exceed max_tokens ({max_tokens})")
+    enc = get_encoding(encoding)
+
+    def count(piece: str) -> int:
+        return len(enc.encode_ordinary(_SURROGATE.sub("\ufffd", piece)))
+
+    cuts = [0]
+    for match in _SENTENCE_CANDIDATE.finditer(text):
+        if _boundary_rank(text, match.end()) >= _SENTENCE:
+            cuts.append(match.end())
+    cuts.append(len(text))
+
+    spans: list[tuple[int, int, int]] = []  # (start, end, tokens), whitespace trimmed
+    for lo, hi in pairwise(cuts):
+        piece = text[lo:hi]
+        stripped = piece.strip()
+        if not stripped:
+            continue
+        start = lo + (len(piece) - len(piece.lstrip()))
+        end = start + len(stripped)
+        tokens = count(stripped)
+        if spans and spans[-1][2] < min_tokens:
+            # The previous sentence is too short to stand alone: extend it over this one.
+            prev_start = spans.pop()[0]
+            start = prev_start
+            tokens = count(text[start:end])
+        spans.append((start, end, tokens))
+    if len(spans) > 1 and spans[-1][2] < min_tokens:
+        last_end = spans.pop()[1]
+        prev_start = spans.pop()[0]
+        spans.append((prev_start, last_end, count(text[prev_start:last_end])))
+
+    sentences: list[Chunk] = []
+    for start, end, tokens in spans:
+        if tokens <= max_tokens:
+            sentences.append(Chunk(len(sentences), text[start:end], start, end, tokens))
+            continue
+        for part in chunk_text(
+            text[start:end], max_tokens=max_tokens, overlap_tokens=0, encoding=encoding
+        ):
+            # A cut can leave whitespace at a part's edge: trim it as for whole sentences.
+            lead = len(part.text) - len(part.text.lstrip())
+            trimmed = part.text.strip()
+            sentences.append(
+                Chunk(
+                    len(sentences),
+                    trimmed,
+                    start + part.start + lead,
+                    start + part.start + lead + len(trimmed),
+                    count(trimmed),
+                )
+            )
+    return sentences

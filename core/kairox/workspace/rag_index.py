@@ -35,11 +35,19 @@ from kairox.errors import KairoxError
 from kairox.events import ensure_component_schema
 from kairox.retrieval import Hit, Query, QueryError, ScoreKind
 from kairox.retrieval.fts5 import match_expression
-from kairox.retrieval.vectors import normalise, top_k
-from kairox.workspace.chunking import chunk_text
+from kairox.retrieval.vectors import (
+    SENTENCE_WEIGHT,
+    SentenceVectors,
+    check_sentence_weight,
+    normalise,
+    top_k,
+)
+from kairox.workspace.chunking import chunk_text, split_sentences
 from kairox.workspace.files import WorkspaceFile, iter_workspace_files, read_text
 
-_SCHEMA_VERSION = 1
+# Version 2 added rag_sentences; its statements only create what is missing, and chunks
+# indexed before it get their sentences on the next run (_add_missing_sentences).
+_SCHEMA_VERSION = 2
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS rag_files (
     workspace TEXT NOT NULL,
@@ -69,6 +77,15 @@ _SCHEMA = (
     vector BLOB NOT NULL,
     PRIMARY KEY (text_hash, embedder)
 )""",
+    """CREATE TABLE IF NOT EXISTS rag_sentences (
+    chunk_id INTEGER NOT NULL,
+    sentence_index INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    "end" INTEGER NOT NULL,
+    text_hash TEXT NOT NULL,
+    PRIMARY KEY (chunk_id, sentence_index)
+)""",
+    """CREATE INDEX IF NOT EXISTS rag_sentences_text_hash ON rag_sentences(text_hash)""",
     """CREATE VIRTUAL TABLE IF NOT EXISTS rag_chunks_fts USING fts5(
     relpath, text, content='rag_chunks', content_rowid='id',
     tokenize='porter unicode61 remove_diacritics 2'
@@ -108,6 +125,7 @@ class IndexStats:
     skipped: int = 0
     chunks_embedded: int = 0
     chunks_total: int = 0
+    sentences_embedded: int = 0
     skipped_files: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
@@ -119,6 +137,7 @@ class IndexStats:
             "skipped": self.skipped,
             "chunks_embedded": self.chunks_embedded,
             "chunks_total": self.chunks_total,
+            "sentences_embedded": self.sentences_embedded,
         }
 
 
@@ -135,6 +154,21 @@ class ChunkVector:
     vector: np.ndarray
 
 
+@dataclass
+class _Embedded:
+    chunks: int = 0
+    sentences: int = 0
+
+
+@dataclass(frozen=True)
+class _Sentence:
+    index: int
+    start: int  # character offsets into the chunk's text
+    end: int
+    text_hash: str
+    text: str
+
+
 @dataclass(frozen=True)
 class _Chunk:
     index: int
@@ -143,6 +177,7 @@ class _Chunk:
     token_count: int
     text_hash: str
     text: str
+    sentences: tuple[_Sentence, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -179,6 +214,9 @@ class WorkspaceRagIndex:
     :param database: the SQLite file (normally ``$KAIROX_HOME/kairox.db``).
     :param root: the workspace root; its resolved path is the workspace id.
     :param embedder: the embedding backend; only its vectors are ever searched.
+    :param sentence_weight: how much a chunk's best sentence counts in its vector score
+        (:mod:`kairox.retrieval.vectors`); every sentence of every chunk is embedded too,
+        about doubling the embedding work. 0 embeds and searches whole chunks only.
     """
 
     def __init__(
@@ -191,7 +229,9 @@ class WorkspaceRagIndex:
         chunk_overlap: int = 32,
         encoding: str = "o200k_base",
         max_file_bytes: int = 2_000_000,
+        sentence_weight: float = SENTENCE_WEIGHT,
     ) -> None:
+        check_sentence_weight(sentence_weight)
         self.database = Path(database)
         self.root = Path(root).resolve()
         self.workspace_id = str(self.root)
@@ -200,10 +240,13 @@ class WorkspaceRagIndex:
         self.chunk_overlap = chunk_overlap
         self.encoding = encoding
         self.max_file_bytes = max_file_bytes
+        self.sentence_weight = sentence_weight
         self._db = open_database(self.database)
         # One connection, used from asyncio.to_thread workers: serialise access to it.
         self._lock = threading.RLock()
-        self._matrix_cache: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
+        self._matrix_cache: (
+            tuple[tuple[int, int], np.ndarray, np.ndarray, SentenceVectors | None] | None
+        ) = None
 
     def close(self) -> None:
         with self._lock:
@@ -289,11 +332,15 @@ class WorkspaceRagIndex:
                         else:
                             stats.updated += 1
             if len(batch) >= FILES_PER_BATCH:
-                stats.chunks_embedded += self._write_batch(batch)
+                chunks, sentences = self._write_batch(batch)
+                stats.chunks_embedded += chunks
+                stats.sentences_embedded += sentences
                 batch = []
             if progress is not None:
                 progress(file.relpath, done, len(files))
-        stats.chunks_embedded += self._write_batch(batch)
+        chunks, sentences = self._write_batch(batch)
+        stats.chunks_embedded += chunks
+        stats.sentences_embedded += sentences
         gone = sorted(set(known) - seen)
         with self._db:
             self._db.executemany(
@@ -303,22 +350,38 @@ class WorkspaceRagIndex:
             for relpath in gone:
                 self._delete_file(relpath)
         stats.removed = len(gone)
-        stats.chunks_embedded += self._embed_missing()
+        stats.sentences_embedded += self._add_missing_sentences()
+        embedded = self._embed_missing()
+        stats.chunks_embedded += embedded.chunks
+        stats.sentences_embedded += embedded.sentences
         self._collect_garbage()
         stats.chunks_total = self.chunk_count()
         return stats
 
     def _prepare(self, file: WorkspaceFile, text: str, content_hash: str) -> _PendingFile:
-        chunks = [
-            _Chunk(c.index, c.start, c.end, c.token_count, _text_hash(c.text), c.text)
-            for c in chunk_text(
-                text,
-                max_tokens=self.chunk_tokens,
-                overlap_tokens=self.chunk_overlap,
-                encoding=self.encoding,
+        chunks = []
+        for c in chunk_text(
+            text,
+            max_tokens=self.chunk_tokens,
+            overlap_tokens=self.chunk_overlap,
+            encoding=self.encoding,
+        ):
+            text_hash = _text_hash(c.text)
+            sentences = self._sentences(c.text, text_hash)
+            chunks.append(
+                _Chunk(c.index, c.start, c.end, c.token_count, text_hash, c.text, sentences)
             )
-        ]
         return _PendingFile(file.relpath, content_hash, file.size, file.mtime_ns, chunks)
+
+    def _sentences(self, chunk: str, chunk_hash: str) -> tuple[_Sentence, ...]:
+        if self.sentence_weight == 0:
+            return ()
+        found = split_sentences(chunk, encoding=self.encoding)
+        if len(found) == 1:
+            # The chunk is one sentence: its own vector serves (nothing more to embed).
+            only = found[0]
+            return (_Sentence(0, only.start, only.end, chunk_hash, chunk),)
+        return tuple(_Sentence(s.index, s.start, s.end, _text_hash(s.text), s.text) for s in found)
 
     def _have_vectors(self, hashes: Sequence[str]) -> set[str]:
         have: set[str] = set()
@@ -352,21 +415,31 @@ class WorkspaceRagIndex:
             )
         return rows
 
-    def _write_batch(self, batch: list[_PendingFile]) -> int:
+    def _write_batch(self, batch: list[_PendingFile]) -> tuple[int, int]:
+        """Store ``batch`` in one transaction; returns (chunks, sentences) newly embedded."""
         if not batch:
-            return 0
-        texts = {chunk.text_hash: chunk.text for f in batch for chunk in f.chunks}
-        have = self._have_vectors(sorted(texts))
+            return 0, 0
+        chunk_texts = {chunk.text_hash: chunk.text for f in batch for chunk in f.chunks}
+        sentence_texts = {
+            s.text_hash: s.text for f in batch for chunk in f.chunks for s in chunk.sentences
+        }
+        have = self._have_vectors(sorted(chunk_texts.keys() | sentence_texts.keys()))
         # Embed before opening the transaction: the slow part never holds the write lock.
-        rows = self._embed({h: t for h, t in texts.items() if h not in have})
+        rows = self._embed({h: t for h, t in chunk_texts.items() if h not in have})
+        embedded = {row[0] for row in rows}
+        sentence_rows = self._embed(
+            {h: t for h, t in sentence_texts.items() if h not in have and h not in embedded}
+        )
         with self._db:
-            self._db.executemany("INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)", rows)
+            self._db.executemany(
+                "INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)", rows + sentence_rows
+            )
             for pending in batch:
                 self._delete_file(pending.relpath)
-                self._db.executemany(
-                    'INSERT INTO rag_chunks(workspace, relpath, chunk_index, start, "end", '
-                    "token_count, text_hash, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
+                for c in pending.chunks:
+                    cursor = self._db.execute(
+                        'INSERT INTO rag_chunks(workspace, relpath, chunk_index, start, "end", '
+                        "token_count, text_hash, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             self.workspace_id,
                             pending.relpath,
@@ -376,10 +449,9 @@ class WorkspaceRagIndex:
                             c.token_count,
                             c.text_hash,
                             c.text,
-                        )
-                        for c in pending.chunks
-                    ],
-                )
+                        ),
+                    )
+                    self._insert_sentences(cursor.lastrowid, c.sentences)
                 self._db.execute(
                     "INSERT INTO rag_files VALUES (?, ?, ?, ?, ?)",
                     (
@@ -390,39 +462,100 @@ class WorkspaceRagIndex:
                         pending.mtime_ns,
                     ),
                 )
-        return len(rows)
+        return len(rows), len(sentence_rows)
+
+    def _insert_sentences(self, chunk_id: int | None, sentences: Sequence[_Sentence]) -> None:
+        self._db.executemany(
+            'INSERT INTO rag_sentences(chunk_id, sentence_index, start, "end", text_hash) '
+            "VALUES (?, ?, ?, ?, ?)",
+            [(chunk_id, s.index, s.start, s.end, s.text_hash) for s in sentences],
+        )
+
+    def _add_missing_sentences(self) -> int:
+        """Split the chunks that have no sentences yet (indexed before sentence vectors,
+        or with a sentence weight of 0) and embed them; returns sentences embedded."""
+        if self.sentence_weight == 0:
+            return 0
+        rows = self._db.execute(
+            "SELECT c.id, c.text, c.text_hash FROM rag_chunks c WHERE c.workspace = ? "
+            "AND NOT EXISTS "
+            "(SELECT 1 FROM rag_sentences s WHERE s.chunk_id = c.id) ORDER BY c.id",
+            (self.workspace_id,),
+        ).fetchall()
+        embedded = 0
+        for start in range(0, len(rows), _EMBED_BATCH):
+            part = [
+                (chunk_id, self._sentences(text, text_hash))
+                for chunk_id, text, text_hash in rows[start : start + _EMBED_BATCH]
+            ]
+            texts = {s.text_hash: s.text for _, sentences in part for s in sentences}
+            have = self._have_vectors(sorted(texts))
+            vectors = self._embed({h: t for h, t in texts.items() if h not in have})
+            with self._db:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)", vectors
+                )
+                for chunk_id, sentences in part:
+                    self._insert_sentences(chunk_id, sentences)
+            embedded += len(vectors)
+        return embedded
 
     def _delete_file(self, relpath: str) -> None:
         key = (self.workspace_id, relpath)
+        self._db.execute(
+            "DELETE FROM rag_sentences WHERE chunk_id IN "
+            "(SELECT id FROM rag_chunks WHERE workspace=? AND relpath=?)",
+            key,
+        )
         self._db.execute("DELETE FROM rag_chunks WHERE workspace=? AND relpath=?", key)
         self._db.execute("DELETE FROM rag_files WHERE workspace=? AND relpath=?", key)
 
-    def _embed_missing(self) -> int:
-        """Embed chunks with no vector from the current embedder (after a model switch)."""
-        rows = self._db.execute(
+    def _embed_missing(self) -> _Embedded:
+        """Embed chunks (and, when searched, sentences) with no vector from the current
+        embedder: after a model switch, or when a run was cut short."""
+        params = (self.embedder.name, self.embedder.dim, self.workspace_id)
+        chunk_rows = self._db.execute(
             "SELECT DISTINCT c.text_hash, c.text FROM rag_chunks c LEFT JOIN rag_embeddings e "
             "ON e.text_hash = c.text_hash AND e.embedder = ? AND e.dim = ? "
             "WHERE c.workspace = ? AND e.text_hash IS NULL",
-            (self.embedder.name, self.embedder.dim, self.workspace_id),
+            params,
         ).fetchall()
-        embedded = 0
+        sentence_rows = []
+        if self.sentence_weight != 0:
+            # substr counts characters, as the stored offsets do; it is 1-based.
+            sentence_rows = self._db.execute(
+                'SELECT DISTINCT s.text_hash, substr(c.text, s.start + 1, s."end" - s.start) '
+                "FROM rag_sentences s JOIN rag_chunks c ON c.id = s.chunk_id "
+                "LEFT JOIN rag_embeddings e "
+                "ON e.text_hash = s.text_hash AND e.embedder = ? AND e.dim = ? "
+                "WHERE c.workspace = ? AND e.text_hash IS NULL",
+                params,
+            ).fetchall()
+        chunk_hashes = {h for h, _ in chunk_rows}
+        rows = chunk_rows + [r for r in sentence_rows if r[0] not in chunk_hashes]
+        embedded = _Embedded()
         for start in range(0, len(rows), _EMBED_BATCH):
             vectors = self._embed(dict(rows[start : start + _EMBED_BATCH]))
             with self._db:
                 self._db.executemany(
                     "INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)", vectors
                 )
-            embedded += len(vectors)
+            for text_hash, *_ in vectors:
+                if text_hash in chunk_hashes:
+                    embedded.chunks += 1
+                else:
+                    embedded.sentences += 1
         return embedded
 
     def embed_missing(self) -> int:
-        """Give every chunk a vector from this index's embedder; returns how many were made.
+        """Give every chunk a vector from this index's embedder; returns how many chunk
+        vectors were made (sentences missing theirs are embedded too, not counted).
 
         ``kairox kb sync`` uses it to push a knowledge base's model even when the workspace
         searches with another: vectors of both models are kept side by side.
         """
         with self._exclusive(wait=True), self._lock:
-            return self._embed_missing()
+            return self._embed_missing().chunks
 
     def iter_chunk_vectors(self) -> Iterator[ChunkVector]:
         """Every chunk of this workspace with its vector from this index's embedder."""
@@ -444,7 +577,7 @@ class WorkspaceRagIndex:
         with self._db:
             self._db.execute(
                 "DELETE FROM rag_embeddings WHERE text_hash NOT IN "
-                "(SELECT text_hash FROM rag_chunks)"
+                "(SELECT text_hash FROM rag_chunks UNION SELECT text_hash FROM rag_sentences)"
             )
 
     # -- inspection -------------------------------------------------------------------
@@ -466,24 +599,43 @@ class WorkspaceRagIndex:
 
     # -- search ---------------------------------------------------------------------
 
-    def _matrix(self) -> tuple[np.ndarray, np.ndarray]:
-        """(chunk ids, vectors) of this workspace for the current embedder, cached."""
+    def _matrix(self) -> tuple[np.ndarray, np.ndarray, SentenceVectors | None]:
+        """(chunk ids, vectors, sentence vectors) of this workspace for the current
+        embedder, cached until the database changes."""
         # data_version changes when another connection commits; total_changes when we do.
         key = (self._db.execute("PRAGMA data_version").fetchone()[0], self._db.total_changes)
         if self._matrix_cache is not None and self._matrix_cache[0] == key:
-            return self._matrix_cache[1], self._matrix_cache[2]
+            return self._matrix_cache[1:]
+        params = (self.embedder.name, self.embedder.dim, self.workspace_id)
         rows = self._db.execute(
             "SELECT c.id, e.vector FROM rag_chunks c JOIN rag_embeddings e "
             "ON e.text_hash = c.text_hash AND e.embedder = ? AND e.dim = ? "
             "WHERE c.workspace = ? ORDER BY c.id",
-            (self.embedder.name, self.embedder.dim, self.workspace_id),
+            params,
         ).fetchall()
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(
             len(rows), self.embedder.dim
         )
-        self._matrix_cache = (key, ids, matrix)
-        return ids, matrix
+        sentences = None
+        if self.sentence_weight != 0 and len(ids):
+            found = self._db.execute(
+                "SELECT s.chunk_id, e.vector FROM rag_sentences s "
+                "JOIN rag_chunks c ON c.id = s.chunk_id JOIN rag_embeddings e "
+                "ON e.text_hash = s.text_hash AND e.embedder = ? AND e.dim = ? "
+                "WHERE c.workspace = ? ORDER BY s.chunk_id, s.sentence_index",
+                params,
+            ).fetchall()
+            chunk_ids = np.fromiter((r[0] for r in found), dtype=np.int64, count=len(found))
+            rows_of = np.searchsorted(ids, chunk_ids)
+            # A chunk whose own vector is missing is not searched; neither are its sentences.
+            keep = (rows_of < len(ids)) & (ids[np.minimum(rows_of, len(ids) - 1)] == chunk_ids)
+            vectors = np.frombuffer(b"".join(r[1] for r in found), dtype=np.float32).reshape(
+                len(found), self.embedder.dim
+            )
+            sentences = SentenceVectors(vectors[keep], rows_of[keep])
+        self._matrix_cache = (key, ids, matrix, sentences)
+        return ids, matrix, sentences
 
     def _hits(self, scored: Sequence[tuple[int, float]], source: str) -> list[Hit]:
         if not scored:
@@ -547,9 +699,10 @@ class WorkspaceRagIndex:
         *,
         source: str = "workspace",
     ) -> list[Hit]:
-        """Cosine similarity of one query vector against every chunk; the top ``k``."""
+        """Cosine similarity of one query vector against every chunk (blended with the
+        chunk's best sentence unless the sentence weight is 0); the top ``k``."""
         with self._lock:
-            ids, matrix = self._matrix()
+            ids, matrix, sentences = self._matrix()
             if len(ids) == 0:
                 return []
             if np.asarray(vector).shape[-1] != matrix.shape[1]:
@@ -571,7 +724,14 @@ class WorkspaceRagIndex:
                     dtype=np.int64,
                 )
                 mask = np.isin(ids, allowed)
-            rows, scores = top_k(matrix, np.asarray(vector), k, mask=mask)
+            rows, scores = top_k(
+                matrix,
+                np.asarray(vector),
+                k,
+                mask=mask,
+                sentences=sentences,
+                sentence_weight=self.sentence_weight,
+            )
             chosen = [(int(ids[r]), float(s)) for r, s in zip(rows, scores, strict=True)]
             return self._hits(chosen, source)
 

@@ -1,0 +1,44 @@
+"""The built-in ``workspace`` retrievers take their settings from ``[workspace]``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kairox.config import WorkspaceConfig
+from kairox.default_plugins.hashing_embedder import HashingEmbedder
+from kairox.default_plugins.workspace_rag import dense_retriever, lexical_retriever
+from kairox.registry import BuildContext
+from kairox.retrieval.vectors import SENTENCE_WEIGHT
+
+
+def context(tmp_path: Path, workspace: WorkspaceConfig | None) -> BuildContext:
+    return BuildContext(
+        workspace_root=tmp_path,
+        state_dir=tmp_path / "state",
+        base_dir=tmp_path,
+        embedding_backend=lambda name: HashingEmbedder(),
+        workspace=workspace,
+    )
+
+
+@pytest.mark.parametrize(
+    ("workspace", "expected"),
+    [
+        (None, (256, 32, SENTENCE_WEIGHT)),
+        (WorkspaceConfig(), (256, 32, SENTENCE_WEIGHT)),
+        (
+            WorkspaceConfig(chunk_tokens=64, chunk_overlap=8, sentence_weight=0),
+            (64, 8, 0),
+        ),
+    ],
+)
+def test_index_settings_come_from_the_workspace_table(tmp_path, workspace, expected) -> None:
+    for factory in (dense_retriever, lexical_retriever):
+        retriever = factory(context(tmp_path, workspace))
+        index = retriever.index
+        try:
+            assert (index.chunk_tokens, index.chunk_overlap, index.sentence_weight) == expected
+        finally:
+            index.close()

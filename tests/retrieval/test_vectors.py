@@ -1,0 +1,114 @@
+"""Exact vector search and sentence-aware scoring (``kairox.retrieval.vectors``)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from kairox.default_plugins.hashing_embedder import HashingEmbedder
+from kairox.retrieval import Query
+from kairox.retrieval.vectors import (
+    SENTENCE_WEIGHT,
+    SentenceVectors,
+    VectorSource,
+    passage_scores,
+    top_k,
+)
+
+
+def unit(*values: float) -> np.ndarray:
+    vector = np.asarray(values, dtype=np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+@pytest.fixture
+def passages() -> np.ndarray:
+    # Row 0 leans towards the query as a whole; row 1 does not, but one of its
+    # sentences says exactly what the query asks.
+    return np.stack([unit(0.8, 0.6, 0.0), unit(0.2, 0.0, 1.0), unit(0.0, 0.0, 1.0)])
+
+
+@pytest.fixture
+def sentences() -> SentenceVectors:
+    matrix = np.stack([unit(0.9, 0.4, 0.1), unit(0.0, 1.0, 0.0), unit(1.0, 0.0, 0.0)])
+    return SentenceVectors(matrix, np.array([0, 1, 1]))
+
+
+def test_best_sentence_per_row_and_nan_for_a_row_without_any(sentences) -> None:
+    query = unit(1.0, 0.0, 0.0)
+    best = sentences.best(query, rows=3)
+    assert best[0] == pytest.approx(unit(0.9, 0.4, 0.1) @ query)
+    assert best[1] == pytest.approx(1.0)
+    assert np.isnan(best[2])
+
+
+def test_owners_in_any_order_give_the_same_best(sentences) -> None:
+    shuffled = SentenceVectors(sentences.matrix[[2, 0, 1]], np.array([1, 0, 1]))
+    query = unit(0.3, 0.5, 0.2)
+    np.testing.assert_allclose(shuffled.best(query, 3), sentences.best(query, 3))
+
+
+def test_blend_weights_the_best_sentence_and_keeps_rows_without_sentences(
+    passages, sentences
+) -> None:
+    query = unit(1.0, 0.0, 0.0)
+    plain = passages @ query
+    blended = passage_scores(passages, query, sentences, 0.5)
+    best = sentences.best(query, 3)
+    assert blended[0] == pytest.approx(0.5 * plain[0] + 0.5 * best[0])
+    assert blended[1] == pytest.approx(0.5 * plain[1] + 0.5 * 1.0)
+    assert blended[2] == pytest.approx(plain[2])  # no sentences: its own cosine
+    np.testing.assert_allclose(passage_scores(passages, query, sentences, 0.0), plain)
+    np.testing.assert_allclose(passage_scores(passages, query, None), plain)
+
+
+def test_a_passage_with_the_asked_sentence_outranks_a_closer_whole(passages, sentences) -> None:
+    query = unit(1.0, 0.0, 0.0)
+    rows, _ = top_k(passages, query, 2)
+    assert rows.tolist() == [0, 1]
+    rows, scores = top_k(passages, query, 2, sentences=sentences, sentence_weight=1.0)
+    assert rows.tolist() == [1, 0]
+    assert scores[0] == pytest.approx(1.0)
+
+
+def test_mismatched_sentence_input_is_refused() -> None:
+    with pytest.raises(ValueError, match="2 sentence vectors but 1 owners"):
+        SentenceVectors(np.ones((2, 3), np.float32), np.array([0]))
+    with pytest.raises(ValueError, match="row positions"):
+        SentenceVectors(np.ones((1, 3), np.float32), np.array([-1]))
+    vectors = SentenceVectors(np.ones((1, 4), np.float32), np.array([0]))
+    with pytest.raises(ValueError, match="the sentence vectors have 4"):
+        passage_scores(np.ones((1, 3), np.float32), unit(1.0, 0.0, 0.0), vectors)
+
+
+@pytest.mark.parametrize("weight", [-0.1, 1.5, "0.5", True, float("nan")])
+def test_a_bad_sentence_weight_names_the_range(weight) -> None:
+    embedder = HashingEmbedder(16)
+    with pytest.raises(ValueError, match="sentence_weight must be a number from 0"):
+        VectorSource("v", embedder, ["a"], ["a"], embedder.embed(["a"]), sentence_weight=weight)
+
+
+def test_vector_source_finds_a_document_by_one_of_its_sentences() -> None:
+    embedder = HashingEmbedder(256)
+    texts = [
+        "Gardening tips. Tomatoes want sun. Water them every morning. Mulch keeps moisture.",
+        "Orbital mechanics of the rocket engine and its liquid oxygen kerosene burn.",
+    ]
+    sentences = [s for text in texts for s in text.split(". ")]
+    owners = [row for row, text in enumerate(texts) for _ in text.split(". ")]
+    source = VectorSource(
+        "dense",
+        embedder,
+        ["garden", "rocket"],
+        texts,
+        embedder.embed(texts),
+        sentences=SentenceVectors(embedder.embed(sentences), np.array(owners)),
+    )
+    assert source.sentence_weight == SENTENCE_WEIGHT
+    hits = asyncio.run(source.retrieve(Query("Tomatoes want sun", k=2)))
+    assert hits[0].id == "garden"
+    query_vector = embedder.embed(["Tomatoes want sun"])[0]
+    whole = float(source.matrix[0] @ (query_vector / np.linalg.norm(query_vector)))
+    assert hits[0].score == pytest.approx(0.5 * whole + 0.5 * 1.0, abs=1e-5)
