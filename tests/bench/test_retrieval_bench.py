@@ -31,7 +31,7 @@ from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.plugins import build_plugin_manager
 from kairox.registry import EmbeddingBackendSpec
 from kairox.retrieval import Hit, Query, ScoreKind, fuse
-from kairox.retrieval.fusion import DEFAULT_FUSION, FUSION_METHODS
+from kairox.retrieval.fusion import DEFAULT_FUSION, FUSION_METHODS, KIND_WEIGHTS
 from kairox.retrieval.vectors import SENTENCE_WEIGHT
 from kairox.testing import CORPUS, EXPECTED, registered_plugin
 from kairox.workspace.chunking import split_sentences
@@ -139,7 +139,10 @@ def test_dense_searches_sentence_aware_and_dense_doc_whole_documents(dataset, tm
         )
         dense, _, _ = bench.system("dense")
         whole, _, _ = bench.system("dense-doc")
-    sentences = sum(len(split_sentences(text)) for _, text in bench.dataset.corpus.values())
+    sentences = sum(
+        len(split_sentences(f"{title}\n{text}".strip()))
+        for title, text in bench.dataset.corpus.values()
+    )
     assert dense.sentences is not None and len(dense.sentences.matrix) == sentences
     assert dense.sentence_weight == SENTENCE_WEIGHT
     assert whole.sentences is None
@@ -447,20 +450,26 @@ def _hits(source, ids, scores):
     return [Hit(i, f"text of {i}", s, source) for i, s in zip(ids, scores, strict=True)]
 
 
-def test_convex_is_the_composite_default_and_weights_by_score_kind():
+def test_convex_is_the_composite_default_and_weights_by_score_kind(monkeypatch):
     assert DEFAULT_FUSION == "convex" and "rrf" in FUSION_METHODS
+    assert KIND_WEIGHTS[ScoreKind.COSINE] == KIND_WEIGHTS[ScoreKind.BM25] == 1.0  # train-tuned
     ranked = {
         "lex": _hits("lex", ["a", "b"], [12.0, 3.0]),
         "vec": _hits("vec", ["b", "a"], [0.9, 0.5]),
     }
     kinds = {"lex": ScoreKind.BM25, "vec": ScoreKind.COSINE}
+    # n = 2, so each list's last hit scores 1/2: a = 1 + 0.5, b = 0.5 + 1, a tie by id
+    even = fuse(ranked, method="convex", score_kinds=kinds)
+    assert [(h.id, h.score) for h in even] == [("a", 1.5), ("b", 1.5)]
+    monkeypatch.setitem(KIND_WEIGHTS, ScoreKind.COSINE, 0.8)
     fused = fuse(ranked, method="convex", score_kinds=kinds)
-    # n = 2, so each list's last hit scores 1/2: a = 1 + 0.8 * 0.5, b = 0.5 + 0.8 * 1
+    # a = 1 + 0.8 * 0.5, b = 0.5 + 0.8 * 1
     assert [h.id for h in fused] == ["a", "b"]
     assert [h.score for h in fused] == pytest.approx([1.4, 1.3])
-    # the same lists with both kinds lexical: a tie, broken by id
-    even = fuse(ranked, method="convex", score_kinds=dict.fromkeys(ranked, ScoreKind.BM25))
-    assert [h.score for h in even] == pytest.approx([1.5, 1.5])
+    # a source's own weight multiplies its kind's: the same as the kind weight 0.8 above
+    monkeypatch.setitem(KIND_WEIGHTS, ScoreKind.COSINE, 1.0)
+    weighted = fuse(ranked, method="convex", score_kinds=kinds, weights={"vec": 0.8})
+    assert [h.score for h in weighted] == pytest.approx([1.4, 1.3])
 
 
 def test_convex_counts_a_last_hit_above_a_missing_one_and_survives_nan():

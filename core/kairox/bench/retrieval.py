@@ -96,7 +96,7 @@ METRICS = ("ndcg@10", "recall@100", "mrr@10")
 HYBRIDS: dict[str, dict[str, Any]] = {
     "hybrid": {},
     "hybrid-rrf": {"fusion": "rrf"},
-    "hybrid-wrrf": {"fusion": "rrf", "rrf_k": 2, "weights": {"dense": 0.8}},
+    "hybrid-wrrf": {"fusion": "rrf", "rrf_k": 5, "weights": {"dense": 0.9}},
     "hybrid-minmax": {"fusion": "minmax"},
     "hybrid-dbsf": {"fusion": "dbsf"},
     "hybrid-title1": {"lexical": {"title_weight": 1.0}},
@@ -458,11 +458,12 @@ class Bench:
         matrix, seconds, cached = self._embeddings(backend, ids, texts, system)
         if system in WHOLE_DOCUMENT_ONLY:
             return VectorSource(system, backend, ids, texts, matrix), seconds, cached
-        # Sentences of the body only: the title is in the whole-document vector already.
+        # The sentences of the very text embedded whole, as the workspace index splits its
+        # chunks: a title of its own line is a sentence too.
         owners: list[int] = []
         sentence_keys: list[str] = []
         sentence_texts: list[str] = []
-        for row, (_, text) in enumerate(self.dataset.corpus.values()):
+        for row, text in enumerate(texts):
             for sentence in split_sentences(text):
                 owners.append(row)
                 sentence_keys.append(f"{ids[row]}:{sentence.start}")

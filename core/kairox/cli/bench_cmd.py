@@ -27,8 +27,9 @@ def bench() -> None:
     "--systems",
     default="sqlite-fts,hashing,peers",
     show_default=True,
-    help="Comma-separated: sqlite-fts, tantivy, rank_bm25, bm25s, dense (MiniLM), hashing, "
-    "hybrid, hybrid-rrf, hybrid-wrrf, hybrid-minmax, hybrid-dbsf, "
+    help="Comma-separated: sqlite-fts, tantivy, rank_bm25, bm25s, dense (MiniLM, "
+    "sentence-aware), dense-doc (MiniLM, whole documents), hashing, hybrid, hybrid-rrf, "
+    "hybrid-wrrf, hybrid-minmax, hybrid-dbsf, hybrid-title1, hybrid-doc, "
     "dense:<backend>; 'peers' = every installed peer, 'hybrids' = every hybrid.",
 )
 @click.option("--split", default="test", show_default=True)

@@ -18,12 +18,14 @@ Three methods, chosen by name:
     source's scores are min-max normalised over a range stretched one average gap below
     its last hit, so the last hit it returned still counts for something (a passage no
     source returned counts for nothing), and weighted by its :class:`ScoreKind`
-    (:data:`KIND_WEIGHTS`: lexical ``bm25`` 1.0, semantic ``cosine``/``distance`` 0.8)
-    times its own weight, then summed. A source whose scores are not all finite is
-    normalised by rank instead (its hit at rank r of n scores ``(n - r + 1) / n``), so one
-    odd source never fails the query. The kind weights were tuned on SciFact's train split
-    (``benchmarks/tune_hybrid.py``): on its test split, BM25 (FTS5) + all-MiniLM-L6-v2
-    fused this way reach a higher nDCG@10 than with ``rrf`` (``benchmarks/README.md``).
+    (:data:`KIND_WEIGHTS`) times its own weight, then summed. A source whose scores are
+    not all finite is normalised by rank instead (its hit at rank r of n scores
+    ``(n - r + 1) / n``), so one odd source never fails the query. The kind weights were
+    tuned on SciFact's train split (``benchmarks/tune_hybrid.py``): lexical and semantic
+    evidence count the same for Kairox's own sentence-aware dense sources (a dense source
+    that scores whole passages only did best at 0.8: give it ``weight = 0.8``). On the
+    test split, BM25 (FTS5) + all-MiniLM-L6-v2 fused this way reach a higher nDCG@10 than
+    with ``rrf`` (``benchmarks/README.md``).
 
 Passages returned by several sources merge into one :class:`FusedHit` that keeps every
 source's rank as provenance. The output never depends on the order in which sources are
@@ -56,11 +58,13 @@ FUSION_METHODS: tuple[str, ...] = ("rrf", "minmax", "dbsf", "convex")
 #: What ``CompositeWorkspaceRetriever`` and ``kairox search`` use unless told otherwise.
 DEFAULT_FUSION = "convex"
 #: ``convex``: how much a source of each score kind counts, before its own weight. Kinds
-#: not listed (and sources that declare none) count 1.0.
+#: not listed (and sources that declare none) count 1.0. Equal since sentence-aware dense
+#: search (tuned on SciFact train: semantic 1.0 beat 0.8 by 0.003 nDCG@10); kept per kind
+#: so that a kind can be re-weighted without touching every source's configuration.
 KIND_WEIGHTS: dict[ScoreKind, float] = {
     ScoreKind.BM25: 1.0,
-    ScoreKind.COSINE: 0.8,
-    ScoreKind.DISTANCE: 0.8,
+    ScoreKind.COSINE: 1.0,
+    ScoreKind.DISTANCE: 1.0,
     ScoreKind.PROBABILITY: 1.0,
 }
 #: Methods that read scores (and so need them finite).
