@@ -103,6 +103,7 @@ END""",
 # loses little work, large enough to batch the embedder well.
 FILES_PER_BATCH = 32
 _EMBED_BATCH = 256
+_INSERT_VECTORS = "INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)"
 NOT_INDEXED = "this workspace is not indexed yet: run `kairox index`"
 
 
@@ -431,9 +432,7 @@ class WorkspaceRagIndex:
             {h: t for h, t in sentence_texts.items() if h not in have and h not in embedded}
         )
         with self._db:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)", rows + sentence_rows
-            )
+            self._db.executemany(_INSERT_VECTORS, rows + sentence_rows)
             for pending in batch:
                 self._delete_file(pending.relpath)
                 for c in pending.chunks:
@@ -492,9 +491,7 @@ class WorkspaceRagIndex:
             have = self._have_vectors(sorted(texts))
             vectors = self._embed({h: t for h, t in texts.items() if h not in have})
             with self._db:
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)", vectors
-                )
+                self._db.executemany(_INSERT_VECTORS, vectors)
                 for chunk_id, sentences in part:
                     self._insert_sentences(chunk_id, sentences)
             embedded += len(vectors)
@@ -537,9 +534,7 @@ class WorkspaceRagIndex:
         for start in range(0, len(rows), _EMBED_BATCH):
             vectors = self._embed(dict(rows[start : start + _EMBED_BATCH]))
             with self._db:
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)", vectors
-                )
+                self._db.executemany(_INSERT_VECTORS, vectors)
             for text_hash, *_ in vectors:
                 if text_hash in chunk_hashes:
                     embedded.chunks += 1
