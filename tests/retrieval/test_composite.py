@@ -288,6 +288,78 @@ def test_retrieve_sync_does_not_wait_for_a_straggling_thread() -> None:
     assert blocker.finished.wait(5)  # and the thread ends cleanly on its own
 
 
+class BarrierSource(StaticSource):
+    """Blocks a worker thread until every source sharing ``barrier`` is blocked too, and
+    records which thread it ran on: the answer comes only if all ran at the same time."""
+
+    def __init__(self, name: str, barrier: threading.Barrier) -> None:
+        super().__init__(name, [f"{name}-hit"])
+        self.barrier = barrier
+        # Thread objects, not idents: an ended thread's ident can be handed out again.
+        self.threads: list[threading.Thread] = []
+
+    def _block(self) -> None:
+        self.threads.append(threading.current_thread())
+        self.barrier.wait(timeout=5)
+
+    async def retrieve(self, query: Query) -> list[Hit]:
+        await asyncio.to_thread(self._block)
+        return self.hits
+
+
+def test_retrieve_sync_gives_every_blocking_source_a_thread_and_keeps_them() -> None:
+    # More sources than the default executor's min(32, CPUs + 4) workers on a small host.
+    barrier = threading.Barrier(12)
+    sources = [BarrierSource(f"s{n}", barrier) for n in range(12)]
+    composite = CompositeWorkspaceRetriever(sources, default_timeout_ms=10_000)
+    try:
+        for _ in range(2):
+            barrier.reset()
+            result = composite.retrieve_sync(Query("q"))
+            assert {r.status for r in result.reports} == {SourceStatus.OK}
+            assert len(result.hits) == 10
+        first = {source.threads[0] for source in sources}
+        second = {source.threads[1] for source in sources}
+        assert len(first) == 12  # all at once, one thread each
+        assert second == first  # the second call reused the same threads
+    finally:
+        composite.close()
+
+
+class RecordingThreadBoundSource(ThreadBoundSource):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.threads: list[threading.Thread] = []
+
+    def _block(self) -> None:
+        self.threads.append(threading.current_thread())
+        super()._block()
+
+
+def test_after_a_timeout_retrieve_sync_starts_fresh_threads() -> None:
+    blocker = RecordingThreadBoundSource("blocking")
+    fast = BarrierSource("fast", threading.Barrier(1))
+    composite = CompositeWorkspaceRetriever([blocker, fast], timeouts_ms={"blocking": 50})
+    try:
+        composite.retrieve_sync(Query("q"))
+        blocker.release.set()
+        assert blocker.finished.wait(5)
+        composite.retrieve_sync(Query("q"))
+        composite.retrieve_sync(Query("q"))
+    finally:
+        blocker.release.set()
+        composite.close()
+
+    def pool(call: int) -> set[str]:
+        # Worker threads are named "kairox-retrieve-<pool number>_<worker number>".
+        return {t.name.rsplit("_", 1)[0] for t in (fast.threads[call], blocker.threads[call])}
+
+    # The pool the straggler held was let go; the next one was kept for the third call.
+    assert len(pool(0)) == len(pool(1)) == 1
+    assert pool(1) != pool(0)
+    assert pool(2) == pool(1)
+
+
 def test_retrieve_sync_refuses_to_run_inside_an_event_loop() -> None:
     composite = CompositeWorkspaceRetriever([StaticSource("A", ["x"])])
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import math
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +42,22 @@ class QueryEmbeddingError(RuntimeError):
     """The query could not be embedded, so the sources that need the vector cannot run."""
 
 
+_POOL_NUMBERS = itertools.count(1)
+
+
+class _ReusablePool(ThreadPoolExecutor):
+    """The worker threads :meth:`CompositeWorkspaceRetriever.retrieve_sync` keeps between
+    calls: closing an event loop shuts its default executor down, which must not end
+    these threads, so only :meth:`retire` does."""
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        pass  # the event loop closing; the pool outlives it
+
+    def retire(self) -> None:
+        """Let the threads go without waiting for them (one may be stuck in a source)."""
+        super().shutdown(wait=False, cancel_futures=True)
+
+
 @dataclass(frozen=True, slots=True)
 class _Outcome:
     """One source's report, plus its hits when it answered."""
@@ -68,6 +86,13 @@ class CompositeWorkspaceRetriever:
         Each retrieval reports them as ``skipped`` with that reason.
 
     Reports come in the order of ``sources``, then the skipped sources in the order given.
+
+    Sources that block (a synchronous client library in ``asyncio.to_thread``) run on
+    the event loop's default executor: :meth:`retrieve_sync` brings its own with a worker
+    per source; an ``async`` caller with many blocking sources should give its loop one
+    too (``loop.set_default_executor(ThreadPoolExecutor(2 * len(sources) + 1))``), as the
+    default of ``min(32, CPUs + 4)`` workers makes the surplus wait for a free thread.
+    :meth:`close` lets the kept threads go.
 
     :raises ValueError: for a duplicate source name (naming it), an unknown fusion method,
         a bad weight or timeout, or a weight/timeout for a name that is not configured.
@@ -117,6 +142,8 @@ class CompositeWorkspaceRetriever:
         self._fusion = fusion
         self._rrf_k = rrf_k
         self._candidates = candidates
+        self._pool: _ReusablePool | None = None
+        self._pool_lock = threading.Lock()
 
     @property
     def sources(self) -> tuple[WorkspaceRetriever, ...]:
@@ -172,12 +199,16 @@ class CompositeWorkspaceRetriever:
         return RetrievalResult(hits=hits, reports=reports)
 
     def retrieve_sync(self, query: Query) -> RetrievalResult:
-        """:meth:`retrieve` for synchronous callers (the CLI), on a private event loop.
+        """:meth:`retrieve` for synchronous callers (the CLI, a session turn), on a private
+        event loop.
 
-        Not ``asyncio.run``: on exit it joins the default thread pool, so one source that
-        ignored cancellation in a thread would hold the answer up until that thread ends.
-        Here the pool is let go without waiting; a straggling thread finishes on its own
-        and its result is dropped.
+        Sources that block run in worker threads kept from one call to the next (starting
+        a thread per source per call costs more than a fast local source's whole answer),
+        at least one per source so that none waits for another. Not ``asyncio.run``: on
+        exit it joins the thread pool, so one source that ignored cancellation in a thread
+        would hold the answer up until that thread ends. Here, after a call in which a
+        source timed out, the pool is let go without waiting (a straggling thread finishes
+        on its own and its result is dropped) and the next call starts a fresh one.
         """
         try:
             asyncio.get_running_loop()
@@ -185,11 +216,13 @@ class CompositeWorkspaceRetriever:
             pass  # no loop running in this thread: the normal, synchronous case
         else:
             raise RuntimeError("retrieve_sync() cannot run inside an event loop; await retrieve()")
+        pool = self._take_pool()
         loop = asyncio.new_event_loop()
-        executor = ThreadPoolExecutor(thread_name_prefix="kairox-retrieve")
-        loop.set_default_executor(executor)
+        loop.set_default_executor(pool)
+        result: RetrievalResult | None = None
         try:
-            return loop.run_until_complete(self.retrieve(query))
+            result = loop.run_until_complete(self.retrieve(query))
+            return result
         finally:
             try:
                 leftovers = [task for task in asyncio.all_tasks(loop) if not task.done()]
@@ -199,8 +232,39 @@ class CompositeWorkspaceRetriever:
                     loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
                 loop.run_until_complete(loop.shutdown_asyncgens())
             finally:
-                executor.shutdown(wait=False, cancel_futures=True)
                 loop.close()
+                stuck = result is None or any(
+                    report.status is SourceStatus.TIMEOUT for report in result.reports
+                )
+                self._give_back_pool(pool, retire=stuck)
+
+    def _take_pool(self) -> _ReusablePool:
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is None:
+            # One worker per source, one per query embedding, one spare.
+            workers = 2 * len(self._sources) + 1
+            # Numbered so a thread dump tells one pool's threads from a retired one's.
+            prefix = f"kairox-retrieve-{next(_POOL_NUMBERS)}"
+            pool = _ReusablePool(max_workers=workers, thread_name_prefix=prefix)
+        return pool
+
+    def _give_back_pool(self, pool: _ReusablePool, *, retire: bool) -> None:
+        if not retire:
+            with self._pool_lock:
+                if self._pool is None:
+                    self._pool = pool
+                    return
+        # A source may still hold one of its threads, or another call already returned
+        # a pool: this one is not kept.
+        pool.retire()
+
+    def close(self) -> None:
+        """Let the kept worker threads go (idle ones end at once; also done on exit)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.retire()
 
     def _start_embeddings(self, query: Query) -> dict[str, asyncio.Task[Any]]:
         """Start one query embedding per backend name that some source needs.

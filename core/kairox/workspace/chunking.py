@@ -256,23 +256,27 @@ def split_sentences(
         spans.append((prev_start, last_end, count(text[prev_start:last_end])))
 
     sentences: list[Chunk] = []
-    for start, end, tokens in spans:
+    pending = list(reversed(spans))  # a stack, so cut parts keep their order
+    while pending:
+        start, end, tokens = pending.pop()
         if tokens <= max_tokens:
             sentences.append(Chunk(len(sentences), text[start:end], start, end, tokens))
             continue
-        for part in chunk_text(
+        parts = chunk_text(
             text[start:end], max_tokens=max_tokens, overlap_tokens=0, encoding=encoding
-        ):
+        )
+        if len(parts) == 1 and parts[0].end - parts[0].start == end - start:
+            # Cannot be cut (one character over a tiny limit, as chunk_text documents).
+            sentences.append(Chunk(len(sentences), text[start:end], start, end, tokens))
+            continue
+        trimmed = []
+        for part in parts:
             # A cut can leave whitespace at a part's edge: trim it as for whole sentences.
+            # Trimming can change how the part tokenizes (" Kud" is one token, "Kud" two),
+            # so a trimmed part is checked against the limit again.
             lead = len(part.text) - len(part.text.lstrip())
-            trimmed = part.text.strip()
-            sentences.append(
-                Chunk(
-                    len(sentences),
-                    trimmed,
-                    start + part.start + lead,
-                    start + part.start + lead + len(trimmed),
-                    count(trimmed),
-                )
-            )
+            stripped = part.text.strip()
+            part_start = start + part.start + lead
+            trimmed.append((part_start, part_start + len(stripped), count(stripped)))
+        pending.extend(reversed(trimmed))
     return sentences
