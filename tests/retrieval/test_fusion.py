@@ -247,6 +247,38 @@ def test_same_normalised_text_merges() -> None:
     assert [p.source for p in fused[0].sources] == ["A", "B"]
 
 
+def test_text_that_folds_into_ascii_merges_with_its_ascii_copy() -> None:
+    # "ﬁ" (one character) folds into "fi".
+    ranked = {
+        "A": [span_hit("A", "a", "The \ufb01le was  SAVED", None)],
+        "B": [span_hit("B", "b", "the file was saved", None)],
+    }
+    assert len(fuse(ranked)) == 1
+
+
+def test_a_text_several_sources_return_is_hashed_once(monkeypatch) -> None:
+    from kairox.retrieval import fusion
+
+    calls: list[str] = []
+    original = fusion.text_fingerprint
+
+    def counting(text: str) -> str:
+        calls.append(text)
+        return original(text)
+
+    monkeypatch.setattr(fusion, "text_fingerprint", counting)
+    ranked = {
+        name: [
+            span_hit(name, f"{name}-1", "same passage", None),
+            span_hit(name, f"{name}-2", name, None),
+        ]
+        for name in ("A", "B", "C")
+    }
+    fused = fuse(ranked)
+    assert len(fused) == 4  # the shared passage once, and each source's own
+    assert sorted(calls) == ["A", "B", "C", "same passage"]
+
+
 def test_empty_text_never_merges_on_text() -> None:
     ranked = {"A": [span_hit("A", "a", "", None)], "B": [span_hit("B", "b", "  ", None)]}
     assert sorted(ids(fuse(ranked))) == ["a", "b"]

@@ -168,11 +168,14 @@ def fuse(
 
     # Work in source-name order from here on, so nothing depends on mapping order.
     lists: dict[str, list[_Entry]] = {}
+    # Sources often return the very same text (two views of one index, one corpus in
+    # several stores): hash each distinct text once, the costliest step of fusing.
+    fingerprints: dict[str, str] = {}
     for name in sorted(ranked):
         weight = float(weights.get(name, 1.0))
         if weight == 0:
             continue
-        lists[name] = _rank_source(name, ranked[name], weight)
+        lists[name] = _rank_source(name, ranked[name], weight, fingerprints)
 
     contribution = _contributions(lists, method, rrf_k, kinds)
     groups = _merge_duplicates(lists)
@@ -200,15 +203,23 @@ def fuse(
     return hits if limit is None else hits[:limit]
 
 
-def _rank_source(name: str, hits: Sequence[Hit], weight: float) -> list[_Entry]:
-    """Number one source's hits 1, 2, ... keeping only the first occurrence of each id."""
+def _rank_source(
+    name: str, hits: Sequence[Hit], weight: float, fingerprints: dict[str, str]
+) -> list[_Entry]:
+    """Number one source's hits 1, 2, ... keeping only the first occurrence of each id.
+
+    ``fingerprints`` memoises :func:`text_fingerprint` by text across the call.
+    """
     seen: set[str] = set()
     entries: list[_Entry] = []
     for hit in hits:
         if hit.id in seen:
             continue
         seen.add(hit.id)
-        entries.append(_Entry(name, len(entries) + 1, weight, hit, text_fingerprint(hit.text)))
+        fingerprint = fingerprints.get(hit.text)
+        if fingerprint is None:
+            fingerprint = fingerprints[hit.text] = text_fingerprint(hit.text)
+        entries.append(_Entry(name, len(entries) + 1, weight, hit, fingerprint))
     return entries
 
 
