@@ -45,26 +45,30 @@ class SentenceVectors:
     """Unit sentence vectors, each belonging to one row of a passage matrix.
 
     :param matrix: ``(sentences, dim)`` float32 rows, L2-normalised here.
-    :param owners: for each sentence, the row of the passage it comes from.
+    :param owners: for each sentence, the row of the passage it comes from. Sentences
+        grouped by owner (ascending) are searched without reordering them per query.
+    :param unit: the rows are unit length already (skips normalising a copy).
     """
 
     matrix: np.ndarray
     owners: np.ndarray
-    _order: np.ndarray = field(init=False, repr=False)
+    unit: bool = False
+    _order: np.ndarray | None = field(init=False, repr=False)  # None: grouped already
     _rows: np.ndarray = field(init=False, repr=False)
     _starts: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        matrix = normalise(self.matrix) if len(self.matrix) else np.asarray(self.matrix)
+        matrix = np.asarray(self.matrix, dtype=np.float32)
+        if len(matrix) and not self.unit:
+            matrix = normalise(matrix)
         owners = np.asarray(self.owners, dtype=np.int64).reshape(-1)
         if len(owners) != len(matrix):
             raise ValueError(f"{len(matrix)} sentence vectors but {len(owners)} owners")
         if len(owners) and owners.min() < 0:
             raise ValueError("sentence owners must be row positions (0 or more)")
-        # Owners come grouped already from every caller here; then no per-query reordering.
         grouped = bool(np.all(owners[1:] >= owners[:-1]))
-        order = np.arange(0) if grouped else np.argsort(owners, kind="stable")
-        rows, starts = np.unique(owners if grouped else owners[order], return_index=True)
+        order = None if grouped else np.argsort(owners, kind="stable")
+        rows, starts = np.unique(owners if order is None else owners[order], return_index=True)
         object.__setattr__(self, "matrix", matrix)
         object.__setattr__(self, "owners", owners)
         object.__setattr__(self, "_order", order)
@@ -81,7 +85,7 @@ class SentenceVectors:
                     f"vectors have {self.matrix.shape[1]}"
                 )
             scores = self.matrix @ unit_query
-            if len(self._order):
+            if self._order is not None:
                 scores = scores[self._order]
             inside = self._rows < rows
             best[self._rows[inside]] = np.maximum.reduceat(scores, self._starts)[inside]

@@ -614,11 +614,13 @@ class WorkspaceRagIndex:
         )
         sentences = None
         if self.sentence_weight != 0 and len(ids):
+            # No ORDER BY: SQLite would sort every vector blob in a temporary B-tree (most
+            # of the load time); numpy groups them by chunk below in one pass instead.
             found = self._db.execute(
                 "SELECT s.chunk_id, e.vector FROM rag_sentences s "
                 "JOIN rag_chunks c ON c.id = s.chunk_id JOIN rag_embeddings e "
                 "ON e.text_hash = s.text_hash AND e.embedder = ? AND e.dim = ? "
-                "WHERE c.workspace = ? ORDER BY s.chunk_id, s.sentence_index",
+                "WHERE c.workspace = ?",
                 params,
             ).fetchall()
             chunk_ids = np.fromiter((r[0] for r in found), dtype=np.int64, count=len(found))
@@ -628,7 +630,9 @@ class WorkspaceRagIndex:
             vectors = np.frombuffer(b"".join(r[1] for r in found), dtype=np.float32).reshape(
                 len(found), self.embedder.dim
             )
-            sentences = SentenceVectors(vectors[keep], rows_of[keep])
+            order = np.flatnonzero(keep)[np.argsort(rows_of[keep], kind="stable")]
+            # Stored vectors are unit length already (_embed normalises them).
+            sentences = SentenceVectors(vectors[order], rows_of[order], unit=True)
         self._matrix_cache = (key, ids, matrix, sentences)
         return ids, matrix, sentences
 
