@@ -3,19 +3,21 @@
 Documents live in a plain table; an external-content FTS5 table (``porter unicode61``)
 indexes their title and body and is kept in step by triggers, so add/update/delete by id
 is one statement on the documents table. FTS5's ``bm25()`` is *lower is better*; hits
-carry its negation so that, like every Kairox score, higher is better.
+carry its negation so that, like every Kairox score, higher is better. Files are opened
+through :mod:`kairox.retrieval.sqlite_engine` (apsw), so that several indexes searched in
+parallel threads really run in parallel.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import apsw
 from pydantic import Field
 
 from kairox import hookimpl
@@ -24,6 +26,7 @@ from kairox.errors import KairoxError
 from kairox.registry import BuildContext, KnowledgeBaseKind
 from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind
 from kairox.retrieval.fts5 import match_expression
+from kairox.retrieval.sqlite_engine import connect
 
 _SCHEMA_VERSION = 1
 #: bm25 weight of a title match against a body match (tuned on SciFact train).
@@ -97,19 +100,25 @@ class SqliteFtsIndex:
         # serialises use of it (SQLite would serialise the writes anyway).
         self._lock = threading.Lock()
         try:
-            self._db = sqlite3.connect(self.path, check_same_thread=False)
+            self._db = connect(self.path, create=create)
+        except apsw.Error as exc:
+            raise SqliteFtsError(f"cannot open the index file {self.path}: {exc}") from exc
+        try:
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA busy_timeout=5000")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version > _SCHEMA_VERSION:
                 raise SqliteFtsError(
                     f"{self.path} was written by a newer Kairox (schema {version}); upgrade kairox"
                 )
             with self._db:
-                self._db.executescript(_SCHEMA)
+                self._db.execute(_SCHEMA)
                 self._db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
-        except sqlite3.DatabaseError as exc:
+        except apsw.Error as exc:
+            self._db.close()
             raise SqliteFtsError(f"{self.path} is not a readable SQLite FTS index: {exc}") from exc
+        except SqliteFtsError:
+            self._db.close()
+            raise
 
     def close(self) -> None:
         with self._lock:
@@ -143,9 +152,12 @@ class SqliteFtsIndex:
             return dict(self._db.execute("SELECT id, fingerprint FROM documents"))
 
     def delete(self, ids: Iterable[str]) -> int:
+        deleted = 0
         with self._lock, self._db:
-            cursor = self._db.executemany("DELETE FROM documents WHERE id = ?", [(i,) for i in ids])
-        return cursor.rowcount
+            for doc_id in ids:
+                self._db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+                deleted += self._db.changes()  # the row itself, not the trigger's FTS rows
+        return deleted
 
     def count(self) -> int:
         with self._lock:
@@ -186,13 +198,18 @@ class SqliteFtsIndex:
                 rows = self._db.execute(
                     sql, [title_weight, body_weight, expression, *params, k]
                 ).fetchall()
-        except sqlite3.OperationalError as exc:
+        except apsw.SQLError as exc:
             if "fts5" not in str(exc):
                 raise
             # Every term is quoted, so this should not happen; if FTS5 still objects,
             # say so plainly rather than leaking the engine's parser error.
             raise QueryError(f"SQLite FTS5 could not run the query {text!r}: {exc}") from exc
-        return [(i, t, b, u, json.loads(m), -rank) for i, t, b, u, m, rank in rows]
+        return [(i, t, b, u, _metadata(m), -rank) for i, t, b, u, m, rank in rows]
+
+
+def _metadata(stored: str) -> dict[str, Any]:
+    # Most documents carry none; skipping the parser for them is measurable per query.
+    return {} if stored == "{}" else json.loads(stored)
 
 
 class SqliteFtsConfig(KnowledgeBaseConfig):

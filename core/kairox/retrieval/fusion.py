@@ -38,8 +38,6 @@ import hashlib
 import math
 import statistics
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from kairox.retrieval.model import FusedHit, Hit, Provenance, ScoreKind
 
@@ -82,17 +80,6 @@ def text_fingerprint(text: str) -> str:
     """
     normalised = " ".join(text.casefold().split())
     return hashlib.sha256(normalised.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    """One hit in one source's list, after duplicate ids within that source were dropped."""
-
-    source: str
-    rank: int
-    weight: float
-    hit: Hit
-    fingerprint: str
 
 
 def check_method(method: str) -> None:
@@ -166,101 +153,142 @@ def fuse(
         raise ValueError(f"limit must be >= 0 or None, got {limit}")
     kinds = score_kinds or {}
 
-    # Work in source-name order from here on, so nothing depends on mapping order.
-    lists: dict[str, list[_Entry]] = {}
-    # Sources often return the very same text (two views of one index, one corpus in
-    # several stores): hash each distinct text once, the costliest step of fusing.
-    fingerprints: dict[str, str] = {}
-    for name in sorted(ranked):
+    # One entry per (source, hit), in parallel lists ordered by source name, then rank:
+    # fusing runs on every retrieval, and building an object per hit costs more than
+    # everything else it does.
+    entries = _Entries()
+    for name in sorted(ranked):  # source-name order: nothing depends on mapping order
         weight = float(weights.get(name, 1.0))
-        if weight == 0:
-            continue
-        lists[name] = _rank_source(name, ranked[name], weight, fingerprints)
+        if weight != 0:
+            entries.add_source(name, ranked[name], weight, method, rrf_k, kinds.get(name))
 
-    contribution = _contributions(lists, method, rrf_k, kinds)
-    groups = _merge_duplicates(lists)
+    ordered: list[tuple[float, str, str, str, str, list[int], int]] = []
+    for group in _merge_duplicates(entries):
+        best = _best_per_source(group, entries.sources)
+        # A passage one source returned (the usual case) needs no summing.
+        values = entries.values
+        score = values[best[0]] if len(best) == 1 else math.fsum(values[i] for i in best)
+        survivor = entries.survivor(best)
+        hit = entries.hits[survivor]
+        fingerprint, source = entries.fingerprints[survivor], entries.sources[survivor]
+        ordered.append((-score, hit.id, fingerprint, source, hit.uri or "", best, survivor))
+    ordered.sort(key=lambda row: row[:5])
+    if limit is not None:
+        ordered = ordered[:limit]
+    # Only the hits returned become FusedHits.
+    return [entries.fused_hit(best, survivor, -neg) for neg, *_, best, survivor in ordered]
 
-    fused: list[tuple[tuple[Any, ...], FusedHit]] = []
-    for group in groups:
-        best_per_source = _best_per_source(group)
-        survivor = min(best_per_source, key=lambda e: (e.rank, -e.weight, e.source))
-        score = math.fsum(contribution[(e.source, e.rank)] for e in best_per_source)
-        hit = FusedHit(
-            id=survivor.hit.id,
-            text=survivor.hit.text,
+
+class _Entries:
+    """Every hit being fused, source by source, as parallel lists indexed alike."""
+
+    __slots__ = (
+        "_memo",
+        "fingerprints",
+        "hits",
+        "mergeable",
+        "ranks",
+        "sources",
+        "values",
+        "weights",
+    )
+
+    def __init__(self) -> None:
+        self.sources: list[str] = []
+        self.ranks: list[int] = []
+        self.weights: list[float] = []
+        self.hits: list[Hit] = []
+        #: text_fingerprint of each hit's text.
+        self.fingerprints: list[str] = []
+        #: whether the text may merge hits (blank text may not).
+        self.mergeable: list[bool] = []
+        #: what each entry adds to its passage's fused score, weight included.
+        self.values: list[float] = []
+        # Sources often return the very same text (two views of one index, one corpus in
+        # several stores): each distinct text is hashed once per call.
+        self._memo: dict[str, tuple[str, bool]] = {}
+
+    def add_source(
+        self,
+        name: str,
+        hits: Sequence[Hit],
+        weight: float,
+        method: str,
+        rrf_k: int,
+        kind: ScoreKind | None,
+    ) -> None:
+        """Append one source's hits ranked 1, 2, ... keeping the first copy of each id."""
+        seen: set[str] = set()
+        kept: list[Hit] = []
+        memo = self._memo
+        for hit in hits:
+            if hit.id in seen:
+                continue
+            seen.add(hit.id)
+            kept.append(hit)
+            known = memo.get(hit.text)
+            if known is None:
+                # Empty text says nothing about which passage it is; never merge on it.
+                known = memo[hit.text] = (text_fingerprint(hit.text), bool(hit.text.strip()))
+            self.fingerprints.append(known[0])
+            self.mergeable.append(known[1])
+        count = len(kept)
+        self.sources.extend([name] * count)
+        self.ranks.extend(range(1, count + 1))
+        self.weights.extend([weight] * count)
+        self.hits.extend(kept)
+        if count:
+            self.values.extend(_contributions(name, kept, weight, method, rrf_k, kind))
+
+    def survivor(self, best: Sequence[int]) -> int:
+        """The copy a merged passage keeps: lowest rank, then higher weight, then name."""
+        return min(best, key=lambda i: (self.ranks[i], -self.weights[i], self.sources[i]))
+
+    def fused_hit(self, best: Sequence[int], survivor: int, score: float) -> FusedHit:
+        """The merged hit for one passage, from each source's best entry for it."""
+        hit = self.hits[survivor]
+        return FusedHit(
+            id=hit.id,
+            text=hit.text,
             score=score,
-            uri=survivor.hit.uri,
-            metadata=survivor.hit.metadata,
+            uri=hit.uri,
+            metadata=hit.metadata,
             sources=tuple(
-                Provenance(source=e.source, rank=e.rank, score=e.hit.score) for e in best_per_source
+                Provenance(source=self.sources[i], rank=self.ranks[i], score=self.hits[i].score)
+                for i in best
             ),
         )
-        sort_key = (-score, hit.id, survivor.fingerprint, survivor.source, hit.uri or "")
-        fused.append((sort_key, hit))
-
-    fused.sort(key=lambda pair: pair[0])
-    hits = [hit for _, hit in fused]
-    return hits if limit is None else hits[:limit]
-
-
-def _rank_source(
-    name: str, hits: Sequence[Hit], weight: float, fingerprints: dict[str, str]
-) -> list[_Entry]:
-    """Number one source's hits 1, 2, ... keeping only the first occurrence of each id.
-
-    ``fingerprints`` memoises :func:`text_fingerprint` by text across the call.
-    """
-    seen: set[str] = set()
-    entries: list[_Entry] = []
-    for hit in hits:
-        if hit.id in seen:
-            continue
-        seen.add(hit.id)
-        fingerprint = fingerprints.get(hit.text)
-        if fingerprint is None:
-            fingerprint = fingerprints[hit.text] = text_fingerprint(hit.text)
-        entries.append(_Entry(name, len(entries) + 1, weight, hit, fingerprint))
-    return entries
 
 
 def _contributions(
-    lists: Mapping[str, list[_Entry]],
+    name: str,
+    hits: Sequence[Hit],
+    weight: float,
     method: str,
     rrf_k: int,
-    kinds: Mapping[str, ScoreKind],
-) -> dict[tuple[str, int], float]:
-    """What each (source, rank) adds to its passage's fused score, weight included."""
-    out: dict[tuple[str, int], float] = {}
-    for name, entries in lists.items():
-        if not entries:
-            continue
-        weight = entries[0].weight
-        if method == "rrf":
-            values = [1.0 / (rrf_k + e.rank) for e in entries]
-        elif method == "convex":
-            weight *= KIND_WEIGHTS.get(kinds.get(name), 1.0)  # type: ignore[arg-type]
-            scores = [float(e.hit.score) for e in entries]
-            if not all(math.isfinite(s) for s in scores):
-                # Unreadable scores: fall back on the order the source gave.
-                values = _stretched_minmax([float(-e.rank) for e in entries])
-            elif kinds.get(name) == ScoreKind.PROBABILITY:
-                values = scores
-            else:
-                values = _stretched_minmax(scores)
+    kind: ScoreKind | None,
+) -> list[float]:
+    """What each of one source's hits (rank 1 first) adds to its passage's fused score."""
+    if method == "rrf":
+        return [weight / (rrf_k + rank) for rank in range(1, len(hits) + 1)]
+    scores = [float(hit.score) for hit in hits]
+    if method == "convex":
+        weight *= KIND_WEIGHTS.get(kind, 1.0)  # type: ignore[arg-type]
+        if not all(math.isfinite(s) for s in scores):
+            # Unreadable scores: fall back on the order the source gave.
+            values = _stretched_minmax([float(-rank) for rank in range(1, len(hits) + 1)])
+        elif kind == ScoreKind.PROBABILITY:
+            values = scores
         else:
-            scores = [float(e.hit.score) for e in entries]
-            bad = [e.hit.id for e, s in zip(entries, scores, strict=True) if not math.isfinite(s)]
-            if bad:
-                raise ValueError(f"source {name!r} gave non-finite scores for ids {bad}")
-            if kinds.get(name) == ScoreKind.PROBABILITY:
-                # Calibrated already: rescaling would erase the difference between a
-                # source that is sure (0.95) and one that is guessing (0.2).
-                values = scores
-            else:
-                values = _NORMALISERS[method](scores)
-        for entry, value in zip(entries, values, strict=True):
-            out[(name, entry.rank)] = weight * value
-    return out
+            values = _stretched_minmax(scores)
+    else:
+        bad = [hit.id for hit, s in zip(hits, scores, strict=True) if not math.isfinite(s)]
+        if bad:
+            raise ValueError(f"source {name!r} gave non-finite scores for ids {bad}")
+        # PROBABILITY is calibrated already: rescaling would erase the difference
+        # between a source that is sure (0.95) and one that is guessing (0.2).
+        values = scores if kind == ScoreKind.PROBABILITY else _NORMALISERS[method](scores)
+    return [weight * value for value in values]
 
 
 def _minmax(scores: Sequence[float]) -> list[float]:
@@ -301,36 +329,30 @@ def _dbsf(scores: Sequence[float]) -> list[float]:
 _NORMALISERS: dict[str, _Normaliser] = {"minmax": _minmax, "dbsf": _dbsf}
 
 
-def _passage_keys(entry: _Entry) -> list[Hashable]:
-    """The keys under which two entries count as the same passage."""
-    keys: list[Hashable] = []
-    hit = entry.hit
-    if hit.uri is not None:
-        start, end = hit.metadata.get("start"), hit.metadata.get("end")
-        span = (start, end) if start is not None and end is not None else None
-        try:
-            key: Hashable = ("uri", hit.uri, span)
-            hash(key)
-        except TypeError:
-            # A span made of unhashable values (a list from JSON): compare by repr.
-            key = ("uri", hit.uri, repr(span))
-        keys.append(key)
-    # Empty text says nothing about which passage it is; never merge on it.
-    if hit.text.strip():
-        keys.append(("text", entry.fingerprint))
-    return keys
+def _uri_key(hit: Hit) -> Hashable:
+    """The key under which two hits with a uri count as the same passage: uri and span."""
+    start, end = hit.metadata.get("start"), hit.metadata.get("end")
+    span = (start, end) if start is not None and end is not None else None
+    key: Hashable = ("uri", hit.uri, span)
+    try:
+        hash(key)
+    except TypeError:
+        # A span made of unhashable values (a list from JSON): compare by repr.
+        key = ("uri", hit.uri, repr(span))
+    return key
 
 
-def _merge_duplicates(lists: Mapping[str, list[_Entry]]) -> list[list[_Entry]]:
+def _merge_duplicates(entries: _Entries) -> list[list[int]]:
     """Group entries that are the same passage (union-find over shared keys).
 
     A key only links entries when it is shared by at least two *different* sources: the
     rule is about the same passage reaching us twice. Within one source, two ids with the
     same uri and no span are usually two chunks of one file (Bedrock does this), and must
-    stay apart unless another source ties them together.
+    stay apart unless another source ties them together. Each group lists its entries in
+    entry order (source name, then rank).
     """
-    entries = [entry for name in sorted(lists) for entry in lists[name]]
-    parent = list(range(len(entries)))
+    sources = entries.sources
+    parent = list(range(len(sources)))
 
     def find(i: int) -> int:
         while parent[i] != i:
@@ -338,32 +360,54 @@ def _merge_duplicates(lists: Mapping[str, list[_Entry]]) -> list[list[_Entry]]:
             i = parent[i]
         return i
 
-    by_key: dict[Hashable, list[int]] = {}
-    for index, entry in enumerate(entries):
-        for key in _passage_keys(entry):
-            by_key.setdefault(key, []).append(index)
-    for members in by_key.values():
-        if len({entries[i].source for i in members}) < 2:
-            continue
-        root = find(members[0])
-        for other in members[1:]:
-            other_root = find(other)
-            if other_root != root:
-                # Always keep the smaller index as root so grouping is order-stable.
-                root, other_root = min(root, other_root), max(root, other_root)
-                parent[other_root] = root
+    def union(i: int, j: int) -> None:
+        i, j = find(i), find(j)
+        if i != j:
+            # Always keep the smaller index as root so grouping is order-stable.
+            parent[max(i, j)] = min(i, j)
 
-    groups: dict[int, list[_Entry]] = {}
-    for index, entry in enumerate(entries):
-        groups.setdefault(find(index), []).append(entry)
+    # A key seen only in one source so far keeps its entries pending; once a second
+    # source shares it, they are all linked and the key remembers one of them.
+    pending: dict[Hashable, list[int]] = {}
+    linked: dict[Hashable, int] = {}
+    for index, hit in enumerate(entries.hits):
+        keys: list[Hashable] = []
+        if hit.uri is not None:
+            keys.append(_uri_key(hit))
+        if entries.mergeable[index]:
+            keys.append(entries.fingerprints[index])
+        for key in keys:
+            anchor = linked.get(key)
+            if anchor is not None:
+                union(anchor, index)
+                continue
+            members = pending.get(key)
+            if members is None:
+                pending[key] = [index]
+            elif sources[members[0]] == sources[index]:
+                members.append(index)
+            else:
+                for member in members:
+                    union(member, index)
+                linked[key] = index
+                del pending[key]
+
+    groups: dict[int, list[int]] = {}
+    for index in range(len(sources)):
+        groups.setdefault(find(index), []).append(index)
     return list(groups.values())
 
 
-def _best_per_source(group: Sequence[_Entry]) -> list[_Entry]:
-    """One entry per source (its best rank), sorted by source name."""
-    best: dict[str, _Entry] = {}
-    for entry in group:
-        current = best.get(entry.source)
-        if current is None or entry.rank < current.rank:
-            best[entry.source] = entry
-    return [best[name] for name in sorted(best)]
+def _best_per_source(group: Sequence[int], sources: Sequence[str]) -> list[int]:
+    """One entry per source, its best rank, sorted by source name.
+
+    Entries are ordered by source name and then rank, so a source's first entry in the
+    group is its best.
+    """
+    best: list[int] = []
+    last = None
+    for index in group:
+        if sources[index] != last:
+            best.append(index)
+            last = sources[index]
+    return best

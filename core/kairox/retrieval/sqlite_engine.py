@@ -1,0 +1,66 @@
+"""SQLite connections for search indexes that several threads query at the same time.
+
+Kairox's SQLite knowledge bases open their files through :func:`connect`, on apsw (which
+carries its own, current SQLite) rather than the standard library's ``sqlite3``, because
+of one process-wide setting. By default SQLite keeps memory statistics for the whole
+process, and the mutex that guards them is taken by every allocation of every
+connection. Queries that the composite retriever runs in parallel threads then take
+turns on that mutex: two FTS5 readers on two cores took 2.2x the time of one, slower than
+asking them one after the other; with the statistics off they took 1.0x. The setting can
+only change while SQLite is not initialised. The standard library's module initialises
+its SQLite on import, and that copy is shared with everything else in the process; apsw's
+copy is private to apsw, so switching it there touches no one else.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import apsw
+
+__all__ = ["connect", "parallel_readers"]
+
+_lock = threading.Lock()
+_configured: bool | None = None
+
+
+def parallel_readers() -> bool:
+    """Switch apsw's SQLite memory statistics off, once per process, if still possible.
+
+    Returns whether they are off. They stay on (and connections still work, only without
+    running in parallel) when another part of the process already holds an apsw
+    connection: re-initialising SQLite under an open connection is not allowed.
+    """
+    global _configured
+    with _lock:
+        if _configured is None:
+            _configured = _switch_statistics_off()
+        return _configured
+
+
+def _switch_statistics_off() -> bool:
+    if apsw.connections():
+        return False  # someone else's apsw connection is open: leave SQLite as it is
+    try:
+        apsw.shutdown()
+        apsw.config(apsw.SQLITE_CONFIG_MEMSTATUS, 0)
+    except apsw.Error:
+        return False
+    finally:
+        apsw.initialize()
+    return True
+
+
+def connect(path: Path | str, *, create: bool = False) -> apsw.Connection:
+    """Open ``path`` read-write (creating it when ``create``), with a 5 s busy timeout.
+
+    :raises apsw.CantOpenError: when the file does not exist and ``create`` is false, or
+        cannot be opened.
+    """
+    parallel_readers()
+    flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
+    connection = apsw.Connection(str(path), flags=flags)
+    # Another process (kairox kb ingest) may be writing: wait for it rather than fail.
+    connection.set_busy_timeout(5000)
+    return connection
