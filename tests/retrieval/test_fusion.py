@@ -415,3 +415,16 @@ def test_ids_are_unique_best_first_and_limited(inputs, limit) -> None:
     limited = fuse(ranked, method=method, weights=weights, limit=limit)
     assert len(limited) <= limit
     assert limited == full[:limit]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    text=st.text(
+        alphabet=st.sampled_from(list("aZ .,\n\t\r\x0b\x0c\x1c\x1f\x85\xa0\u2028É\ufb01ß")),
+        max_size=30,
+    )
+)
+def test_the_fast_normalisation_matches_splitting_into_words(text: str) -> None:
+    from kairox.retrieval.fusion import _normalise
+
+    assert _normalise(text) == " ".join(text.casefold().split())

@@ -167,15 +167,30 @@ class CompositeWorkspaceRetriever:
         """
         depth = self._candidates or max(query.k, 20)
         embeddings = self._start_embeddings(query)
-        try:
-            outcomes = await asyncio.gather(
-                *(self._ask(source, query, depth, embeddings) for source in self._sources)
+        # Every source that needs no query vector gets this same request.
+        asked = dataclasses.replace(query, k=depth)
+        started = time.perf_counter()
+        answered_at: dict[str, float] = {}
+        tasks: list[asyncio.Task[list[Hit]]] = []
+        for source in self._sources:
+            task = asyncio.create_task(
+                self._call(source, asked, embeddings, answered_at),
+                name=f"kairox-source-{source.name}",
             )
+            # A source past its deadline is cancelled and its outcome never read.
+            task.add_done_callback(_consume_outcome)
+            tasks.append(task)
+        try:
+            await self._wait(tasks, started)
         finally:
-            # Nobody is waiting for these any more (every source that needed one has
-            # answered or timed out). A backend busy in a thread finishes on its own.
-            for task in embeddings.values():
+            # Past every deadline, or the caller gave up: nobody waits for these any
+            # more. A source (or an embedding) busy in a thread finishes on its own.
+            for task in [*tasks, *embeddings.values()]:
                 task.cancel()
+        outcomes = [
+            self._outcome(source, task, depth, answered_at.get(source.name), started)
+            for source, task in zip(self._sources, tasks, strict=True)
+        ]
 
         reports = [outcome.report for outcome in outcomes]
         reports += [
@@ -292,75 +307,79 @@ class CompositeWorkspaceRetriever:
             tasks[name] = task
         return tasks
 
-    async def _ask(
+    async def _wait(self, tasks: Sequence[asyncio.Task[list[Hit]]], started: float) -> None:
+        """Wait until every source has answered or its deadline has passed.
+
+        One wait per distinct deadline rather than one per source: sources usually share
+        the default deadline, and per-source waiting costs more than a local source's
+        whole answer.
+        """
+        deadlines = sorted({self.timeout_ms(source.name) for source in self._sources})
+        for deadline_ms in deadlines:
+            pending = [task for task in tasks if not task.done()]
+            if not pending:
+                return
+            remaining = started + deadline_ms / 1000 - time.perf_counter()
+            if remaining > 0:
+                # asyncio.wait, not wait_for: wait_for would wait for a cancelled task to
+                # finish, and a source blocked in a thread cannot finish early.
+                await asyncio.wait(pending, timeout=remaining)
+
+    def _outcome(
         self,
         source: WorkspaceRetriever,
-        query: Query,
+        task: asyncio.Task[list[Hit]],
         depth: int,
-        embeddings: Mapping[str, asyncio.Task[Any]],
+        answered_at: float | None,
+        started: float,
     ) -> _Outcome:
-        """Run one source under its deadline and turn whatever happens into a report."""
+        """Turn whatever happened to one source into its report (and hits)."""
         name = source.name
-        timeout_ms = self.timeout_ms(name)
-        started = time.perf_counter()
-        task = asyncio.create_task(
-            self._call(source, query, depth, embeddings), name=f"kairox-source-{name}"
-        )
-        task.add_done_callback(_consume_outcome)
-        try:
-            # asyncio.wait, not wait_for: wait_for would wait for the cancelled task to
-            # finish, and a source blocked in a thread cannot finish early.
-            done, _ = await asyncio.wait({task}, timeout=timeout_ms / 1000)
-        except asyncio.CancelledError:
-            task.cancel()
-            raise
-        latency_ms = (time.perf_counter() - started) * 1000
-
-        if not done:
-            task.cancel()
-            return _Outcome(
-                SourceReport(
-                    name,
-                    SourceStatus.TIMEOUT,
-                    latency_ms,
-                    error=f"no answer within {timeout_ms} ms",
-                ),
-                [],
-            )
+        if answered_at is None or not task.done():
+            latency_ms = (time.perf_counter() - started) * 1000
+            error = f"no answer within {self.timeout_ms(name)} ms"
+            return _Outcome(SourceReport(name, SourceStatus.TIMEOUT, latency_ms, error=error), [])
+        latency_ms = (answered_at - started) * 1000
         if task.cancelled():
-            # Nothing here cancelled it, so the source cancelled itself.
+            # Cancelled before its deadline and not by us: the source cancelled itself.
             error = "CancelledError: the source cancelled its own retrieval"
             return _Outcome(SourceReport(name, SourceStatus.ERROR, latency_ms, error=error), [])
         exc = task.exception()
-        if exc is not None:
-            error = f"{type(exc).__name__}: {exc}"
-            return _Outcome(SourceReport(name, SourceStatus.ERROR, latency_ms, error=error), [])
-        hits = task.result()
-        return _Outcome(SourceReport(name, SourceStatus.OK, latency_ms, len(hits)), hits)
+        if exc is None:
+            try:
+                hits = self._checked(task.result(), depth)
+            except (TypeError, ValueError) as bad:
+                exc = bad
+            else:
+                return _Outcome(SourceReport(name, SourceStatus.OK, latency_ms, len(hits)), hits)
+        error = f"{type(exc).__name__}: {exc}"
+        return _Outcome(SourceReport(name, SourceStatus.ERROR, latency_ms, error=error), [])
 
     async def _call(
         self,
         source: WorkspaceRetriever,
         query: Query,
-        depth: int,
         embeddings: Mapping[str, asyncio.Task[Any]],
-    ) -> list[Hit]:
-        """Wait for this source's query vector (if any), ask it, and check the answer."""
-        vectors = dict(query.embeddings)
-        embedder = getattr(source, "embedder", None)
-        if embedder is not None and embedder.name not in vectors:
-            backend = embedder.name
-            try:
-                # shield: this source timing out must not cancel the embedding that
-                # other sources on the same backend are still waiting for.
-                vectors[backend] = await asyncio.shield(embeddings[backend])
-            except Exception as exc:
-                raise QueryEmbeddingError(
-                    f"could not embed the query with backend {backend!r}: "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
-        hits = await source.retrieve(dataclasses.replace(query, k=depth, embeddings=vectors))
-        return self._checked(hits, depth)
+        answered_at: dict[str, float],
+    ) -> Any:
+        """Wait for this source's query vector (if any) and ask it; note when it answered."""
+        try:
+            embedder = getattr(source, "embedder", None)
+            if embedder is not None and embedder.name not in query.embeddings:
+                backend = embedder.name
+                try:
+                    # shield: this source timing out must not cancel the embedding that
+                    # other sources on the same backend are still waiting for.
+                    vector = await asyncio.shield(embeddings[backend])
+                except Exception as exc:
+                    raise QueryEmbeddingError(
+                        f"could not embed the query with backend {backend!r}: "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+                query = dataclasses.replace(query, embeddings={**query.embeddings, backend: vector})
+            return await source.retrieve(query)
+        finally:
+            answered_at[source.name] = time.perf_counter()
 
     def _checked(self, hits: object, depth: int) -> list[Hit]:
         """The source's hits, truncated to ``depth``; a malformed answer raises."""
