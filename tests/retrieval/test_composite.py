@@ -273,6 +273,29 @@ def test_a_thread_bound_source_does_not_hold_the_result() -> None:
     assert [h.id for h in result.hits] == ["x"]
 
 
+def test_a_source_past_its_deadline_is_not_waited_for_until_a_later_one() -> None:
+    # The blocker's thread ends by itself after 3 s, long before the other source's
+    # deadline: waiting for that deadline would see it answer, and report it "ok".
+    blocker = ThreadBoundSource("blocking")
+    composite = CompositeWorkspaceRetriever(
+        [blocker, StaticSource("fast", ["x"])],
+        timeouts_ms={"blocking": 50},
+        default_timeout_ms=60_000,
+    )
+
+    async def scenario() -> tuple[RetrievalResult, bool]:
+        result = await composite.retrieve(Query("q"))
+        still_running = not blocker.finished.is_set()
+        blocker.release.set()
+        return result, still_running
+
+    result, still_running = run(scenario())
+    assert still_running, "retrieve() waited past the blocking source's own deadline"
+    assert report(result, "blocking").status is SourceStatus.TIMEOUT
+    assert report(result, "blocking").latency_ms < 60_000
+    assert report(result, "fast").status is SourceStatus.OK
+
+
 def test_retrieve_sync_does_not_wait_for_a_straggling_thread() -> None:
     blocker = ThreadBoundSource("blocking")
     composite = CompositeWorkspaceRetriever(

@@ -180,15 +180,16 @@ class CompositeWorkspaceRetriever:
             # A source past its deadline is cancelled and its outcome never read.
             task.add_done_callback(_consume_outcome)
             tasks.append(task)
+        expired: dict[asyncio.Task[list[Hit]], float] = {}
         try:
-            await self._wait(tasks, started)
+            expired = await self._wait(tasks, started)
         finally:
             # Past every deadline, or the caller gave up: nobody waits for these any
             # more. A source (or an embedding) busy in a thread finishes on its own.
             for task in [*tasks, *embeddings.values()]:
                 task.cancel()
         outcomes = [
-            self._outcome(source, task, depth, answered_at.get(source.name), started)
+            self._outcome(source, task, depth, answered_at.get(source.name), started, expired)
             for source, task in zip(self._sources, tasks, strict=True)
         ]
 
@@ -307,23 +308,36 @@ class CompositeWorkspaceRetriever:
             tasks[name] = task
         return tasks
 
-    async def _wait(self, tasks: Sequence[asyncio.Task[list[Hit]]], started: float) -> None:
-        """Wait until every source has answered or its deadline has passed.
+    async def _wait(
+        self, tasks: Sequence[asyncio.Task[list[Hit]]], started: float
+    ) -> dict[asyncio.Task[list[Hit]], float]:
+        """Wait until every source has answered or its deadline has passed; cancel the
+        tasks of the sources that ran out of time and return them, with when.
 
         One wait per distinct deadline rather than one per source: sources usually share
         the default deadline, and per-source waiting costs more than a local source's
         whole answer.
         """
-        deadlines = sorted({self.timeout_ms(source.name) for source in self._sources})
-        for deadline_ms in deadlines:
-            pending = [task for task in tasks if not task.done()]
+        deadline_of = {
+            task: self.timeout_ms(source.name)
+            for source, task in zip(self._sources, tasks, strict=True)
+        }
+        expired: dict[asyncio.Task[list[Hit]], float] = {}
+        for deadline_ms in sorted(set(deadline_of.values())):
+            pending = [task for task in tasks if not task.done() and task not in expired]
             if not pending:
-                return
+                break
             remaining = started + deadline_ms / 1000 - time.perf_counter()
             if remaining > 0:
                 # asyncio.wait, not wait_for: wait_for would wait for a cancelled task to
                 # finish, and a source blocked in a thread cannot finish early.
                 await asyncio.wait(pending, timeout=remaining)
+            now = time.perf_counter()
+            for task in pending:
+                if not task.done() and deadline_of[task] <= deadline_ms:
+                    task.cancel()
+                    expired[task] = now
+        return expired
 
     def _outcome(
         self,
@@ -332,11 +346,13 @@ class CompositeWorkspaceRetriever:
         depth: int,
         answered_at: float | None,
         started: float,
+        expired: Mapping[asyncio.Task[list[Hit]], float],
     ) -> _Outcome:
         """Turn whatever happened to one source into its report (and hits)."""
         name = source.name
-        if answered_at is None or not task.done():
-            latency_ms = (time.perf_counter() - started) * 1000
+        if task in expired or answered_at is None or not task.done():
+            # Not done with every deadline past only if the caller cancelled us.
+            latency_ms = (expired.get(task, time.perf_counter()) - started) * 1000
             error = f"no answer within {self.timeout_ms(name)} ms"
             return _Outcome(SourceReport(name, SourceStatus.TIMEOUT, latency_ms, error=error), [])
         latency_ms = (answered_at - started) * 1000
