@@ -50,6 +50,24 @@ def test_owners_in_any_order_give_the_same_best(sentences) -> None:
     np.testing.assert_allclose(shuffled.best(query, 3), sentences.best(query, 3))
 
 
+@pytest.mark.parametrize("owners", [[0, 1, 1, 0, 2], [1, 0, 2, 1, 0]])
+def test_sentences_sharing_a_vector_score_as_if_each_had_its_own(owners) -> None:
+    distinct = np.stack([unit(0.9, 0.4, 0.1), unit(0.0, 1.0, 0.0), unit(1.0, 0.0, 0.3)])
+    rows = np.array([0, 1, 2, 2, 1])  # two texts appear twice
+    shared = SentenceVectors(distinct, np.array(owners), rows=rows)
+    expanded = SentenceVectors(distinct[rows], np.array(owners))
+    for query in (unit(1.0, 0.0, 0.0), unit(0.2, 0.7, 0.1), unit(0.0, 0.1, 1.0)):
+        np.testing.assert_allclose(shared.best(query, 4), expanded.best(query, 4))
+
+
+def test_shared_vector_rows_must_line_up() -> None:
+    matrix = np.ones((2, 3), np.float32)
+    with pytest.raises(ValueError, match="3 sentence owners but 2 vector rows"):
+        SentenceVectors(matrix, np.array([0, 0, 1]), rows=np.array([0, 1]))
+    with pytest.raises(ValueError, match=r"rows must lie in 0\.\.1"):
+        SentenceVectors(matrix, np.array([0, 1]), rows=np.array([0, 2]))
+
+
 def test_blend_weights_the_best_sentence_and_keeps_rows_without_sentences(
     passages, sentences
 ) -> None:

@@ -158,6 +158,32 @@ def test_workspaces_do_not_see_each_other(database, tmp_path, embedder):
     assert [h.text for h in one.search_words("alpha beta", 10)] == ["alpha centauri"]
 
 
+SMALL_CHUNKS = {"chunk_tokens": 32, "chunk_overlap": 4}
+
+
+def test_vectors_load_the_same_whether_read_through_or_looked_up(database, tmp_path, embedder):
+    # Alone in the database, a workspace's vectors are read in one pass over the table;
+    # next to a larger workspace, looked up by hash. Both must find the same hits.
+    (tmp_path / "small").mkdir()
+    (tmp_path / "small" / "notes.txt").write_text(ESSAY + "\n\nAlpha centauri is near. " * 3)
+    small = WorkspaceRagIndex(database, tmp_path / "small", embedder, **SMALL_CHUNKS)
+    small.index()
+    query = embedder.embed(["calibration before every launch"])[0]
+    alone = [(h.id, h.score) for h in small.search_vector(query, 10)]
+    small.close()
+    (tmp_path / "large").mkdir()
+    for number in range(40):
+        (tmp_path / "large" / f"f{number}.txt").write_text(f"Large file {number}. " + ESSAY)
+    WorkspaceRagIndex(database, tmp_path / "large", embedder, **SMALL_CHUNKS).index()
+    again = WorkspaceRagIndex(database, tmp_path / "small", embedder, **SMALL_CHUNKS)
+    assert again._load_vectors({"x"})[1].shape == (0, embedder.dim)
+    beside = [(h.id, h.score) for h in again.search_vector(query, 10)]
+    again.close()
+    assert len(alone) > 1
+    assert [i for i, _ in beside] == [i for i, _ in alone]
+    assert [s for _, s in beside] == pytest.approx([s for _, s in alone], abs=1e-6)
+
+
 SLOW_INDEXER = """
 import sys, time
 from pathlib import Path

@@ -44,17 +44,21 @@ SENTENCE_WEIGHT = 0.5
 class SentenceVectors:
     """Unit sentence vectors, each belonging to one row of a passage matrix.
 
-    :param matrix: ``(sentences, dim)`` float32 rows, L2-normalised here.
+    :param matrix: ``(vectors, dim)`` float32 rows, L2-normalised here.
     :param owners: for each sentence, the row of the passage it comes from. Sentences
         grouped by owner (ascending) are searched without reordering them per query.
     :param unit: the rows are unit length already (skips normalising a copy).
+    :param rows: for each sentence, the row of ``matrix`` holding its vector, so that
+        sentences with one text (the overlap of neighbouring chunks, repeated lines)
+        share one vector and are scored once; ``None``: sentence ``i`` is row ``i``.
     """
 
     matrix: np.ndarray
     owners: np.ndarray
     unit: bool = False
+    rows: np.ndarray | None = None
     _order: np.ndarray | None = field(init=False, repr=False)  # None: grouped already
-    _rows: np.ndarray = field(init=False, repr=False)
+    _passages: np.ndarray = field(init=False, repr=False)
     _starts: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -62,33 +66,46 @@ class SentenceVectors:
         if len(matrix) and not self.unit:
             matrix = normalise(matrix)
         owners = np.asarray(self.owners, dtype=np.int64).reshape(-1)
-        if len(owners) != len(matrix):
+        rows = None
+        if self.rows is not None:
+            rows = np.asarray(self.rows, dtype=np.int64).reshape(-1)
+            if len(rows) != len(owners):
+                raise ValueError(f"{len(owners)} sentence owners but {len(rows)} vector rows")
+            if len(rows) and (rows.min() < 0 or rows.max() >= len(matrix)):
+                raise ValueError(f"sentence vector rows must lie in 0..{len(matrix) - 1}")
+        elif len(owners) != len(matrix):
             raise ValueError(f"{len(matrix)} sentence vectors but {len(owners)} owners")
         if len(owners) and owners.min() < 0:
             raise ValueError("sentence owners must be row positions (0 or more)")
         grouped = bool(np.all(owners[1:] >= owners[:-1]))
         order = None if grouped else np.argsort(owners, kind="stable")
-        rows, starts = np.unique(owners if order is None else owners[order], return_index=True)
+        if order is not None and rows is not None:
+            # Reorder the (small) row index once rather than the scores every query.
+            owners, rows, order = owners[order], rows[order], None
+        passages, starts = np.unique(owners if order is None else owners[order], return_index=True)
         object.__setattr__(self, "matrix", matrix)
         object.__setattr__(self, "owners", owners)
+        object.__setattr__(self, "rows", rows)
         object.__setattr__(self, "_order", order)
-        object.__setattr__(self, "_rows", rows)
+        object.__setattr__(self, "_passages", passages)
         object.__setattr__(self, "_starts", starts)
 
     def best(self, unit_query: np.ndarray, rows: int) -> np.ndarray:
         """Per passage row, the best cosine of its sentences; NaN for a row with none."""
         best = np.full(rows, np.nan, dtype=np.float32)
-        if len(self._rows):
+        if len(self._passages):
             if unit_query.shape[0] != self.matrix.shape[1]:
                 raise ValueError(
                     f"the query vector has {unit_query.shape[0]} dimensions; the sentence "
                     f"vectors have {self.matrix.shape[1]}"
                 )
             scores = self.matrix @ unit_query
-            if self._order is not None:
+            if self.rows is not None:
+                scores = scores[self.rows]
+            elif self._order is not None:
                 scores = scores[self._order]
-            inside = self._rows < rows
-            best[self._rows[inside]] = np.maximum.reduceat(scores, self._starts)[inside]
+            inside = self._passages < rows
+            best[self._passages[inside]] = np.maximum.reduceat(scores, self._starts)[inside]
         return best
 
 

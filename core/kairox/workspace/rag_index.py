@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import fcntl
 import hashlib
+import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -601,40 +602,68 @@ class WorkspaceRagIndex:
         key = (self._db.execute("PRAGMA data_version").fetchone()[0], self._db.total_changes)
         if self._matrix_cache is not None and self._matrix_cache[0] == key:
             return self._matrix_cache[1:]
-        params = (self.embedder.name, self.embedder.dim, self.workspace_id)
-        rows = self._db.execute(
-            "SELECT c.id, e.vector FROM rag_chunks c JOIN rag_embeddings e "
-            "ON e.text_hash = c.text_hash AND e.embedder = ? AND e.dim = ? "
-            "WHERE c.workspace = ? ORDER BY c.id",
-            params,
+        chunks = self._db.execute(
+            "SELECT id, text_hash FROM rag_chunks WHERE workspace = ? ORDER BY id",
+            (self.workspace_id,),
         ).fetchall()
-        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(
-            len(rows), self.embedder.dim
-        )
-        sentences = None
-        if self.sentence_weight != 0 and len(ids):
-            # No ORDER BY: SQLite would sort every vector blob in a temporary B-tree (most
-            # of the load time); numpy groups them by chunk below in one pass instead.
+        found: list[tuple[int, str]] = []
+        if self.sentence_weight != 0 and chunks:
+            # No ORDER BY: SQLite would sort in a temporary B-tree; numpy groups the
+            # sentences by chunk below in one pass instead.
             found = self._db.execute(
-                "SELECT s.chunk_id, e.vector FROM rag_sentences s "
-                "JOIN rag_chunks c ON c.id = s.chunk_id JOIN rag_embeddings e "
-                "ON e.text_hash = s.text_hash AND e.embedder = ? AND e.dim = ? "
-                "WHERE c.workspace = ?",
-                params,
+                "SELECT s.chunk_id, s.text_hash FROM rag_sentences s "
+                "JOIN rag_chunks c ON c.id = s.chunk_id WHERE c.workspace = ?",
+                (self.workspace_id,),
             ).fetchall()
-            chunk_ids = np.fromiter((r[0] for r in found), dtype=np.int64, count=len(found))
-            rows_of = np.searchsorted(ids, chunk_ids)
-            # A chunk whose own vector is missing is not searched; neither are its sentences.
-            keep = (rows_of < len(ids)) & (ids[np.minimum(rows_of, len(ids) - 1)] == chunk_ids)
-            vectors = np.frombuffer(b"".join(r[1] for r in found), dtype=np.float32).reshape(
-                len(found), self.embedder.dim
-            )
-            order = np.flatnonzero(keep)[np.argsort(rows_of[keep], kind="stable")]
-            # Stored vectors are unit length already (_embed normalises them).
-            sentences = SentenceVectors(vectors[order], rows_of[order], unit=True)
+        # Each distinct vector is loaded once, whoever uses it: neighbouring chunks
+        # overlap, so many sentences (and one-sentence chunks) share a text and a vector.
+        row_of, distinct = self._load_vectors({h for _, h in chunks} | {h for _, h in found})
+
+        # A chunk whose vector is missing (embedding interrupted) is not searched.
+        chunk_rows = np.fromiter((row_of.get(h, -1) for _, h in chunks), np.int64, len(chunks))
+        embedded = chunk_rows >= 0
+        ids = np.fromiter((i for i, _ in chunks), np.int64, len(chunks))[embedded]
+        matrix = distinct[chunk_rows[embedded]]
+        sentences = None
+        if found and len(ids):
+            owner_ids = np.fromiter((c for c, _ in found), np.int64, len(found))
+            vector_rows = np.fromiter((row_of.get(h, -1) for _, h in found), np.int64, len(found))
+            owners = np.searchsorted(ids, owner_ids)
+            # Sentences without a vector, or of a chunk that is not searched, are not
+            # searched either.
+            keep = (owners < len(ids)) & (ids[np.minimum(owners, len(ids) - 1)] == owner_ids)
+            keep &= vector_rows >= 0
+            order = np.flatnonzero(keep)[np.argsort(owners[keep], kind="stable")]
+            sentences = SentenceVectors(distinct, owners[order], unit=True, rows=vector_rows[order])
         self._matrix_cache = (key, ids, matrix, sentences)
         return ids, matrix, sentences
+
+    def _load_vectors(self, needed: set[str]) -> tuple[dict[str, int], np.ndarray]:
+        """The current embedder's vectors for the text hashes in ``needed``: (row of each
+        hash, matrix of unit rows)."""
+        kind = (self.embedder.name, self.embedder.dim)
+        everything = self._db.execute("SELECT count(*) FROM rag_embeddings").fetchone()[0]
+        if everything <= 2 * len(needed):
+            # Mostly this workspace's vectors: reading the table straight through beats
+            # looking each hash up (two B-tree searches a vector).
+            rows = [
+                row
+                for row in self._db.execute(
+                    "SELECT text_hash, vector FROM rag_embeddings WHERE embedder = ? AND dim = ?",
+                    kind,
+                )
+                if row[0] in needed
+            ]
+        else:
+            rows = self._db.execute(
+                "SELECT text_hash, vector FROM rag_embeddings WHERE embedder = ? AND dim = ? "
+                "AND text_hash IN (SELECT value FROM json_each(?))",
+                (*kind, json.dumps(sorted(needed))),
+            ).fetchall()
+        row_of = {text_hash: row for row, (text_hash, _) in enumerate(rows)}
+        # Stored vectors are unit length already (_embed normalises them).
+        matrix = np.frombuffer(b"".join(v for _, v in rows), dtype=np.float32)
+        return row_of, matrix.reshape(len(rows), self.embedder.dim)
 
     def _hits(self, scored: Sequence[tuple[int, float]], source: str) -> list[Hit]:
         if not scored:
