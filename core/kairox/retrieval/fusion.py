@@ -281,7 +281,8 @@ def _contributions(
 ) -> list[float]:
     """What each of one source's hits (rank 1 first) adds to its passage's fused score."""
     if method == "rrf":
-        return [weight / (rrf_k + rank) for rank in range(1, len(hits) + 1)]
+        # 1/(k + r) first, then the weight: the same rounding as every release before.
+        return [weight * (1.0 / (rrf_k + rank)) for rank in range(1, len(hits) + 1)]
     scores = [float(hit.score) for hit in hits]
     if method == "convex":
         weight *= KIND_WEIGHTS.get(kind, 1.0)  # type: ignore[arg-type]

@@ -10,6 +10,9 @@ Storage is the per-user SQLite database, keyed by workspace root:
   twice, even when the file around it changes, and vectors of different models (or
   widths) sit side by side without ever being compared.
 
+* ``rag_vector_packs``: which files under ``vectors/`` next to the database hold a copy
+  of a workspace's vectors ready to map into memory (:mod:`kairox.workspace.vector_pack`).
+
 Each batch of files is replaced in one transaction, so a run killed at any point
 leaves every file's chunks from one version; the next run finishes the job. An
 advisory file lock keeps two ``kairox index`` runs on one workspace from interleaving.
@@ -45,10 +48,19 @@ from kairox.retrieval.vectors import (
 )
 from kairox.workspace.chunking import chunk_text, split_sentences
 from kairox.workspace.files import WorkspaceFile, iter_workspace_files, read_text
+from kairox.workspace.vector_pack import (
+    VectorPack,
+    pack_key,
+    read_pack,
+    remove_packs,
+    write_pack,
+)
 
 # Version 2 added rag_sentences; its statements only create what is missing, and chunks
 # indexed before it get their sentences on the next run (_add_missing_sentences).
-_SCHEMA_VERSION = 2
+# Version 3 added rag_vector_packs (kairox.workspace.vector_pack); an index without any
+# is searched from its rows until the next run writes one.
+_SCHEMA_VERSION = 3
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS rag_files (
     workspace TEXT NOT NULL,
@@ -87,6 +99,14 @@ _SCHEMA = (
     PRIMARY KEY (chunk_id, sentence_index)
 )""",
     """CREATE INDEX IF NOT EXISTS rag_sentences_text_hash ON rag_sentences(text_hash)""",
+    # Which vector pack matches a workspace's rows now; every change to them deletes it.
+    """CREATE TABLE IF NOT EXISTS rag_vector_packs (
+    workspace TEXT NOT NULL,
+    embedder TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    token TEXT NOT NULL,
+    PRIMARY KEY (workspace, embedder, dim)
+)""",
     """CREATE VIRTUAL TABLE IF NOT EXISTS rag_chunks_fts USING fts5(
     relpath, text, content='rag_chunks', content_rowid='id',
     tokenize='porter unicode61 remove_diacritics 2'
@@ -350,6 +370,7 @@ class WorkspaceRagIndex:
                 touched,
             )
             for relpath in gone:
+                self._drop_packs()
                 self._delete_file(relpath)
         stats.removed = len(gone)
         stats.sentences_embedded += self._add_missing_sentences()
@@ -357,6 +378,7 @@ class WorkspaceRagIndex:
         stats.chunks_embedded += embedded.chunks
         stats.sentences_embedded += embedded.sentences
         self._collect_garbage()
+        self._refresh_pack()
         stats.chunks_total = self.chunk_count()
         return stats
 
@@ -433,6 +455,7 @@ class WorkspaceRagIndex:
             {h: t for h, t in sentence_texts.items() if h not in have and h not in embedded}
         )
         with self._db:
+            self._drop_packs()
             self._db.executemany(_INSERT_VECTORS, rows + sentence_rows)
             for pending in batch:
                 self._delete_file(pending.relpath)
@@ -492,6 +515,7 @@ class WorkspaceRagIndex:
             have = self._have_vectors(sorted(texts))
             vectors = self._embed({h: t for h, t in texts.items() if h not in have})
             with self._db:
+                self._drop_packs()
                 self._db.executemany(_INSERT_VECTORS, vectors)
                 for chunk_id, sentences in part:
                     self._insert_sentences(chunk_id, sentences)
@@ -535,6 +559,7 @@ class WorkspaceRagIndex:
         for start in range(0, len(rows), _EMBED_BATCH):
             vectors = self._embed(dict(rows[start : start + _EMBED_BATCH]))
             with self._db:
+                self._drop_packs()
                 self._db.executemany(_INSERT_VECTORS, vectors)
             for text_hash, *_ in vectors:
                 if text_hash in chunk_hashes:
@@ -567,6 +592,52 @@ class WorkspaceRagIndex:
             yield ChunkVector(
                 relpath, index, start, end, text, text_hash, np.frombuffer(blob, np.float32)
             )
+
+    # -- vector packs -----------------------------------------------------------------
+
+    @property
+    def _pack_folder(self) -> Path:
+        return self.database.parent / "vectors"
+
+    def _pack_key(self) -> str:
+        return pack_key(self.workspace_id, self.embedder.name, self.embedder.dim)
+
+    def _drop_packs(self) -> None:
+        """Forget this workspace's packs (every embedder's); call inside the transaction
+        that changes its rows, so no reader can pair old files with new rows."""
+        self._db.execute("DELETE FROM rag_vector_packs WHERE workspace = ?", (self.workspace_id,))
+
+    def _refresh_pack(self) -> None:
+        """Write a pack of the current rows unless a valid one exists. Only a complete
+        index (every chunk and sentence has its vector) is packed; a pack that cannot be
+        written is skipped: searches then load from the database, as without packs."""
+        kind = (self.workspace_id, self.embedder.name, self.embedder.dim)
+        if self._db.execute(
+            "SELECT 1 FROM rag_vector_packs WHERE workspace = ? AND embedder = ? AND dim = ?",
+            kind,
+        ).fetchone():
+            return
+        pack, complete = self._load_from_rows(with_sentences=True)
+        if not complete or not len(pack.ids):
+            return
+        try:
+            token = write_pack(self._pack_folder, self._pack_key(), pack)
+        except OSError:
+            return
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO rag_vector_packs VALUES (?, ?, ?, ?)", (*kind, token)
+            )
+        remove_packs(self._pack_folder, self._pack_key(), keep=token)
+
+    def _stored_pack(self) -> VectorPack | None:
+        row = self._db.execute(
+            "SELECT token FROM rag_vector_packs WHERE workspace = ? AND embedder = ? AND dim = ?",
+            (self.workspace_id, self.embedder.name, self.embedder.dim),
+        ).fetchone()
+        if row is None:
+            return None
+        return read_pack(self._pack_folder, self._pack_key(), row[0], self.embedder.dim)
 
     def _collect_garbage(self) -> None:
         # Vectors that no chunk of any workspace refers to any more.
@@ -602,12 +673,28 @@ class WorkspaceRagIndex:
         key = (self._db.execute("PRAGMA data_version").fetchone()[0], self._db.total_changes)
         if self._matrix_cache is not None and self._matrix_cache[0] == key:
             return self._matrix_cache[1:]
+        with_sentences = self.sentence_weight != 0
+        pack = self._stored_pack()
+        if pack is None:
+            pack, _ = self._load_from_rows(with_sentences=with_sentences)
+        ids, matrix = pack.ids, np.asarray(pack.vectors[pack.chunk_rows])
+        sentences = None
+        if with_sentences and len(pack.owners):
+            sentences = SentenceVectors(
+                pack.vectors, pack.owners, unit=True, rows=pack.sentence_rows
+            )
+        self._matrix_cache = (key, ids, matrix, sentences)
+        return ids, matrix, sentences
+
+    def _load_from_rows(self, *, with_sentences: bool) -> tuple[VectorPack, bool]:
+        """Assemble the search arrays from the database rows; also whether every chunk
+        (and sentence, if asked for) had its vector."""
         chunks = self._db.execute(
             "SELECT id, text_hash FROM rag_chunks WHERE workspace = ? ORDER BY id",
             (self.workspace_id,),
         ).fetchall()
         found: list[tuple[int, str]] = []
-        if self.sentence_weight != 0 and chunks:
+        if with_sentences and chunks:
             # No ORDER BY: SQLite would sort in a temporary B-tree; numpy groups the
             # sentences by chunk below in one pass instead.
             found = self._db.execute(
@@ -623,20 +710,24 @@ class WorkspaceRagIndex:
         chunk_rows = np.fromiter((row_of.get(h, -1) for _, h in chunks), np.int64, len(chunks))
         embedded = chunk_rows >= 0
         ids = np.fromiter((i for i, _ in chunks), np.int64, len(chunks))[embedded]
-        matrix = distinct[chunk_rows[embedded]]
-        sentences = None
-        if found and len(ids):
-            owner_ids = np.fromiter((c for c, _ in found), np.int64, len(found))
-            vector_rows = np.fromiter((row_of.get(h, -1) for _, h in found), np.int64, len(found))
-            owners = np.searchsorted(ids, owner_ids)
-            # Sentences without a vector, or of a chunk that is not searched, are not
-            # searched either.
+        owner_ids = np.fromiter((c for c, _ in found), np.int64, len(found))
+        vector_rows = np.fromiter((row_of.get(h, -1) for _, h in found), np.int64, len(found))
+        owners = np.searchsorted(ids, owner_ids)
+        # Sentences without a vector, or of a chunk that is not searched, are not
+        # searched either.
+        keep = np.zeros(len(found), dtype=bool)
+        if len(ids):
             keep = (owners < len(ids)) & (ids[np.minimum(owners, len(ids) - 1)] == owner_ids)
-            keep &= vector_rows >= 0
-            order = np.flatnonzero(keep)[np.argsort(owners[keep], kind="stable")]
-            sentences = SentenceVectors(distinct, owners[order], unit=True, rows=vector_rows[order])
-        self._matrix_cache = (key, ids, matrix, sentences)
-        return ids, matrix, sentences
+        keep &= vector_rows >= 0
+        order = np.flatnonzero(keep)[np.argsort(owners[keep], kind="stable")]
+        pack = VectorPack(
+            ids=ids,
+            chunk_rows=chunk_rows[embedded],
+            owners=owners[order],
+            sentence_rows=vector_rows[order],
+            vectors=distinct,
+        )
+        return pack, bool(embedded.all() and keep.all())
 
     def _load_vectors(self, needed: set[str]) -> tuple[dict[str, int], np.ndarray]:
         """The current embedder's vectors for the text hashes in ``needed``: (row of each

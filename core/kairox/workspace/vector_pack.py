@@ -1,0 +1,128 @@
+"""A workspace's search vectors packed into files, so a new process loads them at once.
+
+The workspace index keeps every vector as a row of its SQLite database; gathering a
+workspace's rows (tens of thousands of sentence vectors) costs a cold search a few
+microseconds each. A pack holds the same arrays the index would assemble from those rows
+(chunk ids, each chunk's and each sentence's row in one matrix of distinct vectors), as
+``.npy`` files memory-mapped on load.
+
+A pack is only ever a copy. The database records which pack (a random token) matches its
+current contents; every transaction that changes a workspace's chunks, sentences or
+vectors drops that record first, and ``kairox index`` writes a new pack at the end of a
+run. A reader that finds no record, or files it cannot read, loads from the database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["VectorPack", "pack_key", "read_pack", "remove_packs", "write_pack"]
+
+_ARRAYS = ("ids", "chunk_rows", "owners", "sentence_rows")
+
+
+@dataclass(frozen=True)
+class VectorPack:
+    """Everything a vector search over one workspace and one embedder needs.
+
+    :param ids: chunk ids (``rag_chunks.id``), ascending.
+    :param chunk_rows: for each chunk, its row in ``vectors``.
+    :param owners: for each sentence, the position of its chunk in ``ids`` (ascending).
+    :param sentence_rows: for each sentence, its row in ``vectors``.
+    :param vectors: ``(distinct vectors, dim)`` unit float32 rows.
+    """
+
+    ids: np.ndarray
+    chunk_rows: np.ndarray
+    owners: np.ndarray
+    sentence_rows: np.ndarray
+    vectors: np.ndarray
+
+
+def pack_key(workspace: str, embedder: str, dim: int) -> str:
+    """The file-name stem shared by every pack of one workspace and embedder."""
+    digest = hashlib.sha256(f"{workspace}\0{embedder}\0{dim}".encode()).hexdigest()
+    return digest[:24]
+
+
+def _paths(folder: Path, key: str, token: str) -> tuple[Path, Path]:
+    return folder / f"{key}-{token}.vectors.npy", folder / f"{key}-{token}.index.npz"
+
+
+def write_pack(folder: Path, key: str, pack: VectorPack) -> str:
+    """Write ``pack`` under a new token and return the token.
+
+    Both files are written aside and renamed into place only when both are whole.
+
+    :raises OSError: when the folder cannot be written; nothing is left behind.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_hex(8)
+    vectors_path, index_path = _paths(folder, key, token)
+    aside = [path.with_name(path.name + ".tmp") for path in (vectors_path, index_path)]
+    try:
+        with open(aside[0], "wb") as handle:
+            np.save(handle, np.ascontiguousarray(pack.vectors, dtype=np.float32))
+        with open(aside[1], "wb") as handle:
+            np.savez(
+                handle, **{name: np.asarray(getattr(pack, name), np.int64) for name in _ARRAYS}
+            )
+        os.replace(aside[0], vectors_path)
+        os.replace(aside[1], index_path)
+    except BaseException:
+        for path in (*aside, vectors_path, index_path):
+            with contextlib.suppress(OSError):
+                path.unlink()
+        raise
+    return token
+
+
+def read_pack(folder: Path, key: str, token: str, dim: int) -> VectorPack | None:
+    """The pack ``token`` of ``key``, vectors memory-mapped; ``None`` when its files are
+    missing, unreadable or inconsistent (the caller then loads from the database)."""
+    vectors_path, index_path = _paths(folder, key, token)
+    try:
+        vectors = np.load(vectors_path, mmap_mode="r", allow_pickle=False)
+        with np.load(index_path, allow_pickle=False) as stored:
+            arrays = {name: np.asarray(stored[name], dtype=np.int64) for name in _ARRAYS}
+    except (OSError, ValueError, KeyError, EOFError):
+        return None
+    pack = VectorPack(vectors=vectors, **arrays)
+    return pack if _consistent(pack, dim) else None
+
+
+def _consistent(pack: VectorPack, dim: int) -> bool:
+    vectors = pack.vectors
+    if vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[1] != dim:
+        return False
+    if any(getattr(pack, name).ndim != 1 for name in _ARRAYS):
+        return False
+    if len(pack.chunk_rows) != len(pack.ids) or len(pack.sentence_rows) != len(pack.owners):
+        return False
+    for rows, limit in (
+        (pack.chunk_rows, len(vectors)),
+        (pack.sentence_rows, len(vectors)),
+        (pack.owners, len(pack.ids)),
+    ):
+        if len(rows) and (rows.min() < 0 or rows.max() >= limit):
+            return False
+    return True
+
+
+def remove_packs(folder: Path, key: str, *, keep: str | None = None) -> None:
+    """Delete the packs of ``key`` other than ``keep`` (best effort: a file another
+    process still has mapped may refuse to go on some systems; the next run retries)."""
+    if not folder.is_dir():
+        return
+    for path in folder.glob(f"{key}-*"):
+        if keep is not None and path.name.startswith(f"{key}-{keep}."):
+            continue
+        with contextlib.suppress(OSError):
+            path.unlink()

@@ -1,0 +1,106 @@
+"""Vector packs: round trip, memory mapping, refusing damaged or inconsistent files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kairox.workspace.vector_pack import (
+    VectorPack,
+    pack_key,
+    read_pack,
+    remove_packs,
+    write_pack,
+)
+
+DIM = 4
+
+
+@pytest.fixture
+def pack() -> VectorPack:
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(5, DIM)).astype(np.float32)
+    return VectorPack(
+        ids=np.array([3, 7, 9]),
+        chunk_rows=np.array([0, 1, 4]),
+        owners=np.array([0, 0, 1, 2]),
+        sentence_rows=np.array([2, 3, 1, 4]),
+        vectors=vectors / np.linalg.norm(vectors, axis=1, keepdims=True),
+    )
+
+
+def same(a: VectorPack, b: VectorPack) -> bool:
+    return all(
+        np.array_equal(getattr(a, name), getattr(b, name))
+        for name in ("ids", "chunk_rows", "owners", "sentence_rows", "vectors")
+    )
+
+
+def test_a_pack_reads_back_as_written_with_its_vectors_mapped(tmp_path, pack) -> None:
+    key = pack_key("/work/project", "hashing-384", DIM)
+    token = write_pack(tmp_path, key, pack)
+    loaded = read_pack(tmp_path, key, token, DIM)
+    assert loaded is not None and same(loaded, pack)
+    assert isinstance(loaded.vectors, np.memmap)  # not read into memory up front
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_keys_differ_by_workspace_embedder_and_width() -> None:
+    keys = {
+        pack_key("/a", "hashing-384", 384),
+        pack_key("/b", "hashing-384", 384),
+        pack_key("/a", "minilm", 384),
+        pack_key("/a", "hashing-384", 256),
+    }
+    assert len(keys) == 4
+
+
+def test_missing_or_damaged_files_read_as_no_pack(tmp_path, pack) -> None:
+    key = pack_key("/w", "e", DIM)
+    assert read_pack(tmp_path, key, "nope", DIM) is None
+    token = write_pack(tmp_path, key, pack)
+    assert read_pack(tmp_path, key, token, DIM + 1) is None  # another width
+    vectors_file = next(tmp_path.glob(f"{key}-{token}.vectors.npy"))
+    vectors_file.write_bytes(vectors_file.read_bytes()[:40])  # cut short
+    assert read_pack(tmp_path, key, token, DIM) is None
+    token = write_pack(tmp_path, key, pack)
+    next(tmp_path.glob(f"{key}-{token}.index.npz")).write_bytes(b"not a zip file")
+    assert read_pack(tmp_path, key, token, DIM) is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("chunk_rows", np.array([0, 1, 5])),  # past the last vector
+        ("sentence_rows", np.array([2, 3, 1, -1])),
+        ("owners", np.array([0, 0, 1, 3])),  # past the last chunk
+        ("chunk_rows", np.array([0, 1])),  # not one per chunk
+    ],
+)
+def test_inconsistent_arrays_read_as_no_pack(tmp_path, pack, field, value) -> None:
+    broken = VectorPack(**{**pack.__dict__, field: value})
+    key = pack_key("/w", "e", DIM)
+    assert read_pack(tmp_path, key, write_pack(tmp_path, key, broken), DIM) is None
+
+
+def test_a_failed_write_leaves_nothing_behind(tmp_path, pack) -> None:
+    class Unwritable:
+        def __array__(self, *args, **kwargs):
+            raise OSError("disk full")
+
+    broken = VectorPack(**{**pack.__dict__, "owners": Unwritable()})
+    folder = tmp_path / "packs"
+    with pytest.raises(OSError, match="disk full"):
+        write_pack(folder, "k", broken)
+    assert list(folder.iterdir()) == []
+
+
+def test_removing_keeps_one_token_and_other_keys(tmp_path, pack) -> None:
+    old = write_pack(tmp_path, "k", pack)
+    new = write_pack(tmp_path, "k", pack)
+    other = write_pack(tmp_path, "j", pack)
+    remove_packs(tmp_path, "k", keep=new)
+    assert read_pack(tmp_path, "k", old, DIM) is None
+    assert read_pack(tmp_path, "k", new, DIM) is not None
+    assert read_pack(tmp_path, "j", other, DIM) is not None
+    remove_packs(tmp_path / "missing", "k")  # no folder: nothing to do
