@@ -420,7 +420,9 @@ def test_ids_are_unique_best_first_and_limited(inputs, limit) -> None:
 @settings(max_examples=2000, deadline=None)
 @given(
     text=st.text(
-        alphabet=st.sampled_from(list("aZ .,\n\t\r\x0b\x0c\x1c\x1f\x85\xa0\u2028É\ufb01ß")),
+        alphabet=st.sampled_from(
+            list("aZ .,\n\t\r\x0b\x0c\x1c\x1f\x85\xa0\u2028\u3000É\ufb01ßİΣς")
+        ),
         max_size=30,
     )
 )
