@@ -5,7 +5,7 @@ carries its own, current SQLite) rather than the standard library's ``sqlite3``,
 of one process-wide setting. By default SQLite keeps memory statistics for the whole
 process, and the mutex that guards them is taken by every allocation of every
 connection. Queries that the composite retriever runs in parallel threads then take
-turns on that mutex: two FTS5 readers on two cores took 2.2x the time of one, slower than
+turns on that mutex: two FTS5 readers on two cores took 2.3x the time of one, slower than
 asking them one after the other; with the statistics off they took 1.0x. The setting can
 only change while SQLite is not initialised. The standard library's module initialises
 its SQLite on import, and that copy is shared with everything else in the process; apsw's
