@@ -526,3 +526,15 @@ def test_an_index_with_a_vector_missing_is_not_packed(database, essay_project, e
     index._refresh_pack()
     assert pack_tokens(database) == []
     index.close()
+
+
+def test_vectors_for_another_model_leave_this_models_pack_alone(database, essay_project, embedder):
+    WorkspaceRagIndex(database, essay_project, embedder, **SMALL_CHUNKS).index()
+    [(_, _, token)] = pack_tokens(database)
+    # What `kairox kb sync` does for a vector store searched with another model.
+    other = WorkspaceRagIndex(
+        database, essay_project, CountingEmbedder(dim=64), sentence_weight=0, **SMALL_CHUNKS
+    )
+    assert other.embed_missing() > 0
+    other.close()
+    assert [(backend, t) for _, backend, t in pack_tokens(database)] == [(embedder.name, token)]

@@ -559,7 +559,7 @@ class WorkspaceRagIndex:
         for start in range(0, len(rows), _EMBED_BATCH):
             vectors = self._embed(dict(rows[start : start + _EMBED_BATCH]))
             with self._db:
-                self._drop_packs()
+                self._drop_packs(this_embedder_only=True)
                 self._db.executemany(_INSERT_VECTORS, vectors)
             for text_hash, *_ in vectors:
                 if text_hash in chunk_hashes:
@@ -602,10 +602,19 @@ class WorkspaceRagIndex:
     def _pack_key(self) -> str:
         return pack_key(self.workspace_id, self.embedder.name, self.embedder.dim)
 
-    def _drop_packs(self) -> None:
-        """Forget this workspace's packs (every embedder's); call inside the transaction
-        that changes its rows, so no reader can pair old files with new rows."""
-        self._db.execute("DELETE FROM rag_vector_packs WHERE workspace = ?", (self.workspace_id,))
+    def _drop_packs(self, *, this_embedder_only: bool = False) -> None:
+        """Forget this workspace's packs; call inside the transaction that changes its
+        rows, so no reader can pair old files with new rows. Changed chunks or sentences
+        concern every embedder's pack; new vectors only their own embedder's."""
+        if this_embedder_only:
+            self._db.execute(
+                "DELETE FROM rag_vector_packs WHERE workspace = ? AND embedder = ? AND dim = ?",
+                (self.workspace_id, self.embedder.name, self.embedder.dim),
+            )
+        else:
+            self._db.execute(
+                "DELETE FROM rag_vector_packs WHERE workspace = ?", (self.workspace_id,)
+            )
 
     def _refresh_pack(self) -> None:
         """Write a pack of the current rows unless a valid one exists. Only a complete
