@@ -8,7 +8,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from kairox.bench.composite import FailingSource, HangingSource, faults
+from kairox.bench.composite import CPUS, FailingSource, HangingSource, faults
 from kairox.cli import bench_session_cmd
 from kairox.cli.app import AppContext
 from kairox.plugins import build_plugin_manager
@@ -25,6 +25,9 @@ ROW_KEYS = {
     "sources_in_sequence_ms",
     "composite_ms",
     "overhead_ms",
+    "sources_cpu_ms",
+    "composite_cpu_ms",
+    "cpu_floor_ms",
     "not_ok_reports",
 }
 
@@ -63,8 +66,13 @@ def test_cli_writes_every_row_and_the_fault_report(pm, tmp_path):
     }
     for row in rows:
         assert set(row) >= ROW_KEYS
-        for key in ("slowest_source_ms", "composite_ms", "overhead_ms"):
+        for key in ("slowest_source_ms", "composite_ms", "overhead_ms", "cpu_floor_ms"):
             assert set(row[key]) >= STATS
+        # The floor is the sources' CPU time spread over every core of the machine.
+        floor, cpu = row["cpu_floor_ms"]["p50"], row["sources_cpu_ms"]["p50"]
+        assert floor == pytest.approx(cpu / CPUS, abs=0.002)
+        if row["scenario"] == "sqlite-fts":
+            assert cpu > 0 and row["composite_cpu_ms"]["p50"] > 0  # real searches compute
         assert row["queries"] == 3
         assert row["not_ok_reports"] == 0  # the fan-out deadline is far away
 
@@ -76,7 +84,7 @@ def test_cli_writes_every_row_and_the_fault_report(pm, tmp_path):
     assert "simulated failure" in fault["errors"]["failing"]
     assert fault["hits_from"] == ["kb-0", "kb-1"]  # the healthy sources' hits came back
     assert fault["hits_per_query"]["min"] > 0
-    assert "overhead p50" in result.output
+    assert "overhead p50" in result.output and "CPU floor p50" in result.output
 
 
 def test_json_flag_prints_the_report(pm):

@@ -5,7 +5,9 @@ Two measurements.
 **Fan-out overhead.** N sources (1, 2, 4, 8 by default) answer every query, once each on
 its own and once together through :class:`~kairox.retrieval.composite.CompositeWorkspaceRetriever`.
 The overhead of one query is the composite's latency minus the latency of the slowest of
-its sources asked alone (so a perfect fan-out costs 0); its p50 and p95 are reported.
+its sources asked alone (so a perfect fan-out costs 0); its p50 and p95 are reported. So
+is the CPU time the sources take asked one by one, over the number of cores: the least
+time sources that compute rather than wait could take in any fan-out on this machine.
 The sources are
 
 * ``sqlite-fts`` (or another local ``--kind``): N knowledge bases of that kind, built
@@ -29,6 +31,7 @@ two, and return the healthy sources' hits.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import tempfile
 import threading
@@ -76,6 +79,8 @@ PATHS = ("sync", "async")
 LOCAL_KIND_OPTIONS = {"sqlite-fts": {"path": "index.db"}, "tantivy": {"index_dir": "index"}}
 # Deadline for the fan-out runs: far above any latency, so nothing times out by accident.
 FAN_OUT_DEADLINE_MS = 60_000
+#: The cores sources can run on in parallel, for the CPU floor.
+CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 Progress = Callable[[str, int, int], None]
 
@@ -267,19 +272,25 @@ def _measure(
     loop.set_default_executor(ThreadPoolExecutor(max_workers=2 * len(sources) + 1))
     slowest: list[float] = []
     summed: list[float] = []
+    solo_cpu: list[float] = []
+    composite_cpu: list[float] = []
     timed: dict[str, list[float]] = {path: [] for path in PATHS}
     not_ok = 0
     try:
         # The first ``warmup`` queries are not timed.
         for number, text in enumerate(queries, start=-warmup):
             solo = []
+            cpu_started = time.process_time()
             for source in sources:
                 started = time.perf_counter()
                 loop.run_until_complete(source.retrieve(Query(text, k=depth)))
                 solo.append((time.perf_counter() - started) * 1000)
+            solo_cpu_ms = (time.process_time() - cpu_started) * 1000
+            cpu_started = time.process_time()
             started = time.perf_counter()
             result = composite.retrieve_sync(Query(text, k=k))
             sync_ms = (time.perf_counter() - started) * 1000
+            composite_cpu_ms = (time.process_time() - cpu_started) * 1000
             not_ok += sum(r.status is not SourceStatus.OK for r in result.reports)
             started = time.perf_counter()
             result = loop.run_until_complete(composite.retrieve(Query(text, k=k)))
@@ -289,6 +300,8 @@ def _measure(
                 continue  # warm-up: caches, thread start-up, first-use imports
             slowest.append(max(solo))
             summed.append(sum(solo))
+            solo_cpu.append(solo_cpu_ms)
+            composite_cpu.append(composite_cpu_ms)
             timed["sync"].append(sync_ms)
             timed["async"].append(async_ms)
             if progress is not None:
@@ -297,7 +310,14 @@ def _measure(
         loop.run_until_complete(loop.shutdown_default_executor())
         loop.close()
         composite.close()
-    return {"slowest": slowest, "summed": summed, "timed": timed, "not_ok": not_ok}
+    return {
+        "slowest": slowest,
+        "summed": summed,
+        "solo_cpu": solo_cpu,
+        "composite_cpu": composite_cpu,
+        "timed": timed,
+        "not_ok": not_ok,
+    }
 
 
 def fan_out(
@@ -358,6 +378,12 @@ def fan_out(
                         "slowest_source_ms": _stats(slowest),
                         # what asking the sources one after the other would cost
                         "sources_in_sequence_ms": _stats(measured["summed"]),
+                        # CPU time (every thread of the process) the sources take asked one
+                        # by one, and the sync composite takes; the first over the CPU
+                        # count is the least time any fan-out of CPU-bound sources can take
+                        "sources_cpu_ms": _stats(measured["solo_cpu"]),
+                        "composite_cpu_ms": _stats(measured["composite_cpu"]),
+                        "cpu_floor_ms": _stats([c / CPUS for c in measured["solo_cpu"]]),
                         "composite_ms": _stats(latencies),
                         "overhead_ms": _stats(overhead),
                         "not_ok_reports": measured["not_ok"],

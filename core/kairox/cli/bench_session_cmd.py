@@ -148,6 +148,7 @@ def composite(
         "p95",
         "overhead p50",
         "p95",
+        "CPU floor p50",
         title=f"fan-out, ms ({report['queries']} queries)",
     )
     for row in report["fan_out"]:
@@ -161,6 +162,7 @@ def composite(
             f"{row['composite_ms']['p95']:.2f}",
             f"{row['overhead_ms']['p50']:.2f}",
             f"{row['overhead_ms']['p95']:.2f}",
+            f"{row['cpu_floor_ms']['p50']:.2f}",
         )
     console.print(table)
     fault = report["faults"]
