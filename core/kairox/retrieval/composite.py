@@ -351,7 +351,7 @@ class CompositeWorkspaceRetriever:
         """Turn whatever happened to one source into its report (and hits)."""
         name = source.name
         if task in expired or answered_at is None or not task.done():
-            # Not done with every deadline past only if the caller cancelled us.
+            # Past its deadline (every task is done or expired once _wait returns).
             latency_ms = (expired.get(task, time.perf_counter()) - started) * 1000
             error = f"no answer within {self.timeout_ms(name)} ms"
             return _Outcome(SourceReport(name, SourceStatus.TIMEOUT, latency_ms, error=error), [])
