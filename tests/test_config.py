@@ -711,6 +711,19 @@ def test_workspace_sentence_weight_default_and_range(env: Path, registry: Regist
     assert "sentence_weight = 0.5" in problem.fix
 
 
+def test_workspace_vector_pack_is_on_by_default_and_a_boolean(
+    env: Path, registry: Registry
+) -> None:
+    assert load_ws(env, "", registry).workspace.vector_pack is True
+    assert (
+        load_ws(env, "[workspace]\nvector_pack = false\n", registry).workspace.vector_pack is False
+    )
+    err, _ = problems_of(env, '[workspace]\nvector_pack = "no"\n', registry)
+    [problem] = err.problems
+    assert problem.key == "vector_pack"
+    assert "vector_pack = false" in problem.fix
+
+
 # -- rendering ----------------------------------------------------------------------------
 
 

@@ -215,6 +215,9 @@ class WorkspaceConfig(BaseModel):
     timeout_ms: StrictInt = Field(default=2000, gt=0, le=600000)
     # kairox.retrieval.vectors.SENTENCE_WEIGHT (not imported: config stays free of numpy)
     sentence_weight: float = Field(default=0.5, ge=0, le=1)
+    # Keep a memory-mappable copy of the vectors next to the database (fast cold search,
+    # about the vectors' size again on disk); kairox.workspace.vector_pack.
+    vector_pack: StrictBool = True
 
     @field_validator("chunk_overlap")
     @classmethod
@@ -266,6 +269,7 @@ _FIELD_FIXES: dict[str, str] = {
         "use a number from 0 (whole chunks only) to 1 (best sentence only), "
         "e.g. sentence_weight = 0.5"
     ),
+    "vector_pack": "use true or false (no quotes), e.g. vector_pack = false",
     "max_proposals_per_turn": "use a whole number from 0 to 100, e.g. max_proposals_per_turn = 5",
 }
 _BUILTIN_MODELS: tuple[type[BaseModel], ...] = (

@@ -538,3 +538,37 @@ def test_vectors_for_another_model_leave_this_models_pack_alone(database, essay_
     assert other.embed_missing() > 0
     other.close()
     assert [(backend, t) for _, backend, t in pack_tokens(database)] == [(embedder.name, token)]
+
+
+def test_packs_switched_off_are_not_used_and_go_on_the_next_run(
+    database, essay_project, embedder, essay_query
+):
+    WorkspaceRagIndex(database, essay_project, embedder, **SMALL_CHUNKS).index()
+    assert pack_tokens(database)
+    packed = WorkspaceRagIndex(database, essay_project, embedder, **SMALL_CHUNKS)
+    expected = ranked(packed, essay_query)
+    packed.close()
+    off = WorkspaceRagIndex(database, essay_project, embedder, vector_pack=False, **SMALL_CHUNKS)
+    assert off._stored_pack() is None
+    assert ranked(off, essay_query) == expected  # from the rows
+    off.index()
+    off.close()
+    assert pack_tokens(database) == []
+    assert list((database.parent / "vectors").iterdir()) == []
+
+
+def test_the_workspace_config_reaches_the_index(tmp_path, embedder):
+    from kairox.config import WorkspaceConfig
+    from kairox.default_plugins.workspace_rag import build_index
+    from kairox.registry import BuildContext
+
+    ctx = BuildContext(
+        workspace_root=tmp_path,
+        state_dir=tmp_path / "state",
+        base_dir=tmp_path,
+        embedding_backend=lambda name: embedder,
+        workspace=WorkspaceConfig(vector_pack=False, sentence_weight=0.3),
+    )
+    index = build_index(ctx)
+    assert (index.vector_pack, index.sentence_weight) == (False, 0.3)
+    index.close()

@@ -22,6 +22,7 @@ def build_index(ctx: BuildContext):  # -> WorkspaceRagIndex, imported lazily
             "chunk_overlap": settings.chunk_overlap,
             "max_file_bytes": settings.max_file_bytes,
             "sentence_weight": settings.sentence_weight,
+            "vector_pack": settings.vector_pack,
         }
         if settings
         else {}

@@ -239,6 +239,10 @@ class WorkspaceRagIndex:
     :param sentence_weight: how much a chunk's best sentence counts in its vector score
         (:mod:`kairox.retrieval.vectors`); every sentence of every chunk is embedded too,
         about doubling the embedding work. 0 embeds and searches whole chunks only.
+    :param vector_pack: keep a copy of the vectors in files next to the database that a
+        new process maps into memory at once (:mod:`kairox.workspace.vector_pack`);
+        ``False`` searches from the rows only and deletes the workspace's packs on the
+        next :meth:`index`.
     """
 
     def __init__(
@@ -252,6 +256,7 @@ class WorkspaceRagIndex:
         encoding: str = "o200k_base",
         max_file_bytes: int = 2_000_000,
         sentence_weight: float = SENTENCE_WEIGHT,
+        vector_pack: bool = True,
     ) -> None:
         check_sentence_weight(sentence_weight)
         self.database = Path(database)
@@ -263,6 +268,7 @@ class WorkspaceRagIndex:
         self.encoding = encoding
         self.max_file_bytes = max_file_bytes
         self.sentence_weight = sentence_weight
+        self.vector_pack = vector_pack
         self._db = open_database(self.database)
         # One connection, used from asyncio.to_thread workers: serialise access to it.
         self._lock = threading.RLock()
@@ -617,10 +623,16 @@ class WorkspaceRagIndex:
             )
 
     def _refresh_pack(self) -> None:
-        """Write a pack of the current rows unless a valid one exists. Only a complete
+        """Write a pack of the current rows unless a valid one exists (or delete the
+        packs, when they are switched off). Only a complete
         index (every chunk and sentence has its vector) is packed; a pack that cannot be
         written is skipped: searches then load from the database, as without packs."""
         kind = (self.workspace_id, self.embedder.name, self.embedder.dim)
+        if not self.vector_pack:
+            with self._db:
+                self._drop_packs(this_embedder_only=True)
+            remove_packs(self._pack_folder, self._pack_key())
+            return
         if self._db.execute(
             "SELECT 1 FROM rag_vector_packs WHERE workspace = ? AND embedder = ? AND dim = ?",
             kind,
@@ -640,6 +652,8 @@ class WorkspaceRagIndex:
         remove_packs(self._pack_folder, self._pack_key(), keep=token)
 
     def _stored_pack(self) -> VectorPack | None:
+        if not self.vector_pack:
+            return None
         row = self._db.execute(
             "SELECT token FROM rag_vector_packs WHERE workspace = ? AND embedder = ? AND dim = ?",
             (self.workspace_id, self.embedder.name, self.embedder.dim),
