@@ -40,12 +40,15 @@ def test_index_reports_counts_and_is_incremental(invoke, workspace_with_kb):
     assert first.exit_code == 0, first.output
     counts = json.loads(first.output)
     assert counts["added"] == 4 and counts["chunks_embedded"] > 0
+    assert counts["pack_bytes"] > 0  # the vectors were packed for the next process
     again = json.loads(invoke("index", "--json").output)
     assert (again["added"], again["unchanged"], again["chunks_embedded"]) == (0, 4, 0)
+    assert again["pack_bytes"] is None  # still current
     (workspace_with_kb / "docs" / "garden.txt").unlink()
     third = invoke("index")
     assert third.exit_code == 0
     assert "1 removed" in third.output
+    assert "vectors packed for fast loading" in third.output
 
 
 def test_search_before_indexing_says_how_to_fix(invoke, workspace_with_kb):

@@ -453,9 +453,11 @@ def test_an_unchanged_run_keeps_the_pack_and_a_change_replaces_it(
     database, essay_project, embedder, essay_query
 ):
     index = WorkspaceRagIndex(database, essay_project, embedder, **SMALL_CHUNKS)
-    index.index()
+    written = index.index().pack_bytes
     [(_, _, first)] = pack_tokens(database)
-    index.index()
+    files = (database.parent / "vectors").iterdir()
+    assert written == sum(path.stat().st_size for path in files) > 0
+    assert index.index().pack_bytes is None  # nothing changed: nothing rewritten
     assert [t for *_, t in pack_tokens(database)] == [first]
     (essay_project / "voyage.txt").write_text("Quantum flux capacitors. " + ESSAY)
     index.index()

@@ -52,6 +52,11 @@ def index(app: AppContext, path: Path | None, no_wait: bool, as_json: bool) -> N
         + (f", {stats.skipped} skipped (binary)" if stats.skipped else "")
         + f"; {stats.chunks_embedded} chunks"
         + (f" and {stats.sentences_embedded} sentences" if stats.sentences_embedded else "")
-        + f" embedded, {stats.chunks_total} chunks in the index",
+        + f" embedded, {stats.chunks_total} chunks in the index"
+        + (
+            f"; vectors packed for fast loading ({stats.pack_bytes / 1e6:.1f} MB)"
+            if stats.pack_bytes
+            else ""
+        ),
         markup=False,
     )

@@ -51,6 +51,7 @@ from kairox.workspace.files import WorkspaceFile, iter_workspace_files, read_tex
 from kairox.workspace.vector_pack import (
     VectorPack,
     pack_key,
+    pack_size,
     read_pack,
     remove_packs,
     write_pack,
@@ -148,6 +149,9 @@ class IndexStats:
     chunks_embedded: int = 0
     chunks_total: int = 0
     sentences_embedded: int = 0
+    #: size of the vector pack this run wrote (None: the one there was still fits, or
+    #: packs are off or could not be written).
+    pack_bytes: int | None = None
     skipped_files: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
@@ -160,6 +164,7 @@ class IndexStats:
             "chunks_embedded": self.chunks_embedded,
             "chunks_total": self.chunks_total,
             "sentences_embedded": self.sentences_embedded,
+            "pack_bytes": self.pack_bytes,
         }
 
 
@@ -384,7 +389,7 @@ class WorkspaceRagIndex:
         stats.chunks_embedded += embedded.chunks
         stats.sentences_embedded += embedded.sentences
         self._collect_garbage()
-        self._refresh_pack()
+        stats.pack_bytes = self._refresh_pack()
         stats.chunks_total = self.chunk_count()
         return stats
 
@@ -622,9 +627,9 @@ class WorkspaceRagIndex:
                 "DELETE FROM rag_vector_packs WHERE workspace = ?", (self.workspace_id,)
             )
 
-    def _refresh_pack(self) -> None:
+    def _refresh_pack(self) -> int | None:
         """Write a pack of the current rows unless a valid one exists (or delete the
-        packs, when they are switched off). Only a complete
+        packs, when they are switched off); returns the bytes written. Only a complete
         index (every chunk and sentence has its vector) is packed; a pack that cannot be
         written is skipped: searches then load from the database, as without packs."""
         kind = (self.workspace_id, self.embedder.name, self.embedder.dim)
@@ -632,24 +637,25 @@ class WorkspaceRagIndex:
             with self._db:
                 self._drop_packs(this_embedder_only=True)
             remove_packs(self._pack_folder, self._pack_key())
-            return
+            return None
         if self._db.execute(
             "SELECT 1 FROM rag_vector_packs WHERE workspace = ? AND embedder = ? AND dim = ?",
             kind,
         ).fetchone():
-            return
+            return None
         pack, complete = self._load_from_rows(with_sentences=True)
         if not complete or not len(pack.ids):
-            return
+            return None
         try:
             token = write_pack(self._pack_folder, self._pack_key(), pack)
         except OSError:
-            return
+            return None
         with self._db:
             self._db.execute(
                 "INSERT OR REPLACE INTO rag_vector_packs VALUES (?, ?, ?, ?)", (*kind, token)
             )
         remove_packs(self._pack_folder, self._pack_key(), keep=token)
+        return pack_size(self._pack_folder, self._pack_key(), token)
 
     def _stored_pack(self) -> VectorPack | None:
         if not self.vector_pack:

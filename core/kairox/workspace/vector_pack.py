@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["VectorPack", "pack_key", "read_pack", "remove_packs", "write_pack"]
+__all__ = ["VectorPack", "pack_key", "pack_size", "read_pack", "remove_packs", "write_pack"]
 
 _ARRAYS = ("ids", "chunk_rows", "owners", "sentence_rows")
 
@@ -114,6 +114,15 @@ def _consistent(pack: VectorPack, dim: int) -> bool:
         if len(rows) and (rows.min() < 0 or rows.max() >= limit):
             return False
     return True
+
+
+def pack_size(folder: Path, key: str, token: str) -> int:
+    """Bytes on disk of pack ``token`` (0 for files that are not there)."""
+    total = 0
+    for path in _paths(folder, key, token):
+        with contextlib.suppress(OSError):
+            total += path.stat().st_size
+    return total
 
 
 def remove_packs(folder: Path, key: str, *, keep: str | None = None) -> None:
