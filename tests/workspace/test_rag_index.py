@@ -574,3 +574,18 @@ def test_the_workspace_config_reaches_the_index(tmp_path, embedder):
     index = build_index(ctx)
     assert (index.vector_pack, index.sentence_weight) == (False, 0.3)
     index.close()
+
+
+def test_a_chunk_removed_while_a_search_runs_is_left_out_not_a_crash(
+    database, essay_project, embedder, essay_query
+):
+    index = WorkspaceRagIndex(database, essay_project, embedder, **SMALL_CHUNKS)
+    index.index()
+    ids, _, _ = index._matrix()  # what this process loaded before another one re-indexed
+    db = sqlite3.connect(database)
+    with db:
+        db.execute("DELETE FROM rag_chunks WHERE id = ?", (int(ids[0]),))
+    db.close()
+    hits = index._hits([(int(ids[0]), 0.9), (int(ids[1]), 0.8)], "workspace")
+    assert [hit.score for hit in hits] == [0.8]
+    index.close()

@@ -799,6 +799,8 @@ class WorkspaceRagIndex:
         }
         hits = []
         for chunk_id, score in scored:
+            if chunk_id not in rows:
+                continue  # removed by a `kairox index` that committed since the search began
             relpath, index, start, end, text = rows[chunk_id]
             hits.append(
                 Hit(
