@@ -10,6 +10,12 @@ asking them one after the other; with the statistics off they took 1.0x. The set
 only change while SQLite is not initialised. The standard library's module initialises
 its SQLite on import, and that copy is shared with everything else in the process; apsw's
 copy is private to apsw, so switching it there touches no one else.
+
+One rule comes with two copies of SQLite in one process: a file must only ever be opened
+through one of them. Their POSIX locks are the process's, and neither copy knows about
+the other's, so one closing the file can drop locks the other relies on (SQLite's "How
+To Corrupt", section 2.2.1). Knowledge-base files belong to apsw; Kairox's own state
+database (events, memories, the workspace index) to ``sqlite3``.
 """
 
 from __future__ import annotations
