@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from kairox.retrieval import (
+    FAN_OUT,
     CompositeWorkspaceRetriever,
     Hit,
     Query,
@@ -527,3 +528,43 @@ def test_a_slow_embedding_counts_against_the_source_deadline() -> None:
     assert report(result, "dense").status is SourceStatus.TIMEOUT
     assert dense.received == []
     assert [h.id for h in result.hits] == ["y"]
+
+
+# --- how many sources run at once ---------------------------------------------------------
+
+
+class FanOutProbe(StaticSource):
+    """Notes the fan-out width it sees from its worker thread, as a CPU-heavy source would."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, [f"{name}-hit"])
+        self.widths: list[int] = []
+
+    async def retrieve(self, query: Query) -> list[Hit]:
+        self.widths.append(await asyncio.to_thread(FAN_OUT.get))
+        return self.hits
+
+
+class WidthEmbedder(CountingEmbedder):
+    """Notes the fan-out width each embedding runs under."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.widths: list[int] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.widths.append(FAN_OUT.get())
+        return super().embed(texts)
+
+
+def test_sources_and_the_query_embedding_see_how_many_run_at_once() -> None:
+    embedder = WidthEmbedder("model")
+    several = [FanOutProbe("a"), FanOutProbe("b")]
+    dense = StaticSource("dense", ["d"], embedder=embedder)
+    CompositeWorkspaceRetriever([*several, dense]).retrieve_sync(Query("q"))
+    assert [probe.widths for probe in several] == [[3], [3]]
+    assert embedder.widths == [3]
+    alone = FanOutProbe("c")
+    run(CompositeWorkspaceRetriever([alone]).retrieve(Query("q")))
+    assert alone.widths == [1]
+    assert FAN_OUT.get() == 1  # the caller's own context is left as it was

@@ -10,6 +10,7 @@ from kairox.retrieval.documents import (
 )
 from kairox.retrieval.fusion import FUSION_METHODS, fuse, text_fingerprint
 from kairox.retrieval.model import (
+    FAN_OUT,
     FusedHit,
     Hit,
     Provenance,
@@ -22,6 +23,7 @@ from kairox.retrieval.model import (
 )
 
 __all__ = [
+    "FAN_OUT",
     "FUSION_METHODS",
     "CompositeWorkspaceRetriever",
     "Document",

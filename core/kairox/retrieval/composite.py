@@ -26,6 +26,7 @@ from kairox.retrieval.fusion import (
     fuse,
 )
 from kairox.retrieval.model import (
+    FAN_OUT,
     Hit,
     Query,
     RetrievalResult,
@@ -166,20 +167,26 @@ class CompositeWorkspaceRetriever:
         sources do: a source past its deadline is cancelled and not waited for.
         """
         depth = self._candidates or max(query.k, 20)
-        embeddings = self._start_embeddings(query)
-        # Every source that needs no query vector gets this same request.
-        asked = dataclasses.replace(query, k=depth)
-        started = time.perf_counter()
-        answered_at: dict[str, float] = {}
-        tasks: list[asyncio.Task[list[Hit]]] = []
-        for source in self._sources:
-            task = asyncio.create_task(
-                self._call(source, asked, embeddings, answered_at),
-                name=f"kairox-source-{source.name}",
-            )
-            # A source past its deadline is cancelled and its outcome never read.
-            task.add_done_callback(_consume_outcome)
-            tasks.append(task)
+        # Tasks copy the context as they are made, and worker threads copy it from them:
+        # every source (and query embedding) sees how many run next to it.
+        fan_out = FAN_OUT.set(len(self._sources))
+        try:
+            embeddings = self._start_embeddings(query)
+            # Every source that needs no query vector gets this same request.
+            asked = dataclasses.replace(query, k=depth)
+            started = time.perf_counter()
+            answered_at: dict[str, float] = {}
+            tasks: list[asyncio.Task[list[Hit]]] = []
+            for source in self._sources:
+                task = asyncio.create_task(
+                    self._call(source, asked, embeddings, answered_at),
+                    name=f"kairox-source-{source.name}",
+                )
+                # A source past its deadline is cancelled and its outcome never read.
+                task.add_done_callback(_consume_outcome)
+                tasks.append(task)
+        finally:
+            FAN_OUT.reset(fan_out)
         expired: dict[asyncio.Task[list[Hit]], float] = {}
         try:
             expired = await self._wait(tasks, started)

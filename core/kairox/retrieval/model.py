@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
+
+#: How many sources the retrieval running in this context asks at once (1: a source asked
+#: alone). The composite sets it for its fan-out; the context follows each source (and
+#: the query embedding) into its worker thread. A source or embedding backend whose work
+#: can spread over every core (torch, a BLAS) may read it to take one core instead while
+#: others run next to it: a parallel section waits for a core another source holds.
+FAN_OUT: ContextVar[int] = ContextVar("kairox_fan_out", default=1)
 
 
 class ScoreKind(StrEnum):

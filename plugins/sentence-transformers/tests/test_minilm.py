@@ -106,6 +106,70 @@ def test_concurrent_calls_agree_with_sequential(minilm):
         np.testing.assert_allclose(one, other, atol=1e-5)
 
 
+class ThreadCountingModel:
+    """Wraps the loaded model; notes torch's thread count at every encode."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+        self.threads: list[int] = []
+
+    def encode(self, *args, **kwargs):
+        import torch
+
+        self.threads.append(torch.get_num_threads())
+        return self.model.encode(*args, **kwargs)
+
+
+def test_next_to_other_sources_a_query_is_embedded_on_one_torch_thread(minilm, monkeypatch):
+    import torch
+
+    from kairox.retrieval import FAN_OUT
+
+    minilm.load()
+    counting = ThreadCountingModel(minilm._model)
+    monkeypatch.setattr(minilm, "_model", counting)
+    before = torch.get_num_threads()
+    token = FAN_OUT.set(3)  # what the composite sets while it asks three sources
+    try:
+        shared = minilm.embed(["saturn rings"])
+    finally:
+        FAN_OUT.reset(token)
+    alone = minilm.embed(["saturn rings"])
+    assert counting.threads == [1, before]
+    assert torch.get_num_threads() == before  # restored
+    np.testing.assert_allclose(shared, alone, atol=1e-5)  # same vector either way
+
+
+def test_overlapping_single_thread_sections_restore_the_count_once_all_leave():
+    import torch
+    from kairox_sentence_transformers import _one_torch_thread
+
+    before = torch.get_num_threads()
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: list[int] = []
+
+    def first() -> None:
+        with _one_torch_thread():
+            first_in.set()
+            second_in.wait(5)
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(5)
+        with _one_torch_thread():
+            second_in.set()
+            first_out.wait(5)
+            seen.append(torch.get_num_threads())
+
+    workers = [threading.Thread(target=first), threading.Thread(target=second)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(10)
+    assert seen == [1]  # the first leaving did not lift the second's limit
+    assert torch.get_num_threads() == before
+
+
 def test_concurrent_first_calls_load_the_model_once(minilm, monkeypatch):
     backend = MiniLMEmbedder()
     loads: list[int] = []
