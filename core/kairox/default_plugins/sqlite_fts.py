@@ -102,7 +102,10 @@ class SqliteFtsIndex:
         try:
             self._db = connect(self.path, create=create)
         except apsw.Error as exc:
-            raise SqliteFtsError(f"cannot open the index file {self.path}: {exc}") from exc
+            raise SqliteFtsError(
+                f"cannot open the index file {self.path}: {exc}; check that the path is "
+                "right and that its folder is readable and writable"
+            ) from exc
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]

@@ -632,41 +632,42 @@ class WorkspaceRagIndex:
         packs, when they are switched off); returns the bytes written. Only a complete
         index (every chunk and sentence has its vector) is packed; a pack that cannot be
         written is skipped: searches then load from the database, as without packs."""
-        kind = (self.workspace_id, self.embedder.name, self.embedder.dim)
+        key = self._pack_key()
         if not self.vector_pack:
             with self._db:
                 self._drop_packs(this_embedder_only=True)
-            remove_packs(self._pack_folder, self._pack_key())
+            remove_packs(self._pack_folder, key)
             return None
-        if self._db.execute(
-            "SELECT 1 FROM rag_vector_packs WHERE workspace = ? AND embedder = ? AND dim = ?",
-            kind,
-        ).fetchone():
+        if self._pack_token() is not None:
             return None
         pack, complete = self._load_from_rows(with_sentences=True)
         if not complete or not len(pack.ids):
             return None
         try:
-            token = write_pack(self._pack_folder, self._pack_key(), pack)
+            token = write_pack(self._pack_folder, key, pack)
         except OSError:
             return None
         with self._db:
             self._db.execute(
-                "INSERT OR REPLACE INTO rag_vector_packs VALUES (?, ?, ?, ?)", (*kind, token)
+                "INSERT OR REPLACE INTO rag_vector_packs VALUES (?, ?, ?, ?)",
+                (self.workspace_id, self.embedder.name, self.embedder.dim, token),
             )
-        remove_packs(self._pack_folder, self._pack_key(), keep=token)
-        return pack_size(self._pack_folder, self._pack_key(), token)
+        remove_packs(self._pack_folder, key, keep=token)
+        return pack_size(self._pack_folder, key, token)
 
-    def _stored_pack(self) -> VectorPack | None:
-        if not self.vector_pack:
-            return None
+    def _pack_token(self) -> str | None:
+        """The token of the pack that matches this workspace's rows for this embedder."""
         row = self._db.execute(
             "SELECT token FROM rag_vector_packs WHERE workspace = ? AND embedder = ? AND dim = ?",
             (self.workspace_id, self.embedder.name, self.embedder.dim),
         ).fetchone()
-        if row is None:
+        return None if row is None else row[0]
+
+    def _stored_pack(self) -> VectorPack | None:
+        token = self._pack_token() if self.vector_pack else None
+        if token is None:
             return None
-        return read_pack(self._pack_folder, self._pack_key(), row[0], self.embedder.dim)
+        return read_pack(self._pack_folder, self._pack_key(), token, self.embedder.dim)
 
     def _collect_garbage(self) -> None:
         # Vectors that no chunk of any workspace refers to any more.
