@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,26 @@ def isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
 def workspace(isolated_environment: Path) -> Path:
     """The current folder of the test: an empty workspace."""
     return isolated_environment
+
+
+@pytest.fixture
+def all_at_once() -> Callable[..., list[object]]:
+    """``all_at_once(*calls)``: each call in a thread of its own, all released together.
+
+    Returns the calls' results in order; the first exception raised is raised again.
+    """
+
+    def start_together(*calls: Callable[[], object]) -> list[object]:
+        barrier = threading.Barrier(len(calls))
+
+        def start(call: Callable[[], object]) -> object:
+            barrier.wait()
+            return call()
+
+        with ThreadPoolExecutor(len(calls)) as pool:
+            return list(pool.map(start, calls))
+
+    return start_together
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ import dataclasses
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -60,6 +61,7 @@ __all__ = [
     "ToolInvocationCompleted",
     "UserMessageAdded",
     "connect_database",
+    "enable_wal",
     "ensure_component_schema",
     "event_from_payload",
     "utc_now",
@@ -331,7 +333,7 @@ def connect_database(
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         # Check before switching to WAL, so a newer database is refused without being touched.
         _check_format(conn)
-        conn.execute("PRAGMA journal_mode = WAL")
+        enable_wal(conn, busy_timeout_ms / 1000)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
     except BaseException:
@@ -348,6 +350,25 @@ def _check_format(conn: sqlite3.Connection) -> int:
             "this Kairox understands; upgrade Kairox (it was left untouched)"
         )
     return found
+
+
+def enable_wal(conn: sqlite3.Connection, timeout_s: float) -> None:
+    """Switch the connection's file to write-ahead logging, waiting for other openers.
+
+    Switching needs the file's exclusive lock, and when another connection is opening the
+    same new file SQLite answers "database is locked" at once instead of through the busy
+    handler (waiting there could deadlock), so the switch is retried for up to
+    ``timeout_s`` seconds. A file already in WAL mode is left as it is.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
 
 
 def ensure_component_schema(

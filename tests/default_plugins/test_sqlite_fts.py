@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from kairox.default_plugins import sqlite_fts
 from kairox.default_plugins.sqlite_fts import SqliteFtsError, SqliteFtsIndex, match_expression
 from kairox.registry import BuildContext
-from kairox.retrieval import Document, IngestableSource, Query, QueryError
+from kairox.retrieval import Document, IngestableSource, Query, QueryError, sqlite_engine
 from kairox.testing import CORPUS, SourceConformance, check_kind_registration, run
 
 
@@ -100,6 +100,47 @@ def test_bad_filter_value_is_a_clear_error(filled, tmp_path):
 
 def test_relative_path_resolves_against_the_config_folder(tmp_path):
     assert build(tmp_path, "sub/kb.db").path == tmp_path / "sub" / "kb.db"
+
+
+def test_opening_an_existing_index_writes_nothing(filled, tmp_path):
+    # Another connection holds the write lock (as `kairox kb ingest` does mid-batch): a
+    # reader must open and search at once, not wait for the lock and then fail.
+    writer = sqlite_engine.connect(tmp_path / "kb.db")
+    writer.set_busy_timeout(0)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        reader = SqliteFtsIndex(tmp_path / "kb.db")
+        assert reader.search("saturn rings", 1)[0][0] == "astro-1"
+        reader.close()
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def test_indexes_opened_together_on_a_new_file_all_open(tmp_path, all_at_once):
+    for attempt in range(10):
+        path = tmp_path / f"new-{attempt}.db"
+        indexes = all_at_once(*[lambda path=path: SqliteFtsIndex(path, create=True)] * 4)
+        try:
+            assert [index.count() for index in indexes] == [0, 0, 0, 0]
+        finally:
+            for index in indexes:
+                index.close()
+
+
+def test_first_queries_from_threads_at_once_all_answer(filled, tmp_path, all_at_once):
+    for _ in range(10):
+        source = build(tmp_path)
+        hits = all_at_once(*[lambda s=source: run(s.retrieve(Query("saturn rings")))] * 8)
+        assert [hit_list[0].id for hit_list in hits] == ["astro-1"] * 8
+
+
+def test_threads_opening_a_source_at_once_share_one_index(filled, tmp_path, all_at_once):
+    for _ in range(10):
+        source = build(tmp_path)
+        opened = all_at_once(*[source._open] * 8)
+        assert len({id(index) for index in opened}) == 1
+        opened[0].close()
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import apsw
 import pytest
 
 from kairox.retrieval import sqlite_engine
-from kairox.retrieval.sqlite_engine import connect, parallel_readers
+from kairox.retrieval.sqlite_engine import connect, parallel_readers, use_wal
 
 
 def test_memory_statistics_are_off_so_readers_do_not_share_a_mutex(tmp_path):
@@ -51,3 +51,34 @@ def test_a_writer_elsewhere_is_waited_for_not_failed(tmp_path):
     finally:
         reader.close()
         writer.close()
+
+
+def test_new_files_opened_at_once_all_switch_to_wal(tmp_path, all_at_once):
+    # The switch is answered "database is locked" at once while another connection is
+    # creating tables in the same new file; use_wal waits its turn instead.
+    for attempt in range(40):
+        path = tmp_path / f"new-{attempt}.db"
+
+        def open_in_wal(path=path):
+            connection = connect(path, create=True)
+            use_wal(connection)
+            connection.execute("BEGIN IMMEDIATE; CREATE TABLE IF NOT EXISTS t(x); COMMIT")
+            return connection
+
+        connections = all_at_once(*[open_in_wal] * 4)
+        try:
+            modes = {c.execute("PRAGMA journal_mode").fetchone()[0] for c in connections}
+            assert modes == {"wal"}
+        finally:
+            for connection in connections:
+                connection.close()
+
+
+def test_use_wal_on_a_file_that_is_not_a_database_raises(tmp_path):
+    (tmp_path / "junk.db").write_bytes(b"not sqlite" * 100)
+    connection = connect(tmp_path / "junk.db")
+    try:
+        with pytest.raises(apsw.NotADBError):
+            use_wal(connection)
+    finally:
+        connection.close()

@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 
+from kairox.events import SqliteEventStore
 from kairox.retrieval import Query
 from kairox.testing import run
 from kairox.workspace.chunking import chunk_text
@@ -353,6 +354,30 @@ def test_weight_zero_embeds_no_sentences_and_a_later_run_adds_them(
     assert embedder.texts_embedded == 2 + 5
     assert index.index().sentences_embedded == 0  # done once, not every run
     index.close()
+
+
+def test_index_and_event_store_opening_a_new_database_at_once_all_open(
+    tmp_path, project, embedder, all_at_once
+):
+    # `kairox chat` and `kairox web` started together on a fresh KAIROX_HOME: switching the
+    # new file to WAL is answered "database is locked" at once, without the busy wait, when
+    # another connection is creating its tables; every opener must still get through.
+    for attempt in range(10):
+        database = tmp_path / f"new-{attempt}.db"
+
+        def index(database=database):
+            return WorkspaceRagIndex(database, project, embedder)
+
+        def store(database=database):
+            return SqliteEventStore(database)
+
+        opened = all_at_once(index, store, index, store)
+        try:
+            assert [each.search_words("anything", 1) for each in opened[::2]] == [[], []]
+            assert [each.get(1) for each in opened[1::2]] == [None, None]
+        finally:
+            for each in opened:
+                each.close()
 
 
 def test_an_index_from_before_sentence_vectors_is_upgraded(database, essay_project, embedder):

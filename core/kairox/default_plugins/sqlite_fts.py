@@ -26,7 +26,7 @@ from kairox.errors import KairoxError
 from kairox.registry import BuildContext, KnowledgeBaseKind
 from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind
 from kairox.retrieval.fts5 import match_expression
-from kairox.retrieval.sqlite_engine import connect
+from kairox.retrieval.sqlite_engine import connect, use_wal
 
 _SCHEMA_VERSION = 1
 #: bm25 weight of a title match against a body match (tuned on SciFact train).
@@ -107,21 +107,38 @@ class SqliteFtsIndex:
                 "right and that its folder is readable and writable"
             ) from exc
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version > _SCHEMA_VERSION:
-                raise SqliteFtsError(
-                    f"{self.path} was written by a newer Kairox (schema {version}); upgrade kairox"
-                )
-            with self._db:
-                self._db.execute(_SCHEMA)
-                self._db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+            use_wal(self._db)
+            if self._schema_version() != _SCHEMA_VERSION:
+                self._create_schema()
         except apsw.Error as exc:
             self._db.close()
             raise SqliteFtsError(f"{self.path} is not a readable SQLite FTS index: {exc}") from exc
         except SqliteFtsError:
             self._db.close()
             raise
+
+    def _schema_version(self) -> int:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > _SCHEMA_VERSION:
+            raise SqliteFtsError(
+                f"{self.path} was written by a newer Kairox (schema {version}); upgrade kairox"
+            )
+        return version
+
+    def _create_schema(self) -> None:
+        # IMMEDIATE takes the write lock before reading, so a second opener of a new file
+        # waits out the busy timeout and then finds the schema there. A deferred
+        # transaction would read first and then fail at once with "database is locked"
+        # (SQLITE_BUSY_SNAPSHOT) when another connection wrote in between.
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            if self._schema_version() != _SCHEMA_VERSION:
+                self._db.execute(_SCHEMA)
+                self._db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:
@@ -242,16 +259,21 @@ class SqliteFtsSource:
         self.title_weight = title_weight
         self.body_weight = body_weight
         self._index: SqliteFtsIndex | None = None
+        # Concurrent first queries run in several worker threads; they must share one
+        # index rather than each open (and leak) a connection of its own.
+        self._open_lock = threading.Lock()
 
     def _open(self, *, create: bool = False) -> SqliteFtsIndex:
-        if self._index is None:
-            if not create and not self.path.exists():
-                raise SqliteFtsError(
-                    f"knowledge base {self.name!r}: index file {self.path} does not exist. "
-                    f"Fill it with `kairox kb ingest {self.name} PATH...`, or correct `path`."
-                )
-            self._index = SqliteFtsIndex(self.path, create=create)
-        return self._index
+        with self._open_lock:
+            if self._index is None:
+                if not create and not self.path.exists():
+                    raise SqliteFtsError(
+                        f"knowledge base {self.name!r}: index file {self.path} does not "
+                        f"exist. Fill it with `kairox kb ingest {self.name} PATH...`, or "
+                        "correct `path`."
+                    )
+                self._index = SqliteFtsIndex(self.path, create=create)
+            return self._index
 
     # -- IngestableSource: `kairox kb ingest` creates the file on first write ----------
 

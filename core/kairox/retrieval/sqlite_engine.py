@@ -21,11 +21,15 @@ database (events, memories, the workspace index) to ``sqlite3``.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import apsw
 
-__all__ = ["connect", "parallel_readers"]
+__all__ = ["connect", "parallel_readers", "use_wal"]
+
+#: How long a connection waits for another one's lock before "database is locked".
+BUSY_TIMEOUT_S = 5.0
 
 _lock = threading.Lock()
 _configured: bool | None = None
@@ -59,7 +63,7 @@ def _switch_statistics_off() -> bool:
 
 
 def connect(path: Path | str, *, create: bool = False) -> apsw.Connection:
-    """Open ``path`` read-write (creating it when ``create``), with a 5 s busy timeout.
+    """Open ``path`` read-write (creating it when ``create``), with a busy timeout.
 
     :raises apsw.CantOpenError: when the file does not exist and ``create`` is false, or
         cannot be opened.
@@ -68,5 +72,27 @@ def connect(path: Path | str, *, create: bool = False) -> apsw.Connection:
     flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
     connection = apsw.Connection(str(path), flags=flags)
     # Another process (kairox kb ingest) may be writing: wait for it rather than fail.
-    connection.set_busy_timeout(5000)
+    connection.set_busy_timeout(int(BUSY_TIMEOUT_S * 1000))
     return connection
+
+
+def use_wal(connection: apsw.Connection) -> None:
+    """Put the connection's file in write-ahead-log mode, waiting for other openers.
+
+    Switching a new file needs its exclusive lock, and when two connections ask at the
+    same moment SQLite answers "database is locked" at once rather than through the busy
+    handler (waiting there could deadlock), so the switch is retried here for up to
+    :data:`BUSY_TIMEOUT_S`. A file already in WAL mode is left as it is.
+
+    :raises apsw.BusyError: when the file stayed locked for the whole timeout.
+    :raises apsw.Error: when the file is not a database.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode=WAL").fetchall()
+            return
+        except apsw.BusyError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)

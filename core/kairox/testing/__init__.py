@@ -204,6 +204,20 @@ class SourceConformance:
         assert any_of
         assert {h.metadata.get("topic") for h in any_of} <= {"astronomy", "biology"}
 
+    def test_first_queries_at_once_all_answer(self, conformance_source: WorkspaceRetriever) -> None:
+        # A source opens its index or client on first use, and its first queries often
+        # arrive together (several knowledge bases' worth of sessions at start-up): they
+        # must share what is opened, not race to open it.
+        async def together() -> list[list[str]]:
+            answers = await asyncio.gather(
+                *(conformance_source.retrieve(Query("saturn rings", k=3)) for _ in range(4))
+            )
+            return [[h.id for h in hits] for hits in answers]
+
+        answers = run(together())
+        assert answers[0] and answers[0][0] == "astro-1"
+        assert all(ids == answers[0] for ids in answers)
+
     def test_concurrent_queries_agree_with_sequential(
         self, conformance_source: WorkspaceRetriever
     ) -> None:

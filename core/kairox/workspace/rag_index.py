@@ -36,7 +36,7 @@ import numpy as np
 
 from kairox.embedding import EmbeddingBackend
 from kairox.errors import KairoxError
-from kairox.events import ensure_component_schema
+from kairox.events import enable_wal, ensure_component_schema
 from kairox.retrieval import Hit, Query, QueryError, ScoreKind
 from kairox.retrieval.fts5 import match_expression
 from kairox.retrieval.vectors import (
@@ -228,7 +228,7 @@ def open_database(path: Path) -> sqlite3.Connection:
         db.execute("PRAGMA busy_timeout=30000")
         # Versioned per component: the database is shared with events and memories.
         ensure_component_schema(db, "workspace_index", _SCHEMA_VERSION, _SCHEMA)
-        db.execute("PRAGMA journal_mode=WAL")
+        enable_wal(db, 30)
     except BaseException:
         db.close()
         raise
