@@ -6,7 +6,7 @@ import apsw
 import pytest
 
 from kairox.retrieval import sqlite_engine
-from kairox.retrieval.sqlite_engine import connect, parallel_readers, use_wal
+from kairox.retrieval.sqlite_engine import connect, enable_wal, parallel_readers
 
 
 def test_memory_statistics_are_off_so_readers_do_not_share_a_mutex(tmp_path):
@@ -55,13 +55,13 @@ def test_a_writer_elsewhere_is_waited_for_not_failed(tmp_path):
 
 def test_new_files_opened_at_once_all_switch_to_wal(tmp_path, all_at_once):
     # The switch is answered "database is locked" at once while another connection is
-    # creating tables in the same new file; use_wal waits its turn instead.
+    # creating tables in the same new file; enable_wal waits its turn instead.
     for attempt in range(40):
         path = tmp_path / f"new-{attempt}.db"
 
         def open_in_wal(path=path):
             connection = connect(path, create=True)
-            use_wal(connection)
+            enable_wal(connection)
             connection.execute("BEGIN IMMEDIATE; CREATE TABLE IF NOT EXISTS t(x); COMMIT")
             return connection
 
@@ -74,11 +74,11 @@ def test_new_files_opened_at_once_all_switch_to_wal(tmp_path, all_at_once):
                 connection.close()
 
 
-def test_use_wal_on_a_file_that_is_not_a_database_raises(tmp_path):
+def test_enable_wal_on_a_file_that_is_not_a_database_raises(tmp_path):
     (tmp_path / "junk.db").write_bytes(b"not sqlite" * 100)
     connection = connect(tmp_path / "junk.db")
     try:
         with pytest.raises(apsw.NotADBError):
-            use_wal(connection)
+            enable_wal(connection)
     finally:
         connection.close()

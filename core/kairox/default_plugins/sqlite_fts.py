@@ -26,7 +26,7 @@ from kairox.errors import KairoxError
 from kairox.registry import BuildContext, KnowledgeBaseKind
 from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind
 from kairox.retrieval.fts5 import match_expression
-from kairox.retrieval.sqlite_engine import connect, use_wal
+from kairox.retrieval.sqlite_engine import connect, enable_wal
 
 _SCHEMA_VERSION = 1
 #: bm25 weight of a title match against a body match (tuned on SciFact train).
@@ -107,7 +107,7 @@ class SqliteFtsIndex:
                 "right and that its folder is readable and writable"
             ) from exc
         try:
-            use_wal(self._db)
+            enable_wal(self._db)
             if self._schema_version() != _SCHEMA_VERSION:
                 self._create_schema()
         except apsw.Error as exc:

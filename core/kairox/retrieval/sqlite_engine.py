@@ -26,7 +26,7 @@ from pathlib import Path
 
 import apsw
 
-__all__ = ["connect", "parallel_readers", "use_wal"]
+__all__ = ["connect", "enable_wal", "parallel_readers"]
 
 #: How long a connection waits for another one's lock before "database is locked".
 BUSY_TIMEOUT_S = 5.0
@@ -76,7 +76,7 @@ def connect(path: Path | str, *, create: bool = False) -> apsw.Connection:
     return connection
 
 
-def use_wal(connection: apsw.Connection) -> None:
+def enable_wal(connection: apsw.Connection) -> None:
     """Put the connection's file in write-ahead-log mode, waiting for other openers.
 
     Switching a new file needs its exclusive lock, and when two connections ask at the

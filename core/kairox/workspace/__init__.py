@@ -1,9 +1,9 @@
 """The user's workspace: walking its files, chunking them, and the RAG index over them.
 
 Submodules: :mod:`.files` (walk with ``.gitignore`` rules, binary sniffing),
-:mod:`.chunking` (token-aware chunks with overlap, and their sentences) and :mod:`.rag_index` (the SQLite chunk
-store). The names below are re-exported lazily so that importing one submodule does not pull
-in the others' dependencies (tiktoken, numpy).
+:mod:`.chunking` (token-aware chunks with overlap, and their sentences) and
+:mod:`.rag_index` (the SQLite chunk store). The names below are re-exported lazily so
+that importing one submodule does not pull in the others' dependencies (tiktoken, numpy).
 """
 
 from __future__ import annotations

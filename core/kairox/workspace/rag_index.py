@@ -365,23 +365,20 @@ class WorkspaceRagIndex:
                         else:
                             stats.updated += 1
             if len(batch) >= FILES_PER_BATCH:
-                chunks, sentences = self._write_batch(batch)
-                stats.chunks_embedded += chunks
-                stats.sentences_embedded += sentences
+                self._write_batch(batch, stats)
                 batch = []
             if progress is not None:
                 progress(file.relpath, done, len(files))
-        chunks, sentences = self._write_batch(batch)
-        stats.chunks_embedded += chunks
-        stats.sentences_embedded += sentences
+        self._write_batch(batch, stats)
         gone = sorted(set(known) - seen)
         with self._db:
             self._db.executemany(
                 "UPDATE rag_files SET size=?, mtime_ns=? WHERE workspace=? AND relpath=?",
                 touched,
             )
-            for relpath in gone:
+            if gone:
                 self._drop_packs()
+            for relpath in gone:
                 self._delete_file(relpath)
         stats.removed = len(gone)
         stats.sentences_embedded += self._add_missing_sentences()
@@ -450,10 +447,10 @@ class WorkspaceRagIndex:
             )
         return rows
 
-    def _write_batch(self, batch: list[_PendingFile]) -> tuple[int, int]:
-        """Store ``batch`` in one transaction; returns (chunks, sentences) newly embedded."""
+    def _write_batch(self, batch: list[_PendingFile], stats: IndexStats) -> None:
+        """Store ``batch`` in one transaction; counts what it embedded into ``stats``."""
         if not batch:
-            return 0, 0
+            return
         chunk_texts = {chunk.text_hash: chunk.text for f in batch for chunk in f.chunks}
         sentence_texts = {
             s.text_hash: s.text for f in batch for chunk in f.chunks for s in chunk.sentences
@@ -496,7 +493,8 @@ class WorkspaceRagIndex:
                         pending.mtime_ns,
                     ),
                 )
-        return len(rows), len(sentence_rows)
+        stats.chunks_embedded += len(rows)
+        stats.sentences_embedded += len(sentence_rows)
 
     def _insert_sentences(self, chunk_id: int | None, sentences: Sequence[_Sentence]) -> None:
         self._db.executemany(
