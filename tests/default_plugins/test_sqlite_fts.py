@@ -117,6 +117,21 @@ def test_opening_an_existing_index_writes_nothing(filled, tmp_path):
         writer.close()
 
 
+def test_a_file_locked_past_the_timeout_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(sqlite_engine, "BUSY_TIMEOUT_S", 0.2)
+    holder = sqlite_engine.connect(tmp_path / "kb.db", create=True)
+    holder.execute("BEGIN EXCLUSIVE; CREATE TABLE t(x)")  # a new file, not yet in WAL mode
+    try:
+        with pytest.raises(SqliteFtsError, match="stayed locked by another connection"):
+            SqliteFtsIndex(tmp_path / "kb.db")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    index = SqliteFtsIndex(tmp_path / "kb.db")  # usable once the lock is gone
+    assert index.count() == 0
+    index.close()
+
+
 def test_indexes_opened_together_on_a_new_file_all_open(tmp_path, all_at_once):
     for attempt in range(10):
         path = tmp_path / f"new-{attempt}.db"

@@ -24,7 +24,7 @@ from kairox import hookimpl
 from kairox.config import KnowledgeBaseConfig
 from kairox.errors import KairoxError
 from kairox.registry import BuildContext, KnowledgeBaseKind
-from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind
+from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind, sqlite_engine
 from kairox.retrieval.fts5 import match_expression
 from kairox.retrieval.sqlite_engine import connect, enable_wal
 
@@ -110,6 +110,13 @@ class SqliteFtsIndex:
             enable_wal(self._db)
             if self._schema_version() != _SCHEMA_VERSION:
                 self._create_schema()
+        except apsw.BusyError as exc:
+            self._db.close()
+            raise SqliteFtsError(
+                f"{self.path} stayed locked by another connection for "
+                f"{sqlite_engine.BUSY_TIMEOUT_S:g} s ({exc}); if `kairox kb ingest` is writing "
+                "to it, try again when it has finished"
+            ) from exc
         except apsw.Error as exc:
             self._db.close()
             raise SqliteFtsError(f"{self.path} is not a readable SQLite FTS index: {exc}") from exc
