@@ -43,6 +43,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     StrictBool,
     StrictInt,
     StrictStr,
@@ -68,6 +69,7 @@ __all__ = [
     "KnowledgeBaseConfig",
     "KnowledgeBaseEntry",
     "MemoryConfig",
+    "PluginSettings",
     "ProfileConfig",
     "WorkspaceConfig",
     "find_workspace_config",
@@ -161,7 +163,12 @@ class ConfigError(Exception):
 
 
 class ProfileConfig(BaseModel):
-    """A model profile: ``[profiles.<name>]``."""
+    """A model profile: ``[profiles.<name>]``, the keys every profile shares.
+
+    The other keys of the table belong to the profile's model backend or summariser and
+    are validated by that plugin's ``config_model`` (a :class:`PluginSettings`); they
+    are kept, as written, in :attr:`plugin_keys`.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -171,11 +178,21 @@ class ProfileConfig(BaseModel):
     headroom: StrictInt = Field(default=4096, ge=0)
     aliases: list[StrictStr] = Field(default_factory=list)
     backend: StrictStr = "openai-compatible"
-    base_url: StrictStr = "https://api.openai.com/v1"
-    api_key_env: StrictStr | None = "OPENAI_API_KEY"
     summarizer: StrictStr = "extractive"
     auto_compact: StrictBool = True
     system_prompt: StrictStr = "You are a helpful assistant."
+    _plugin_keys: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def plugin_keys(self) -> dict[str, Any]:
+        """The table's keys for its backend and summariser (``base_url``...), as written."""
+        return dict(self._plugin_keys)
+
+    def with_plugin_keys(self, keys: Mapping[str, Any]) -> ProfileConfig:
+        """A copy whose backend and summariser keys are ``keys``."""
+        copy = self.model_copy()
+        copy._plugin_keys = dict(keys)
+        return copy
 
     @field_validator("headroom")
     @classmethod
@@ -184,6 +201,17 @@ class ProfileConfig(BaseModel):
         if isinstance(window, int) and value >= window:
             raise ValueError(f"headroom ({value}) must be smaller than context_window ({window})")
         return value
+
+
+class PluginSettings(BaseModel):
+    """Base of a model backend's or summariser's ``config_model``: its keys in a profile.
+
+    Subclass it with the plugin's own keys (defaults included) and register it as the
+    spec's ``config_model``; ``kairox config check`` then reports a wrong key or value in
+    ``[profiles.<name>]`` with the file, table, key and fix, like any built-in key.
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class KnowledgeBaseConfig(BaseModel):
@@ -234,9 +262,13 @@ class MemoryConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_proposals_per_turn: StrictInt = Field(default=5, ge=0, le=100)
+    # A session memory proposed in a turn whose prompt held tool output or retrieved
+    # text waits for approval instead of being accepted at once.
+    hold_tainted_session: StrictBool = True
 
 
 _COMMON_KB_KEYS: frozenset[str] = frozenset(KnowledgeBaseConfig.model_fields)
+_PROFILE_KEYS: tuple[str, ...] = tuple(ProfileConfig.model_fields)
 
 # What each built-in key expects, used as the fix for a type or range error.
 _FIELD_FIXES: dict[str, str] = {
@@ -271,9 +303,11 @@ _FIELD_FIXES: dict[str, str] = {
     ),
     "vector_pack": "use true or false (no quotes), e.g. vector_pack = false",
     "max_proposals_per_turn": "use a whole number from 0 to 100, e.g. max_proposals_per_turn = 5",
+    "hold_tainted_session": "use true or false (no quotes), e.g. hold_tainted_session = true",
 }
 _BUILTIN_MODELS: tuple[type[BaseModel], ...] = (
     ProfileConfig,
+    PluginSettings,
     KnowledgeBaseConfig,
     WorkspaceConfig,
     MemoryConfig,
@@ -618,8 +652,12 @@ class _Loader:
                 continue
             table = _table_name("profiles", ident)
             skip = self.check_secrets(t.raw, t.origin, table)
-            profile = self.validate(ProfileConfig, t.raw, t.origin, table, skip=skip)
+            common = {k: v for k, v in t.raw.items() if k in _PROFILE_KEYS}
+            rest = {k: v for k, v in t.raw.items() if k not in _PROFILE_KEYS}
+            profile = self.validate(ProfileConfig, common, t.origin, table, skip=skip)
             if isinstance(profile, ProfileConfig):
+                self.plugin_keys(profile, rest, t.origin, table, skip)
+                profile = profile.with_plugin_keys(rest)
                 for i, alias in enumerate(profile.aliases):
                     if not _ID_RE.fullmatch(alias):
                         self.add(
@@ -632,6 +670,64 @@ class _Loader:
                         )
                 out[ident] = profile
         return out
+
+    def plugin_keys(
+        self,
+        profile: ProfileConfig,
+        keys: dict[str, Any],
+        origin: Path,
+        table: str,
+        skip: set[str],
+    ) -> None:
+        """Validate the keys the profile's backend and summariser own; report the rest.
+
+        While either of them is not installed, keys nobody claims are left alone: they
+        may be that plugin's (its commands fail with an install hint when used).
+        """
+        owners = (
+            (self.registry.model_backends, profile.backend, "model backend"),
+            (self.registry.summarizers, profile.summarizer, "summarizer"),
+        )
+        claimed: set[str] = set()
+        known = list(_PROFILE_KEYS)
+        resolved = True
+        for specs, name, what in owners:
+            spec = specs.get(name)
+            if spec is None:
+                resolved = False
+                continue
+            model = spec.config_model
+            if model is None:
+                continue
+            fields = set(_model_keys(model))
+            known += sorted(fields - set(known))
+            claimed |= fields
+            mine = {k: v for k, v in keys.items() if k in fields}
+            self.validate(
+                model,
+                mine,
+                origin,
+                table,
+                skip=skip,
+                plugin=specs.provider(name),
+                kind=f"{what} {name}",
+            )
+        if not resolved:
+            return
+        for key in sorted(set(keys) - claimed - skip):
+            suggestion = _did_you_mean(key, known)
+            problem = f"unknown key {key!r}"
+            if suggestion:
+                problem += f"; did you mean {suggestion!r}?"
+            self.add(
+                origin,
+                table,
+                key,
+                problem,
+                f"rename it to {suggestion!r}"
+                if suggestion
+                else f"remove it; the keys of this profile are: {', '.join(known)}",
+            )
 
     def alias_collisions(
         self, profiles: dict[str, ProfileConfig], tables: dict[str, _Table]

@@ -6,21 +6,9 @@ context. Events are appended, never updated or deleted (compaction appends a
 :class:`CompactionSummary`; it does not remove what it summarised). SQLite triggers enforce this
 for anyone who bypasses the API.
 
-The database is shared: events, memories (:mod:`kairox.memory.store`) and workspace indexes live
-in one file (see :func:`kairox.paths.database_path`). So that each part can evolve its own tables,
-versions are tracked twice:
-
-* ``PRAGMA user_version`` holds the version of the shared layout (:data:`DATABASE_FORMAT_VERSION`:
-  the pragmas and the ``kairox_schema`` bookkeeping table);
-* ``kairox_schema(component, version)`` holds one version per component (``events``, ``memory``,
-  ...), managed by :func:`ensure_component_schema`.
-
-A database written by a newer Kairox (either number higher than this code knows) is refused with
-:class:`SchemaVersionError` instead of being read or written with the wrong assumptions.
-
-Every connection runs in WAL mode with a busy timeout and autocommit, and every write is one short
-transaction, so two processes (say, the TUI and the web app) can share the file and see each
-other's writes on their next read.
+The database is shared with memories and workspace indexes; opening it, its versions and its
+transactions are :mod:`kairox.storage`'s (re-exported here for existing imports). The facade
+owns the process's event store.
 """
 
 from __future__ import annotations
@@ -28,18 +16,25 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import json
-import sqlite3
-import threading
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from os import PathLike
-from pathlib import Path
-from typing import Any, ClassVar, Final, Self
+from typing import Any, ClassVar, Final
+
+from kairox.storage import (
+    DATABASE_FORMAT_VERSION,
+    DEFAULT_BUSY_TIMEOUT_MS,
+    SchemaVersionError,
+    SqliteComponentStore,
+    connect_database,
+    enable_wal,
+    ensure_component_schema,
+    utc_now,
+)
 
 __all__ = [
     "DATABASE_FORMAT_VERSION",
+    "DEFAULT_BUSY_TIMEOUT_MS",
     "EVENTS_SCHEMA_VERSION",
     "EVENT_TYPES",
     "AssistantMessageCompleted",
@@ -51,11 +46,14 @@ __all__ = [
     "ContextCompactionStarted",
     "Event",
     "MemoryAccepted",
+    "MemoryEdited",
+    "MemoryForgotten",
     "MemoryProposed",
     "MemoryRejected",
     "ModelTokenDelta",
     "ProfileSwitched",
     "SchemaVersionError",
+    "SqliteComponentStore",
     "SqliteEventStore",
     "StoredEvent",
     "ToolInvocationCompleted",
@@ -67,25 +65,11 @@ __all__ = [
     "utc_now",
 ]
 
-DATABASE_FORMAT_VERSION: Final = 1
-"""``PRAGMA user_version`` this code writes and understands."""
-
 EVENTS_SCHEMA_VERSION: Final = 1
 """Version of the ``events`` component's tables."""
 
-DEFAULT_BUSY_TIMEOUT_MS: Final = 5_000
-
 EVENT_TYPES: dict[str, type[Event]] = {}
 """Every event class by its ``type`` string (filled as the classes are defined)."""
-
-
-class SchemaVersionError(RuntimeError):
-    """The database was written by a newer Kairox than this one."""
-
-
-def utc_now() -> datetime:
-    """The current time, timezone-aware UTC (the default clock of the stores)."""
-    return datetime.now(UTC)
 
 
 def _iso(moment: datetime) -> str:
@@ -171,8 +155,10 @@ class MemoryProposed(Event):
     key: str | None = None
     memory_id: int | None = None
     injection_warning: bool = False
-    """The proposing turn's context held tool output: the proposal may be prompt injection."""
+    """The proposing turn's prompt held unvetted text: the proposal may be prompt injection."""
     turn_id: str | None = None
+    tainted_by: list[str] = field(default_factory=list)
+    """What tainted the turn: ``tool output``, ``workspace:<source>``, ``knowledge_base:<id>``."""
 
 
 @dataclass(frozen=True)
@@ -183,6 +169,8 @@ class MemoryAccepted(Event):
     key: str | None = None
     memory_id: int | None = None
     auto: bool = False
+    actor: str | None = None
+    """Who decided: ``cli``, ``tui``, ``web`` or ``api`` (``None`` when automatic)."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +182,33 @@ class MemoryRejected(Event):
     key: str | None = None
     memory_id: int | None = None
     raw: str | None = None
+    actor: str | None = None
+    """Who rejected it (``cli``, ``tui``, ``web``, ``api``); ``None`` for a malformed marker."""
+
+
+@dataclass(frozen=True)
+class MemoryEdited(Event):
+    """A person replaced a memory's body; ``previous_body`` is what it said before."""
+
+    memory_id: int
+    scope: str
+    body: str
+    previous_body: str
+    key: str | None = None
+    actor: str = "api"
+    """Where the edit was made: ``cli``, ``tui``, ``web`` or ``api``."""
+
+
+@dataclass(frozen=True)
+class MemoryForgotten(Event):
+    """A person deleted a memory; ``previous_body`` is what it said."""
+
+    memory_id: int
+    scope: str
+    previous_body: str
+    key: str | None = None
+    actor: str = "api"
+    """Where it was forgotten: ``cli``, ``tui``, ``web`` or ``api``."""
 
 
 @dataclass(frozen=True)
@@ -307,111 +322,6 @@ def _dumps(value: Any, what: str) -> str:
         raise TypeError(f"{what} is not JSON-serialisable: {exc}") from exc
 
 
-# ----------------------------------------------------------------------------- the database
-
-
-def connect_database(
-    path: str | PathLike[str], *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
-) -> sqlite3.Connection:
-    """Open the Kairox database with the settings every store relies on.
-
-    Autocommit (transactions are explicit and short), WAL so readers never block the writer,
-    and a busy timeout so two processes wait for each other instead of failing.
-    Also checks ``PRAGMA user_version``: a newer layout raises :class:`SchemaVersionError`.
-    """
-    target = str(path)
-    if target != ":memory:" and not target.startswith("file:"):
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(
-        target,
-        timeout=busy_timeout_ms / 1000,
-        isolation_level=None,
-        check_same_thread=False,
-        uri=target.startswith("file:"),
-    )
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        # Check before switching to WAL, so a newer database is refused without being touched.
-        _check_format(conn)
-        enable_wal(conn, busy_timeout_ms / 1000)
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _check_format(conn: sqlite3.Connection) -> int:
-    (found,) = conn.execute("PRAGMA user_version").fetchone()
-    if found > DATABASE_FORMAT_VERSION:
-        raise SchemaVersionError(
-            f"this database has layout version {found}, newer than the {DATABASE_FORMAT_VERSION} "
-            "this Kairox understands; upgrade Kairox (it was left untouched)"
-        )
-    return found
-
-
-def enable_wal(conn: sqlite3.Connection, timeout_s: float) -> None:
-    """Switch the connection's file to write-ahead logging, waiting for other openers.
-
-    Switching needs the file's exclusive lock, and when another connection is opening the
-    same new file SQLite answers "database is locked" at once instead of through the busy
-    handler (waiting there could deadlock), so the switch is retried for up to
-    ``timeout_s`` seconds. A file already in WAL mode is left as it is.
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            conn.execute("PRAGMA journal_mode = WAL").fetchall()
-            return
-        except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
-                raise
-            time.sleep(0.005)
-
-
-def ensure_component_schema(
-    conn: sqlite3.Connection, component: str, version: int, statements: Sequence[str]
-) -> None:
-    """Create ``component``'s tables at ``version`` if missing; refuse a newer stored version.
-
-    ``statements`` must be idempotent (``IF NOT EXISTS``). They run in one ``BEGIN IMMEDIATE``
-    transaction so two processes opening a fresh database cannot interleave.
-    """
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        if _check_format(conn) < DATABASE_FORMAT_VERSION:
-            conn.execute(f"PRAGMA user_version = {DATABASE_FORMAT_VERSION}")
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS kairox_schema ("
-            " component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
-        )
-        row = conn.execute(
-            "SELECT version FROM kairox_schema WHERE component = ?", (component,)
-        ).fetchone()
-        if row is not None and row[0] > version:
-            raise SchemaVersionError(
-                f"the {component!r} tables in this database are version {row[0]}, newer than the "
-                f"{version} this Kairox understands; upgrade Kairox (the database was left "
-                "untouched)"
-            )
-        if row is None or row[0] < version:
-            # Version 1 is the first layout, so creating is the only migration so far.
-            for statement in statements:
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO kairox_schema(component, version) VALUES (?, ?)"
-                " ON CONFLICT(component) DO UPDATE SET version = excluded.version",
-                (component, version),
-            )
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-
-
 _EVENTS_DDL: Final = (
     """CREATE TABLE IF NOT EXISTS events (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -431,51 +341,12 @@ _EVENTS_DDL: Final = (
 )
 
 
-class SqliteComponentStore:
-    """One connection to the shared database, with this component's tables in place.
-
-    Subclasses name their ``component``, ``schema_version`` and ``schema`` (idempotent
-    statements); a database holding a newer version of them is refused untouched.
-    """
-
-    component: ClassVar[str]
-    schema_version: ClassVar[int]
-    schema: ClassVar[Sequence[str]]
-
-    def __init__(
-        self,
-        path: str | PathLike[str],
-        *,
-        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
-        clock: Callable[[], datetime] = utc_now,
-    ) -> None:
-        self.path = path
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._conn = connect_database(path, busy_timeout_ms=busy_timeout_ms)
-        try:
-            ensure_component_schema(self._conn, self.component, self.schema_version, self.schema)
-        except BaseException:
-            self._conn.close()
-            raise
-
-    def close(self) -> None:
-        """Close the connection."""
-        with self._lock:
-            self._conn.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
 class SqliteEventStore(SqliteComponentStore):
     """Append-only event log in the shared Kairox SQLite database.
 
-    Each instance owns one connection (safe to share between threads; calls are serialised).
-    Open one per process; instances on the same file see each other's appends immediately.
+    One connection (its own, or a shared :class:`~kairox.storage.Database`), safe to share
+    between threads; calls are serialised. Open one per process (the facade owns it);
+    instances on the same file see each other's appends immediately.
     There is deliberately no update or delete method.
     """
 
@@ -493,38 +364,69 @@ class SqliteEventStore(SqliteComponentStore):
     ) -> StoredEvent:
         """Append ``event`` and return it as stored (with its new id and timestamp).
 
-        ``provenance`` is merged over the event's own :meth:`Event.provenance`.
+        ``provenance`` is merged over the event's own :meth:`Event.provenance`. Inside
+        ``self.database.transaction()`` the row commits with whatever else that
+        transaction writes (a memory and its event, say).
         """
-        if not isinstance(event, Event) or type(event) is Event:
-            raise TypeError(f"append() needs an Event subclass instance, not {event!r}")
+        (stored,) = self.append_many(session_id, workspace_id, [event], provenance=provenance)
+        return stored
+
+    def append_many(
+        self,
+        session_id: str,
+        workspace_id: str | None,
+        events: Iterable[Event],
+        *,
+        provenance: dict[str, Any] | None = None,
+    ) -> builtins.list[StoredEvent]:
+        """Append several events in one transaction, in order (a batch of token deltas)."""
         if not isinstance(session_id, str) or not session_id:
             raise ValueError("session_id must be a non-empty string")
-        payload = event.payload()
-        payload_json = _dumps(payload, f"the payload of {event.type}")
+        rows = [self._row(event, provenance) for event in events]
+        created_at = _iso(self._clock())
+        stored: builtins.list[StoredEvent] = []
+        with self.database.transaction() as conn:
+            for event, payload_json, merged, provenance_json in rows:
+                cursor = conn.execute(
+                    "INSERT INTO events(session_id, workspace_id, created_at, type, payload,"
+                    " provenance) VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        session_id,
+                        workspace_id,
+                        created_at,
+                        event.type,
+                        payload_json,
+                        provenance_json,
+                    ),
+                )
+                assert cursor.lastrowid is not None
+                stored.append(
+                    StoredEvent(
+                        id=cursor.lastrowid,
+                        session_id=session_id,
+                        workspace_id=workspace_id,
+                        created_at=created_at,
+                        type=event.type,
+                        payload=json.loads(payload_json),
+                        provenance=merged,
+                    )
+                )
+        return stored
+
+    @staticmethod
+    def _row(
+        event: Event, provenance: dict[str, Any] | None
+    ) -> tuple[Event, str, dict[str, Any] | None, str | None]:
+        if not isinstance(event, Event) or type(event) is Event:
+            raise TypeError(f"append() needs an Event subclass instance, not {event!r}")
+        payload_json = _dumps(event.payload(), f"the payload of {event.type}")
         merged = event.provenance()
         if provenance is not None:
             merged = {**(merged or {}), **provenance}
         provenance_json = (
             None if merged is None else _dumps(merged, f"the provenance of {event.type}")
         )
-        created_at = _iso(self._clock())
-        with self._lock:
-            cursor = self._conn.execute(
-                "INSERT INTO events(session_id, workspace_id, created_at, type, payload, provenance)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (session_id, workspace_id, created_at, event.type, payload_json, provenance_json),
-            )
-            new_id = cursor.lastrowid
-        assert new_id is not None
-        return StoredEvent(
-            id=new_id,
-            session_id=session_id,
-            workspace_id=workspace_id,
-            created_at=created_at,
-            type=event.type,
-            payload=json.loads(payload_json),
-            provenance=merged,
-        )
+        return event, payload_json, merged, provenance_json
 
     def get(self, event_id: int) -> StoredEvent | None:
         """The event with this id, or ``None``."""

@@ -1,17 +1,26 @@
 """``AppFacade``: the one surface the CLI, the TUI and the web app call.
 
-It owns the loaded configuration, the plugin registry and where state lives, and
-exposes the product's verbs (index the workspace, search, ingest a knowledge base).
-Surfaces hold no state of their own: two processes with a facade each on the same
-``$KAIROX_HOME`` see each other's writes.
+It owns the loaded configuration, the plugin registry, the event store and where state
+lives, and exposes the product's verbs (index the workspace, search, ingest a knowledge
+base, memories). Surfaces hold no state of their own: two processes with a facade each
+on the same ``$KAIROX_HOME`` see each other's writes.
+
+Lifecycle: the facade builds each profile's sources the first time they are searched and
+reuses them (and their SQLite connections, caches and worker threads) for every search
+and turn after that. When a loaded config file changes on disk, the next search reloads
+it and builds the sources again (the old ones are closed). :meth:`AppFacade.close` (or
+``with AppFacade(...)``) closes every source, the shared workspace index and the database.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from kairox import paths
 from kairox.retrieval import IngestableSource, Query, RetrievalResult
@@ -20,6 +29,7 @@ from kairox.retrieval.fusion import DEFAULT_FUSION
 if TYPE_CHECKING:
     from kairox.config import KairoxConfig, KnowledgeBaseEntry, ProfileConfig
     from kairox.context.summarizer import Summarizer
+    from kairox.events import SqliteEventStore
     from kairox.ingest import IngestStats
     from kairox.memory.approvals import MemoryApprovals
     from kairox.memory.store import MemoryRecord
@@ -28,6 +38,7 @@ if TYPE_CHECKING:
     from kairox.registry import Registry
     from kairox.retrieval.composite import CompositeWorkspaceRetriever
     from kairox.sources import SourceFactory
+    from kairox.storage import Database
     from kairox.sync import SyncStats
     from kairox.workspace.rag_index import IndexStats, WorkspaceRagIndex
 
@@ -54,8 +65,51 @@ class AppFacade:
         self.cwd = (cwd or Path.cwd()).resolve()
         self._config_path = config_path
         self._config = config
+        self._config_given = config is not None
+        self._config_stamp: tuple[Any, ...] = ()
         self._pm = pm
         self.state_dir = state_dir or paths.kairox_home()
+        self._sources: SourceFactory | None = None
+        self._lock = threading.RLock()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every source built here, the shared workspace index and the database."""
+        with self._lock:
+            sources, self._sources = self._sources, None
+        try:
+            if sources is not None:
+                await sources.aclose()
+        finally:
+            self._close_database()
+
+    def close(self) -> None:
+        """:meth:`aclose` for synchronous callers."""
+        with self._lock:
+            sources, self._sources = self._sources, None
+        try:
+            if sources is not None:
+                sources.close()
+        finally:
+            self._close_database()
+
+    def _close_database(self) -> None:
+        for name in ("memory", "events"):
+            self.__dict__.pop(name, None)
+        database = self.__dict__.pop("_database", None)
+        if database is not None:
+            database.close()
 
     # -- set-up ---------------------------------------------------------------------
 
@@ -74,12 +128,34 @@ class AppFacade:
     @property
     def config(self) -> KairoxConfig:
         if self._config is None:
-            from kairox.config import load_config
-
-            self._config = load_config(
-                cwd=self.cwd, config_path=self._config_path, registry=self.registry
-            )
+            self._config = self._load_config()
         return self._config
+
+    def _load_config(self) -> KairoxConfig:
+        from kairox.config import load_config
+
+        loaded = load_config(cwd=self.cwd, config_path=self._config_path, registry=self.registry)
+        self._config_stamp = _stamp(loaded.files)
+        return loaded
+
+    def refresh(self) -> bool:
+        """Reload the configuration if a loaded config file changed on disk.
+
+        The sources built from the old configuration are closed and built again on next
+        use. A configuration given to the constructor is never reloaded. Returns whether
+        anything was reloaded; a broken file raises :class:`~kairox.config.ConfigError`
+        and leaves the old configuration in place.
+        """
+        if self._config_given or self._config is None:
+            return False
+        if _stamp(self._config.files) == self._config_stamp:
+            return False
+        reloaded = self._load_config()
+        with self._lock:
+            self._config, stale, self._sources = reloaded, self._sources, None
+        if stale is not None:
+            stale.close()
+        return True
 
     @cached_property
     def workspace_root(self) -> Path:
@@ -88,16 +164,20 @@ class AppFacade:
             return self.config.workspace_file.parent.resolve()
         return paths.workspace_root(self.cwd)
 
-    @cached_property
+    @property
     def sources(self) -> SourceFactory:
-        from kairox.sources import SourceFactory
+        """The source factory of the current configuration (built once, reused)."""
+        with self._lock:
+            if self._sources is None:
+                from kairox.sources import SourceFactory
 
-        return SourceFactory(
-            self.config,
-            self.registry,
-            workspace_root=self.workspace_root,
-            state_dir=self.state_dir,
-        )
+                self._sources = SourceFactory(
+                    self.config,
+                    self.registry,
+                    workspace_root=self.workspace_root,
+                    state_dir=self.state_dir,
+                )
+            return self._sources
 
     @cached_property
     def workspace_id(self) -> str:
@@ -109,19 +189,35 @@ class AppFacade:
         """The per-user state database (events, memories, workspace indexes)."""
         return self.state_dir / "kairox.db"
 
-    # -- memory ----------------------------------------------------------------------
+    # -- state: events and memories ---------------------------------------------------
+
+    @cached_property
+    def _database(self) -> Database:
+        """One connection to the state database, shared by the event and memory stores."""
+        from kairox.storage import Database
+
+        return Database(self.database)
+
+    @cached_property
+    def events(self) -> SqliteEventStore:
+        """The event log of this process (sessions append to it; the facade owns it)."""
+        from kairox.events import SqliteEventStore
+
+        return SqliteEventStore(self._database)
 
     @cached_property
     def memory(self) -> MemoryApprovals:
-        """The approval flow over the memory store and the event log (shared database)."""
-        from kairox.events import SqliteEventStore
+        """The approval flow over the memory store and the event log, on one connection
+        so that every decision and its event commit together."""
         from kairox.memory.approvals import MemoryApprovals
         from kairox.memory.store import SqliteMemoryStore
 
+        settings = self.config.memory
         return MemoryApprovals(
-            SqliteMemoryStore(self.database),
-            SqliteEventStore(self.database),
-            max_proposals_per_turn=self.config.memory.max_proposals_per_turn,
+            SqliteMemoryStore(self._database),
+            self.events,
+            max_proposals_per_turn=settings.max_proposals_per_turn,
+            hold_tainted_session=settings.hold_tainted_session,
         )
 
     def memories(self, *, scope: str | None = None, pending: bool = False) -> list[MemoryRecord]:
@@ -141,10 +237,19 @@ class AppFacade:
 
     # -- models and summarisers -----------------------------------------------------
 
-    def model_backend(self, profile: ProfileConfig, **options: Any) -> ModelBackend:
-        """The profile's model backend (``backend``, ``base_url``, ``api_key_env``)."""
+    def model_backend(
+        self, profile: ProfileConfig | str, *, profile_name: str = "", **options: Any
+    ) -> ModelBackend:
+        """The profile's model backend, built by its spec from the profile's keys.
+
+        ``options`` are given to this one backend on top of the config file's keys
+        (``kairox chat --script FILE`` hands the scripted backend its script).
+        """
+        from kairox.registry import ModelBackendContext
         from kairox.sources import SourceError
 
+        if isinstance(profile, str):
+            profile_name, profile = self.config.resolve_profile(profile)
         spec = self.registry.model_backends.get(profile.backend)
         if spec is None:
             known = ", ".join(sorted(self.registry.model_backends)) or "none"
@@ -152,41 +257,43 @@ class AppFacade:
                 f"no model backend named {profile.backend!r}; installed: {known}. "
                 "Set `backend` in the profile."
             )
-        if profile.backend == "openai-compatible":
-            options.setdefault("base_url", profile.base_url)
-            options.setdefault("api_key_env", profile.api_key_env)
-        return spec.factory(**options)
+        settings = _plugin_settings(spec.config_model, profile, f"model backend {spec.name!r}")
+        return spec.factory(ModelBackendContext(profile_name, profile, settings, dict(options)))
 
     def summarizer(
         self, name: str, profile: ProfileConfig, backend: ModelBackend | None = None
     ) -> Summarizer:
-        """The summariser ``name``; the ``llm`` one talks through the profile's model."""
+        """The summariser ``name``, built by its spec; one that asks a model gets
+        ``backend`` (default: the profile's)."""
+        from kairox.registry import SummarizerContext
         from kairox.sources import SourceError
 
         spec = self.registry.summarizers.get(name)
         if spec is None:
             known = ", ".join(sorted(self.registry.summarizers)) or "none"
             raise SourceError(f"no summarizer named {name!r}; installed: {known}")
-        if name == "llm":
-            return spec.factory(backend=backend or self.model_backend(profile), model=profile.model)
-        return spec.factory()
+        settings = _plugin_settings(spec.config_model, profile, f"summarizer {name!r}")
+        return spec.factory(
+            SummarizerContext(
+                profile=profile,
+                model_backend=lambda: backend or self.model_backend(profile),
+                settings=settings,
+            )
+        )
 
     # -- workspace index ------------------------------------------------------------
 
     def workspace_index(self) -> WorkspaceRagIndex:
-        from kairox.default_plugins.workspace_rag import build_index
+        """The workspace index the workspace retrievers search (shared; the facade closes it)."""
+        from kairox.workspace.shared import workspace_index
 
-        return build_index(self.sources.context())
+        return workspace_index(self.sources.context())
 
     def index_workspace(
         self, *, wait: bool = True, progress: Callable[[str, int, int], None] | None = None
     ) -> IndexStats:
         """Index (or re-index) the workspace's files incrementally."""
-        index = self.workspace_index()
-        try:
-            return index.index(wait=wait, progress=progress)
-        finally:
-            index.close()
+        return self.workspace_index().index(wait=wait, progress=progress)
 
     # -- search -------------------------------------------------------------------
 
@@ -202,9 +309,12 @@ class AppFacade:
         filters: Mapping[str, Any] | None,
         fusion: str,
         only: set[str] | None,
-    ) -> tuple[CompositeWorkspaceRetriever, Query]:
-        composite = self.sources.composite(self.resolve_profile(profile), fusion=fusion, only=only)
-        return composite, Query(text, k=k, filters=dict(filters or {}))
+    ) -> tuple[CompositeWorkspaceRetriever, Query, dict[str, str]]:
+        self.refresh()
+        composite, groups = self.sources.composite_and_groups(
+            self.resolve_profile(profile), fusion=fusion, only=only
+        )
+        return composite, Query(text, k=k, filters=dict(filters or {})), dict(groups)
 
     async def search(
         self,
@@ -216,9 +326,15 @@ class AppFacade:
         fusion: str = DEFAULT_FUSION,
         only: set[str] | None = None,
     ) -> RetrievalResult:
-        """Search the workspace and every knowledge base the profile sees, fused."""
-        composite, query = self._prepared(text, profile, k, filters, fusion, only)
-        return await composite.retrieve(query)
+        """Search the workspace and every knowledge base the profile sees, fused.
+
+        The result's ``groups`` say which group (``workspace`` or ``knowledge_base``)
+        each source belongs to, as its spec declared. Blocking sources run on the event
+        loop's default executor.
+        """
+        composite, query, groups = self._prepared(text, profile, k, filters, fusion, only)
+        result = await composite.retrieve(query)
+        return dataclasses.replace(result, groups=groups)
 
     def search_sync(
         self,
@@ -230,9 +346,12 @@ class AppFacade:
         fusion: str = DEFAULT_FUSION,
         only: set[str] | None = None,
     ) -> RetrievalResult:
-        """:meth:`search` for synchronous callers; never waits on a source past its deadline."""
-        composite, query = self._prepared(text, profile, k, filters, fusion, only)
-        return composite.retrieve_sync(query)
+        """:meth:`search` for synchronous callers; never waits on a source past its deadline.
+
+        Runs on the composite's own worker threads, kept between calls.
+        """
+        composite, query, groups = self._prepared(text, profile, k, filters, fusion, only)
+        return dataclasses.replace(composite.retrieve_sync(query), groups=groups)
 
     # -- knowledge bases ----------------------------------------------------------
 
@@ -324,3 +443,35 @@ class AppFacade:
             return sync_workspace(index, target, kb_id=kb_id, full=full, progress=progress)
         finally:
             index.close()
+
+
+def _stamp(files: Sequence[Path]) -> tuple[Any, ...]:
+    """What changes when one of ``files`` is edited, replaced or removed."""
+    stamp: list[Any] = []
+    for path in files:
+        try:
+            info = os.stat(path)
+        except OSError:
+            stamp.append((str(path), None))
+        else:
+            stamp.append((str(path), info.st_mtime_ns, info.st_size, info.st_ino))
+    return tuple(stamp)
+
+
+def _plugin_settings(model: Any, profile: ProfileConfig, what: str) -> Any:
+    """The profile's keys for one plugin, validated by its ``config_model`` (or ``None``)."""
+    if model is None:
+        return None
+    from pydantic import ValidationError
+
+    from kairox.sources import SourceError
+
+    fields = set(model.model_fields)
+    mine = {k: v for k, v in profile.plugin_keys.items() if k in fields}
+    try:
+        return model.model_validate(mine)
+    except ValidationError as exc:
+        raise SourceError(
+            f"the profile's keys for the {what} are not valid: {exc}; "
+            "`kairox config check` says which and how to fix them"
+        ) from None

@@ -7,15 +7,35 @@ plugin registered each name so a clash can name both plugins.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from kairox.config import KnowledgeBaseConfig, WorkspaceConfig
+    from pydantic import BaseModel
+
+    from kairox.config import KnowledgeBaseConfig, ProfileConfig, WorkspaceConfig
     from kairox.embedding import EmbeddingBackend
+    from kairox.models import ModelBackend
     from kairox.retrieval import WorkspaceRetriever
+
+R = TypeVar("R")
+
+
+class SourceGroup(StrEnum):
+    """Where a source's hits go in the prompt: the workspace section or a knowledge base's.
+
+    Declared by the spec that registers the source, never guessed from its name.
+    """
+
+    WORKSPACE = "workspace"
+    KNOWLEDGE_BASE = "knowledge_base"
+
+
+def _build_unshared(key: str, build: Callable[[], R]) -> R:
+    return build()
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +50,10 @@ class BuildContext:
         so a query is embedded once per backend rather than once per source.
     :param workspace: the ``[workspace]`` settings (embedding backend, chunking), when
         a configuration is loaded.
+    :param shared: ``shared(key, build)`` returns the object stored under ``key``, calling
+        ``build()`` the first time: sources built by one facade share it (the two built-in
+        workspace retrievers share one index this way). The facade closes shared objects
+        that have a ``close()`` when it closes. Without a facade, every call builds anew.
     """
 
     workspace_root: Path
@@ -37,6 +61,7 @@ class BuildContext:
     base_dir: Path
     embedding_backend: Callable[[str], EmbeddingBackend]
     workspace: WorkspaceConfig | None = None
+    shared: Callable[[str, Callable[[], Any]], Any] = _build_unshared
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +75,16 @@ class EmbeddingBackendSpec:
 
 @dataclass(frozen=True, slots=True)
 class WorkspaceRetrieverSpec:
-    """A retriever over the current workspace; ``factory(ctx)`` builds it."""
+    """A retriever over the current workspace; ``factory(ctx)`` builds it.
+
+    :param group: where its hits go in the prompt (the workspace section by default; a
+        retriever over, say, a wiki mirrored into the workspace may say knowledge base).
+    """
 
     name: str
     factory: Callable[[BuildContext], WorkspaceRetriever]
     description: str = ""
+    group: SourceGroup = SourceGroup.WORKSPACE
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,30 +96,77 @@ class KnowledgeBaseKind:
         validates the table, kind-specific keys included.
     :param factory: ``factory(kb_id, config, ctx)`` returns a
         :class:`~kairox.retrieval.WorkspaceRetriever` named ``kb_id``.
+    :param group: where its hits go in the prompt (a knowledge base's own section).
     """
 
     name: str
     config_model: type[KnowledgeBaseConfig]
     factory: Callable[[str, Any, BuildContext], WorkspaceRetriever]
     description: str = ""
+    group: SourceGroup = SourceGroup.KNOWLEDGE_BASE
+
+
+@dataclass(frozen=True, slots=True)
+class ModelBackendContext:
+    """What a model backend's factory receives.
+
+    :param profile_name: the profile the backend serves.
+    :param profile: the profile's common keys (``model``, ``encoding``, ...).
+    :param settings: the profile's keys for this backend, validated by the spec's
+        ``config_model`` (``None`` when the spec has none).
+    :param options: set by the caller for this one backend, not by the config file
+        (``kairox chat --script FILE`` gives the scripted backend its ``script``).
+    """
+
+    profile_name: str
+    profile: ProfileConfig
+    settings: Any = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SummarizerContext:
+    """What a summariser's factory receives.
+
+    :param profile: the profile whose history is summarised (its ``model`` and encoding).
+    :param settings: the profile's keys for this summariser, validated by the spec's
+        ``config_model`` (``None`` when the spec has none).
+    :param model_backend: returns the profile's model backend (built on first call), for
+        summarisers that ask a model.
+    """
+
+    profile: ProfileConfig
+    model_backend: Callable[[], ModelBackend]
+    settings: Any = None
 
 
 @dataclass(frozen=True, slots=True)
 class SummarizerSpec:
-    """A history summariser used by compaction; ``factory(**options)`` builds it."""
+    """A history summariser used by compaction; ``factory(ctx)`` builds it.
+
+    :param config_model: a :class:`kairox.config.PluginSettings` subclass validating
+        the summariser's own keys in ``[profiles.<name>]``, or ``None`` (no keys).
+    """
 
     name: str
-    factory: Callable[..., Any]
+    factory: Callable[[SummarizerContext], Any]
     description: str = ""
+    config_model: type[BaseModel] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ModelBackendSpec:
-    """A chat model backend; ``factory(**options)`` builds it."""
+    """A chat model backend; ``factory(ctx)`` builds it from a :class:`ModelBackendContext`.
+
+    :param config_model: a :class:`kairox.config.PluginSettings` subclass validating the
+        backend's own keys in ``[profiles.<name>]`` (``base_url``, ``api_key_env``...),
+        or ``None`` (no keys). ``kairox config check`` reports its errors like any other.
+    """
 
     name: str
-    factory: Callable[..., Any]
+    factory: Callable[[ModelBackendContext], Any]
     description: str = ""
+    config_model: type[BaseModel] | None = None
 
 
 T = TypeVar("T")

@@ -46,9 +46,9 @@ from kairox.models import ChatMessage, ModelBackend
 
 if TYPE_CHECKING:
     from kairox.config import ProfileConfig
+    from kairox.events import Event, SqliteEventStore
     from kairox.facade import AppFacade
     from kairox.memory.approvals import TurnProposals
-    from kairox.retrieval import FusedHit
 
 # The most recent turns always stay verbatim; compaction summarises what is older.
 KEEP_RECENT_TURNS = 2
@@ -57,7 +57,9 @@ KEEP_RECENT_TURNS = 2
 COMPACT_AT_SHARE = 0.6
 # A summary may use at most this share of the budget.
 SUMMARY_SHARE = 0.15
-WORKSPACE_SOURCES = frozenset({"workspace", "workspace-fts"})
+# Streamed text is written to the event log in batches of this many deltas, off the
+# event loop; the completed message is still written once, whole.
+DELTA_BATCH = 32
 
 
 class SessionError(KairoxError, RuntimeError):
@@ -87,6 +89,44 @@ class CompactionResult:
     events_summarised: int = 0
     tokens_before: int = 0
     tokens_after: int = 0
+
+
+@dataclass
+class _History:
+    """What the session's events say about the conversation, read once per command."""
+
+    summaries: list[StoredEvent]
+    turns: list[HistoryTurn]
+
+
+class _DeltaWriter:
+    """Writes a turn's token deltas in batches on a worker thread, in order.
+
+    Committing one row per streamed chunk on the event-loop thread stalls the loop for
+    a disk sync each time; here at most one batch is in flight and the stream goes on.
+    """
+
+    def __init__(self, events: SqliteEventStore, session_id: str, workspace_id: str) -> None:
+        self._events = events
+        self._where = (session_id, workspace_id)
+        self._buffer: list[Event] = []
+        self._flushing: asyncio.Task[None] | None = None
+
+    def add(self, event: Event) -> None:
+        self._buffer.append(event)
+        if len(self._buffer) >= DELTA_BATCH and (self._flushing is None or self._flushing.done()):
+            self._flushing = asyncio.ensure_future(self._flush())
+
+    async def _flush(self) -> None:
+        while self._buffer:
+            batch, self._buffer = self._buffer, []
+            await asyncio.to_thread(self._events.append_many, *self._where, batch)
+
+    async def close(self) -> None:
+        """Write whatever is left, after the batch in flight."""
+        if self._flushing is not None:
+            await self._flushing
+        await self._flush()
 
 
 @dataclass
@@ -134,8 +174,12 @@ class Session:
         return self.facade.config.profiles[self.profile_name]
 
     @property
-    def events(self):  # -> SqliteEventStore
-        return self.facade.memory.events
+    def events(self) -> SqliteEventStore:
+        return self.facade.events
+
+    def _assembler(self) -> ContextAssembler:
+        """The profile's assembler; its counter's per-event cache is the one token ledger."""
+        return ContextAssembler.for_profile(self.profile, self.counter)
 
     @property
     def backend(self) -> ModelBackend:
@@ -209,12 +253,9 @@ class Session:
 
     # -- history from events ----------------------------------------------------------
 
-    def _summaries(self) -> list[StoredEvent]:
-        return self.events.list(session_id=self.session_id, types=[CompactionSummary])
-
-    def _history(self) -> list[HistoryTurn]:
-        """Whole turns after the last summarised event, oldest first."""
-        summaries = self._summaries()
+    def _read(self) -> _History:
+        """Summaries and whole turns after the last summarised event, oldest first."""
+        summaries = self.events.list(session_id=self.session_id, types=[CompactionSummary])
         after = summaries[-1].payload["last_event_id"] if summaries else None
         stored = self.events.list(
             session_id=self.session_id,
@@ -250,24 +291,17 @@ class Session:
                 messages.append(ChatMessage("assistant", event.payload["text"]))
             ids.append(event.id)
         close_turn()
-        return turns
+        return _History(summaries, turns)
+
+    def _history(self) -> list[HistoryTurn]:
+        """Whole turns after the last summarised event, oldest first."""
+        return self._read().turns
 
     # -- turns ----------------------------------------------------------------------
 
-    def _retrieve(self, prompt: str) -> tuple[list[FusedHit], dict[str, list[FusedHit]]]:
-        result = self.facade.search_sync(prompt, profile=self.profile_name, k=self.retrieval_k)
-        workspace: list[FusedHit] = []
-        knowledge: dict[str, list[FusedHit]] = {}
-        for hit in result.hits:
-            if hit.source in WORKSPACE_SOURCES:
-                workspace.append(hit)
-            else:
-                knowledge.setdefault(hit.source, []).append(hit)
-        return workspace, knowledge
-
-    async def _assemble(self, prompt: str) -> Assembly:
-        workspace_hits, kb_hits = await asyncio.to_thread(self._retrieve, prompt)
-        history = self._history()
+    async def _assemble(self, prompt: str, history: _History | None = None) -> Assembly:
+        history = history or self._read()
+        result = await self.facade.search(prompt, profile=self.profile_name, k=self.retrieval_k)
         data = AssemblyInput(
             system_prompt=self.profile.system_prompt,
             prompt=prompt,
@@ -276,38 +310,43 @@ class Session:
                 CompactionSummaryItem(
                     e.payload["summary"], e.payload["first_event_id"], e.payload["last_event_id"]
                 )
-                for e in self._summaries()[-1:]
+                for e in history.summaries[-1:]
             ],
-            workspace_hits=workspace_hits,
-            knowledge_base_hits=kb_hits,
-            history=history,
+            # Fusion's ranking as it came, each hit with its source's declared group.
+            hits=result.hits,
+            groups=result.groups,
+            history=history.turns,
         )
-        return ContextAssembler.for_profile(self.profile, self.counter).assemble(data)
+        return self._assembler().assemble(data)
 
     async def _turn(self, prompt: str, on_text: Callable[[str], None] | None) -> TurnResult:
         turn_id = uuid.uuid4().hex[:12]
         workspace = self.facade.workspace_id
+        history = self._read()  # the one read of this turn
         # Assemble before recording the message: a prompt the budget guard refuses leaves
         # no trace in the history it would otherwise clog.
-        assembly = await self._assemble(prompt)
-        self.events.append(self.session_id, workspace, UserMessageAdded(prompt, turn_id=turn_id))
-        self.events.append(
+        assembly = await self._assemble(prompt, history)
+        asked, _ = self.events.append_many(
             self.session_id,
             workspace,
-            ContextAssembled(
-                trace=assembly.trace(),
-                total_tokens=assembly.used_tokens,
-                budget=assembly.budget,
-                turn_id=turn_id,
-            ),
+            [
+                UserMessageAdded(prompt, turn_id=turn_id),
+                ContextAssembled(
+                    trace=assembly.trace(),
+                    total_tokens=assembly.used_tokens,
+                    budget=assembly.budget,
+                    turn_id=turn_id,
+                ),
+            ],
         )
         extractor = MarkerExtractor()
         pieces: list[str] = []
+        deltas = _DeltaWriter(self.events, self.session_id, workspace)
 
         def show(visible: str) -> None:
             if visible:
                 pieces.append(visible)
-                self.events.append(self.session_id, workspace, ModelTokenDelta(visible, turn_id))
+                deltas.add(ModelTokenDelta(visible, turn_id))
                 if on_text is not None:
                     on_text(visible)
 
@@ -319,43 +358,44 @@ class Session:
         finally:
             # Whatever arrived is kept, also when the backend failed part-way.
             show(extractor.close())
+            await deltas.close()
             text = "".join(pieces)
-            self.events.append(
+            answered = self.events.append(
                 self.session_id,
                 workspace,
                 AssistantMessageCompleted(
                     text, turn_id=turn_id, model=self.profile.model, profile=self.profile_name
                 ),
             )
-        # Only what the model actually saw counts: tool output that was in the prompt.
-        tool_output = assembly.had_tool_output
+        # Only what the model actually saw counts: tool output and retrieved text that
+        # made it into the prompt.
         proposals = self.facade.memory.handle_turn(
             extractor.markers,
             extractor.rejected,
             session_id=self.session_id,
             workspace_id=workspace,
             turn_id=turn_id,
-            context_had_tool_output=tool_output,
+            tainted_by=assembly.tainted_by,
         )
         result = TurnResult(turn_id, text, assembly, proposals)
-        if self._needs_compaction():
-            result.compaction = await self._compact("auto")
+        # This turn joins the history read at its start: no second read.
+        history.turns.append(
+            HistoryTurn(
+                (ChatMessage("user", prompt), ChatMessage("assistant", text)),
+                (asked.id, answered.id),
+            )
+        )
+        if self._needs_compaction(history.turns):
+            result.compaction = await self._compact("auto", history)
         return result
 
     def _history_tokens(self, turns: Sequence[HistoryTurn]) -> int:
-        from kairox.context.tokens import count_message_tokens
-
-        return sum(
-            count_message_tokens(m.role, m.content, self.profile.encoding)
-            for turn in turns
-            for m in turn.messages
-        )
+        return self._assembler().history_tokens(turns)
 
     def _budget(self) -> int:
         return self.profile.context_window - self.profile.headroom
 
-    def _needs_compaction(self) -> bool:
-        turns = self._history()
+    def _needs_compaction(self, turns: Sequence[HistoryTurn]) -> bool:
         if len(turns) <= KEEP_RECENT_TURNS:
             return False
         return self._history_tokens(turns) > COMPACT_AT_SHARE * self._budget()
@@ -368,17 +408,18 @@ class Session:
         )
         return CompactionResult("skipped", reason=reason)
 
-    async def _compact(self, trigger: str) -> CompactionResult:
+    async def _compact(self, trigger: str, history: _History | None = None) -> CompactionResult:
         try:
-            return await self._compact_now(trigger)
+            return await self._compact_now(trigger, history)
         finally:
             if trigger == "manual":
                 self._compaction_queued = False
 
-    async def _compact_now(self, trigger: str) -> CompactionResult:
+    async def _compact_now(self, trigger: str, history: _History | None) -> CompactionResult:
         if trigger == "auto" and not self.profile.auto_compact:
             return await self._skip("auto_compact is off for this profile")
-        turns = self._history()
+        history = history or self._read()
+        turns = history.turns
         older = turns[:-KEEP_RECENT_TURNS] if len(turns) > KEEP_RECENT_TURNS else []
         if not older:
             return await self._skip(
@@ -394,7 +435,7 @@ class Session:
         # Rolling summary: the previous summary is summarised again together with the
         # turns after it, so one summary stands for everything before the live history.
         # Separate summaries would pile up until they crowd out the history itself.
-        previous = self._summaries()
+        previous = history.summaries
         carried = (
             [ChatMessage("assistant", previous[-1].payload["summary"], name="summary")]
             if previous
@@ -445,7 +486,11 @@ class Session:
             workspace,
             CompactionSummary(summary, first, last, summarizer=name, fallback=fallback),
         )
-        after = self._history_tokens(self._history()) + self.counter.count(summary)
+        # The same ledger as the prompt's: the turns kept verbatim, plus the summary with
+        # the framing it gets there.
+        after = self._history_tokens(turns[-KEEP_RECENT_TURNS:]) + self._assembler().summary_tokens(
+            CompactionSummaryItem(summary, first, last)
+        )
         self.events.append(
             self.session_id,
             workspace,

@@ -3,18 +3,24 @@
 ``SourceFactory`` resolves embedding backends (one shared instance per name, so a
 query is embedded once per backend), builds the workspace retrievers every profile gets
 and the knowledge bases visible to a profile, and hands the composite everything it
-needs: sources, per-source deadlines and weights, and the sources it must report as
-skipped (with the reason and the fix).
+needs: sources, per-source deadlines and weights, each source's group (from its spec),
+and the sources it must report as skipped (with the reason and the fix). Everything it
+builds lives until :meth:`SourceFactory.close`: a facade keeps one factory per loaded
+configuration.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kairox.errors import KairoxError
-from kairox.registry import BuildContext
+from kairox.registry import BuildContext, SourceGroup
 
 if TYPE_CHECKING:
     from kairox.config import KairoxConfig, KnowledgeBaseEntry
@@ -30,16 +36,23 @@ class SourceError(KairoxError, RuntimeError):
 
 @dataclass
 class SourcePlan:
-    """The sources one profile searches, with their settings."""
+    """The sources one profile searches, with their settings and groups."""
 
     sources: list[WorkspaceRetriever] = field(default_factory=list)
     timeouts_ms: dict[str, int] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    groups: dict[str, SourceGroup] = field(default_factory=dict)
 
 
 class SourceFactory:
-    """Builds retrievers from a loaded configuration and the plugin registry."""
+    """Builds retrievers from a loaded configuration and the plugin registry, once each.
+
+    A source is built the first time a plan needs it and reused after that; so are the
+    embedding backends and the objects sources share through ``BuildContext.shared``
+    (the workspace index). :meth:`close` closes them all: a source's or shared object's
+    ``close()``, sync or async. A source that failed to build is tried again next time.
+    """
 
     def __init__(
         self,
@@ -54,23 +67,36 @@ class SourceFactory:
         self.workspace_root = workspace_root
         self.state_dir = state_dir
         self._backends: dict[str, EmbeddingBackend] = {}
+        self._warmed: set[str] = set()
+        self._built: dict[str, WorkspaceRetriever] = {}
+        self._shared: dict[str, Any] = {}
+        self._composites: dict[tuple[Any, ...], CompositeWorkspaceRetriever] = {}
+        self._lock = threading.RLock()
 
     def embedding_backend(self, name: str) -> EmbeddingBackend:
         """The shared backend registered under ``name``, built on first use."""
-        if name not in self._backends:
-            spec = self.registry.embedding_backends.get(name)
-            if spec is None:
-                known = ", ".join(sorted(self.registry.embedding_backends)) or "none"
-                hint = (
-                    " (install it: kairox install kairox-sentence-transformers)"
-                    if name == "minilm"
-                    else ""
-                )
-                raise SourceError(
-                    f"no embedding backend named {name!r}{hint}; installed backends: {known}"
-                )
-            self._backends[name] = spec.factory()
-        return self._backends[name]
+        with self._lock:
+            if name not in self._backends:
+                spec = self.registry.embedding_backends.get(name)
+                if spec is None:
+                    known = ", ".join(sorted(self.registry.embedding_backends)) or "none"
+                    hint = (
+                        " (install it: kairox install kairox-sentence-transformers)"
+                        if name == "minilm"
+                        else ""
+                    )
+                    raise SourceError(
+                        f"no embedding backend named {name!r}{hint}; installed backends: {known}"
+                    )
+                self._backends[name] = spec.factory()
+            return self._backends[name]
+
+    def shared(self, key: str, build: Callable[[], Any]) -> Any:
+        """The object under ``key``, built by ``build()`` on first use (closed by :meth:`close`)."""
+        with self._lock:
+            if key not in self._shared:
+                self._shared[key] = build()
+            return self._shared[key]
 
     def context(self, base_dir: Path | None = None) -> BuildContext:
         return BuildContext(
@@ -79,6 +105,7 @@ class SourceFactory:
             base_dir=base_dir or self.workspace_root,
             embedding_backend=self.embedding_backend,
             workspace=self.config.workspace,
+            shared=self.shared,
         )
 
     def workspace_retriever(self, name: str) -> WorkspaceRetriever:
@@ -86,14 +113,23 @@ class SourceFactory:
         if spec is None:
             known = ", ".join(sorted(self.registry.workspace_retrievers)) or "none"
             raise SourceError(f"no workspace retriever named {name!r}; installed: {known}")
-        return spec.factory(self.context())
+        return self._once(f"workspace:{name}", lambda: spec.factory(self.context()))
 
     def knowledge_base(self, entry: KnowledgeBaseEntry) -> WorkspaceRetriever:
-        """Build one knowledge base; :class:`SourceError` when its kind is missing."""
+        """Build one knowledge base (once); :class:`SourceError` when its kind is missing."""
         if not entry.available:
             raise SourceError(entry.unavailable_reason or f"kind {entry.kind!r} is unavailable")
         kind = self.registry.knowledge_base_kinds[entry.kind]
-        return kind.factory(entry.id, entry.config, self.context(entry.origin.parent))
+        return self._once(
+            f"knowledge_base:{entry.id}",
+            lambda: kind.factory(entry.id, entry.config, self.context(entry.origin.parent)),
+        )
+
+    def _once(self, key: str, build: Callable[[], WorkspaceRetriever]) -> WorkspaceRetriever:
+        with self._lock:
+            if key not in self._built:
+                self._built[key] = build()
+            return self._built[key]
 
     def plan(self, profile: str, *, only: set[str] | None = None) -> SourcePlan:
         """Every source ``profile`` sees (workspace retrievers, then knowledge bases).
@@ -103,17 +139,20 @@ class SourceFactory:
         """
         plan = SourcePlan()
         disabled = set(self.config.workspace.disabled_retrievers)
-        for name in self.registry.workspace_retrievers:
+        for name, spec in self.registry.workspace_retrievers.entries.items():
             if name in disabled or (only is not None and name not in only):
                 continue
             self._add(plan, name, lambda n=name: self.workspace_retriever(n))
             plan.timeouts_ms[name] = self.config.workspace.timeout_ms
+            plan.groups[name] = spec.item.group
         for entry in self.config.visible_knowledge_bases(profile):
             if only is not None and entry.id not in only:
                 continue
             self._add(plan, entry.id, lambda e=entry: self.knowledge_base(e))
             plan.timeouts_ms[entry.id] = entry.config.timeout_ms
             plan.weights[entry.id] = entry.config.weight
+            kind = self.registry.knowledge_base_kinds.get(entry.kind)
+            plan.groups[entry.id] = kind.group if kind else SourceGroup.KNOWLEDGE_BASE
         return plan
 
     def _add(self, plan: SourcePlan, name: str, build: object) -> None:
@@ -136,22 +175,104 @@ class SourceFactory:
         fusion: str | None = None,
         only: set[str] | None = None,
     ) -> CompositeWorkspaceRetriever:
-        """A composite over every source ``profile`` sees, ready to ``retrieve``."""
+        """A composite over every source ``profile`` sees, ready to ``retrieve``.
+
+        The same composite (and its worker threads) serves every call with the same
+        profile, fusion, ``only`` and set of answering sources; a source that becomes
+        available (an index built meanwhile) gets a new one.
+        """
+        return self.composite_and_groups(profile, fusion=fusion, only=only)[0]
+
+    def composite_and_groups(
+        self,
+        profile: str,
+        *,
+        fusion: str | None = None,
+        only: set[str] | None = None,
+    ) -> tuple[CompositeWorkspaceRetriever, dict[str, SourceGroup]]:
+        """:meth:`composite`, plus each source's group (name -> group)."""
         from kairox.retrieval.composite import CompositeWorkspaceRetriever
         from kairox.retrieval.fusion import DEFAULT_FUSION
 
         plan = self.plan(profile, only=only)
-        # Load models now, outside the per-source deadlines of the first query.
-        warmed: set[str] = set()
-        for source in plan.sources:
-            embedder = getattr(source, "embedder", None)
-            if embedder is not None and embedder.name not in warmed:
-                embedder.embed(["warm-up"])
-                warmed.add(embedder.name)
-        return CompositeWorkspaceRetriever(
-            plan.sources,
-            timeouts_ms=plan.timeouts_ms,
-            weights=plan.weights,
-            fusion=fusion or DEFAULT_FUSION,
-            skipped=plan.skipped,
+        method = fusion or DEFAULT_FUSION
+        key = (
+            profile,
+            method,
+            None if only is None else frozenset(only),
+            tuple(id(source) for source in plan.sources),
+            tuple(plan.skipped.items()),
         )
+        with self._lock:
+            composite = self._composites.get(key)
+            if composite is None:
+                self._warm_up(plan.sources)
+                composite = CompositeWorkspaceRetriever(
+                    plan.sources,
+                    timeouts_ms=plan.timeouts_ms,
+                    weights=plan.weights,
+                    fusion=method,
+                    skipped=plan.skipped,
+                )
+                self._composites[key] = composite
+        return composite, plan.groups
+
+    def _warm_up(self, sources: list[WorkspaceRetriever]) -> None:
+        """Load models now, outside the per-source deadlines of the first query."""
+        for source in sources:
+            embedder = getattr(source, "embedder", None)
+            if embedder is not None and embedder.name not in self._warmed:
+                embedder.embed(["warm-up"])
+                self._warmed.add(embedder.name)
+
+    async def aclose(self) -> None:
+        """Close every source, shared object, composite and embedding backend built here."""
+        with self._lock:
+            composites = list(self._composites.values())
+            owned = [*self._built.values(), *self._shared.values(), *self._backends.values()]
+            self._composites.clear()
+            self._built.clear()
+            self._shared.clear()
+            self._backends.clear()
+            self._warmed.clear()
+        for composite in composites:
+            composite.close()
+        errors: list[str] = []
+        closed: set[int] = set()
+        for thing in owned:  # in build order, each object once
+            if id(thing) in closed:
+                continue
+            closed.add(id(thing))
+            close = getattr(thing, "close", None)
+            if not callable(close):
+                continue
+            try:
+                result = close()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:  # close the others; say which one failed
+                errors.append(f"{type(thing).__name__}: {type(exc).__name__}: {exc}")
+        if errors:
+            raise SourceError("closing sources failed: " + "; ".join(errors))
+
+    def close(self) -> None:
+        """:meth:`aclose` for synchronous callers (from inside an event loop too: then the
+        closing runs on a thread of its own, and this call waits for it)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            asyncio.run(self.aclose())
+            return
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                asyncio.run(self.aclose())
+            except BaseException as exc:
+                failure.append(exc)
+
+        worker = threading.Thread(target=run, name="kairox-close-sources")
+        worker.start()
+        worker.join()
+        if failure:
+            raise failure[0]

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kairox.events import ensure_component_schema
 from kairox.retrieval import VectorRecord, VectorSyncTarget
+from kairox.storage import ensure_component_schema
 from kairox.workspace.rag_index import open_database
 
 if TYPE_CHECKING:

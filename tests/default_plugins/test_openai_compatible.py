@@ -13,17 +13,20 @@ from email.utils import format_datetime
 
 import pytest
 
+from kairox.config import ProfileConfig
 from kairox.default_plugins import openai_compatible
 from kairox.default_plugins.openai_compatible import (
     DEFAULT_BASE_URL,
     ModelHTTPError,
     OpenAICompatibleModel,
+    OpenAICompatibleSettings,
     ServerSentEvent,
     SSEDecoder,
     parse_retry_after,
 )
 from kairox.models import ChatMessage, ModelBackend, ModelError
 from kairox.plugins import KairoxPluginManager
+from kairox.registry import ModelBackendContext
 from kairox.retry import RetryPolicy
 from kairox.testing import registered_plugin, run
 from kairox.testing.openai_server import OpenAITestServer
@@ -551,13 +554,18 @@ def test_registered_through_the_hook_and_built_by_the_factory():
     with registered_plugin(openai_compatible, "openai-under-test", pm):
         assert not pm.failures()
         spec = pm.registry.model_backends["openai-compatible"]
-    model = spec.factory(base_url="http://localhost:8000/v1", api_key_env=None)
+    assert spec.config_model is OpenAICompatibleSettings
+
+    def build(settings=None, **options):
+        return spec.factory(ModelBackendContext("p", ProfileConfig(), settings, options))
+
+    model = build(OpenAICompatibleSettings(base_url="http://localhost:8000/v1", api_key_env=None))
     assert isinstance(model, OpenAICompatibleModel)
     assert model.base_url == "http://localhost:8000/v1" and model.api_key_env is None
-    assert spec.factory().base_url == DEFAULT_BASE_URL
-    assert spec.factory(retry={"attempts": 2}).retry.attempts == 2
+    assert build().base_url == DEFAULT_BASE_URL
+    assert build(retry={"attempts": 2}).retry.attempts == 2
     with pytest.raises(TypeError, match="does not take replies"):
-        spec.factory(replies=["x"])
+        build(replies=["x"])
 
 
 def test_the_factory_streams_from_a_server():
@@ -565,7 +573,8 @@ def test_the_factory_streams_from_a_server():
     with registered_plugin(openai_compatible, "openai-under-test", pm):
         spec = pm.registry.model_backends["openai-compatible"]
     with OpenAITestServer(["via the registry"]) as server:
-        model = spec.factory(base_url=server.base_url, api_key_env=KEY_ENV)
+        settings = OpenAICompatibleSettings(base_url=server.base_url, api_key_env=KEY_ENV)
+        model = spec.factory(ModelBackendContext("p", ProfileConfig(), settings))
         assert "".join(stream(model)[0]) == "via the registry"
 
 

@@ -7,11 +7,18 @@ import json
 
 import pytest
 
+from kairox.config import ProfileConfig
 from kairox.default_plugins import scripted_model
-from kairox.default_plugins.scripted_model import ScriptedModel, ScriptError, load_script
+from kairox.default_plugins.scripted_model import (
+    ScriptedModel,
+    ScriptedSettings,
+    ScriptError,
+    load_script,
+)
 from kairox.memory.markers import MarkerExtractor
 from kairox.models import ChatMessage, ModelBackend, ModelError
 from kairox.plugins import KairoxPluginManager
+from kairox.registry import ModelBackendContext
 from kairox.testing import registered_plugin, run
 
 PROMPT = [ChatMessage("system", "Be brief."), ChatMessage("user", "Hi")]
@@ -279,12 +286,21 @@ def test_registered_through_the_hook_and_built_by_the_factory(tmp_path):
         assert not pm.failures()
         spec = pm.registry.model_backends["scripted"]
         assert pm.registry.model_backends.provider("scripted") == "scripted-under-test"
-    model = spec.factory(replies=["from the registry"], chunk_size=2, delay_s=0)
+
+    def build(settings=None, **options):
+        return spec.factory(
+            ModelBackendContext("p", ProfileConfig(backend="scripted"), settings, options)
+        )
+
+    model = build(ScriptedSettings(replies=["from the registry"], chunk_size=2))
     assert isinstance(model, ScriptedModel) and model.chunk_size == 2
     assert "".join(collect(model)) == "from the registry"
     script = tmp_path / "s.txt"
     script.write_text("from a file", encoding="utf-8")
-    assert "".join(collect(spec.factory(script=str(script)))) == "from a file"
-    assert spec.factory().remaining == 0
+    # Given for the call (kairox chat --script), a script replaces the profile's replies.
+    assert "".join(collect(build(ScriptedSettings(replies=["x"]), script=str(script)))) == (
+        "from a file"
+    )
+    assert build().remaining == 0
     with pytest.raises(TypeError, match="does not take base_url"):
-        spec.factory(base_url="http://x")
+        build(base_url="http://x")

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kairox.config import ProfileConfig
 from kairox.context.summarizer import Summarizer
 from kairox.context.tokens import count_tokens
 from kairox.default_plugins import summarizers
@@ -20,11 +21,14 @@ from kairox.default_plugins.summarizers import (
     LlmSummarizer,
     SlidingWindowSummarizer,
     SummarizerOptionError,
+    _extractive_factory,
+    _sliding_window_factory,
     build_llm_prompt,
     fit_to_budget,
 )
 from kairox.models import ChatMessage, ModelBackend, ModelError
 from kairox.plugins import KairoxPluginManager
+from kairox.registry import SummarizerContext
 from kairox.testing import registered_plugin, run
 
 ENC = "o200k_base"
@@ -445,7 +449,7 @@ def test_llm_with_no_retries_calls_once():
 
 def test_llm_empty_reply_counts_as_a_failure():
     backend = CannedBackend("  \n", SUMMARY)
-    assert summarize(llm(backend), HISTORY, 300).startswith(SUMMARY)
+    assert summarize(llm(backend, retries=1), HISTORY, 300).startswith(SUMMARY)
     assert len(backend.calls) == 2
     with pytest.raises(ModelError, match="empty summary"):
         summarize(llm(CannedBackend("")), HISTORY, 300)
@@ -520,21 +524,27 @@ def test_all_three_register_through_the_hook():
         table = pm.registry.summarizers
         assert sorted(table) == ["extractive", "llm", "sliding-window"]
         assert table.provider("extractive") == "summarizers"
-        built = [
-            table["extractive"].factory(),
-            table["sliding-window"].factory(),
-            table["llm"].factory(backend=CannedBackend(), model="m"),
-        ]
+        backend = CannedBackend()
+        ctx = SummarizerContext(profile=ProfileConfig(model="m"), model_backend=lambda: backend)
+        built = [table[name].factory(ctx) for name in ("extractive", "sliding-window", "llm")]
+    assert (built[2].backend, built[2].model) == (backend, "m")
     for summarizer, name in zip(built, ["extractive", "sliding-window", "llm"], strict=True):
         assert isinstance(summarizer, Summarizer)
         assert summarizer.name == name
 
 
+def test_the_llm_summarizer_stacks_no_retries_on_the_backend_by_default():
+    # The backend retries what a retry can fix (kairox.retry); a failing summary call
+    # is one call, not (backend attempts) x (summariser attempts).
+    backend = CannedBackend(ModelError("503 after the backend's own retries"), SUMMARY)
+    with pytest.raises(ModelError, match="after 1 attempt"):
+        summarize(LlmSummarizer(backend, "test-model"), HISTORY, 300)
+    assert len(backend.calls) == 1
+
+
 @pytest.mark.parametrize("name", ["extractive", "sliding-window"])
 def test_option_free_summarizers_reject_options(name):
-    pm = KairoxPluginManager()
-    with registered_plugin(summarizers, "summarizers", pm):
-        factory = pm.registry.summarizers[name].factory
+    factory = {"extractive": _extractive_factory, "sliding-window": _sliding_window_factory}[name]
     with pytest.raises(SummarizerOptionError, match="takes no options; got model"):
         factory(model="m")
 

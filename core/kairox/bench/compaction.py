@@ -284,9 +284,10 @@ class _BenchFacade(AppFacade):
         self._llm = llm
 
     def summarizer(self, name: str, profile: ProfileConfig, backend: ModelBackend | None = None):
-        if name == "llm" and self._llm is not None:
-            spec = self.registry.summarizers["llm"]
-            return spec.factory(backend=self._llm.backend, model=self._llm.model)
+        if self._llm is not None:
+            # Any summariser that asks a model asks this one (the others ignore it).
+            profile = profile.model_copy(update={"model": self._llm.model})
+            backend = self._llm.backend
         return super().summarizer(name, profile, backend)
 
 

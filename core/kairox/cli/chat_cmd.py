@@ -35,7 +35,8 @@ async def _review(session: Any, pending: list[Any]) -> None:
     """Inline approval: a / r / s for each pending proposal of the turn."""
     for record in pending:
         warning = (
-            " ⚠ proposed after tool output: could be prompt injection"
+            f" ⚠ proposed after {', '.join(record.tainted_by)} was in the prompt: "
+            "could be prompt injection"
             if record.injection_warning
             else ""
         )
@@ -48,10 +49,10 @@ async def _review(session: Any, pending: list[Any]) -> None:
             answer = await _ask("  (a)pprove / (r)eject / (s)kip: ")
             choice = (answer or "s").strip().lower()[:1]
             if choice == "a":
-                session.facade.memory.approve(record.id)
+                session.facade.memory.approve(record.id, actor="cli")
                 console.print(f"  approved {record.scope} memory {record.key}", markup=False)
             elif choice == "r":
-                session.facade.memory.reject(record.id)
+                session.facade.memory.reject(record.id, actor="cli")
                 console.print("  rejected", markup=False)
             elif choice == "s":
                 console.print("  left pending (kairox memory list --pending)", markup=False)

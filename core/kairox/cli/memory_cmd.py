@@ -16,20 +16,7 @@ SCOPES = click.Choice(["user", "workspace", "session"])
 
 
 def record_json(record: MemoryRecord) -> dict[str, Any]:
-    return {
-        "id": record.id,
-        "scope": record.scope,
-        "key": record.key,
-        "body": record.body,
-        "status": record.status,
-        "workspace_id": record.workspace_id,
-        "session_id": record.session_id,
-        "created_at": record.created_at,
-        "updated_at": record.updated_at,
-        "approved_at": record.approved_at,
-        "injection_warning": record.injection_warning,
-        "provenance": record.provenance,
-    }
+    return record.as_json()
 
 
 def _show(record: MemoryRecord, verb: str) -> None:
@@ -63,7 +50,7 @@ def list_(app: AppContext, scope: str | None, pending: bool, as_json: bool) -> N
     for r in records:
         status = Text(r.status)
         if r.injection_warning:
-            status.append(" ⚠ proposed after tool output", style="yellow")
+            status.append(f" ⚠ proposed after {', '.join(r.tainted_by)}", style="yellow")
         table.add_row(str(r.id), r.scope, Text(r.key or "-"), Text(r.body), status, r.updated_at)
     console.print(table)
 
@@ -76,7 +63,7 @@ def show(app: AppContext, memory_id: int, as_json: bool) -> None:
     """Show one memory or proposal with its provenance."""
     from kairox.memory.approvals import MemoryNotFound
 
-    record = app.facade().memory.store.get(memory_id)
+    record = app.facade().memory.get(memory_id)
     if record is None:
         raise MemoryNotFound(f"no memory #{memory_id}; `kairox memory list` shows the ids")
     data = record_json(record)
@@ -92,7 +79,7 @@ def show(app: AppContext, memory_id: int, as_json: bool) -> None:
 @click.pass_obj
 def approve(app: AppContext, memory_id: int) -> None:
     """Approve pending proposal MEMORY_ID (it overwrites the memory under its key)."""
-    _show(app.facade().memory.approve(memory_id), "approved")
+    _show(app.facade().memory.approve(memory_id, actor="cli"), "approved")
 
 
 @memory.command()
@@ -101,7 +88,7 @@ def approve(app: AppContext, memory_id: int) -> None:
 @click.pass_obj
 def reject(app: AppContext, memory_id: int, reason: str) -> None:
     """Reject pending proposal MEMORY_ID (kept as history, never used)."""
-    _show(app.facade().memory.reject(memory_id, reason), "rejected")
+    _show(app.facade().memory.reject(memory_id, reason, actor="cli"), "rejected")
 
 
 @memory.command("set")
@@ -112,7 +99,9 @@ def reject(app: AppContext, memory_id: int, reason: str) -> None:
 def set_(app: AppContext, scope: str, key: str, body: str) -> None:
     """Write a memory yourself (no approval needed: you are the approver)."""
     facade = app.facade()
-    _show(facade.memory.set(scope, key, body, workspace_id=facade.workspace_id), "saved")
+    _show(
+        facade.memory.set(scope, key, body, workspace_id=facade.workspace_id, actor="cli"), "saved"
+    )
 
 
 @memory.command()
@@ -131,7 +120,10 @@ def edit(app: AppContext, key: str, body: str | None, scope: str | None) -> None
         if edited is None or not edited.strip():
             raise click.ClickException("nothing changed: the editor was closed without a body")
         body = edited.strip()
-    _show(facade.memory.edit(key, body, workspace_id=facade.workspace_id, scope=scope), "edited")
+    edited_record = facade.memory.edit(
+        key, body, workspace_id=facade.workspace_id, scope=scope, actor="cli"
+    )
+    _show(edited_record, "edited")
 
 
 @memory.command()
@@ -147,4 +139,7 @@ def forget(app: AppContext, key: str, scope: str | None, yes: bool) -> None:
     record = facade.memory.find(key, workspace_id=facade.workspace_id, scope=scope)
     if not yes:
         click.confirm(f"forget {record.scope} memory {record.key!r}: {record.body!r}?", abort=True)
-    _show(facade.memory.forget(key, workspace_id=facade.workspace_id, scope=scope), "forgot")
+    forgotten = facade.memory.forget(
+        key, workspace_id=facade.workspace_id, scope=scope, actor="cli"
+    )
+    _show(forgotten, "forgot")

@@ -101,6 +101,7 @@ _WORKSPACE = "workspace_retrieval"
 _HISTORY = "history"
 _PROMPT = "prompt"
 _KB_PREFIX = "knowledge_base:"
+_SUMMARY_HEADING = "## Summary of earlier conversation\n"
 
 # Words of a memory key or prompt: runs of letters and digits. Keys are normalised to
 # [a-z0-9._-], so "preferred.language" has the words "preferred" and "language".
@@ -141,6 +142,14 @@ class AssemblyInput:
     not approved is dropped); ``summaries`` and ``history`` are oldest first;
     ``workspace_hits`` and each list in ``knowledge_base_hits`` (kb id -> hits, only the
     knowledge bases visible to the active profile) are best first.
+
+    ``hits`` is the other way to give retrieval hits: the fused ranking as it came from
+    the search, best first across every source, with ``groups`` naming each source's
+    group (``workspace`` or ``knowledge_base``, see
+    :attr:`kairox.retrieval.RetrievalResult.groups`). Hits are then taken in exactly that
+    order while the budget lasts, each into its group's section (a knowledge base's hits
+    under its own heading), and the sections appear in the order of their best hit.
+    ``hits`` and the two per-group fields are not meant to be mixed.
     """
 
     system_prompt: str
@@ -151,6 +160,8 @@ class AssemblyInput:
     knowledge_base_hits: Mapping[str, Sequence[FusedHit]] = field(default_factory=dict)
     history: Sequence[HistoryTurn] = ()
     instructions: str | None = None
+    hits: Sequence[FusedHit] = ()
+    groups: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -188,6 +199,18 @@ class Assembly:
     used_tokens: int
     sources: list[SourceAccount]
     had_tool_output: bool = False
+    hits: list[dict[str, Any]] = field(default_factory=list)
+    """One entry per retrieval hit offered, in fusion's order: ``rank``, ``label``,
+    ``source``, ``group``, ``section``, ``included`` and every source's rank (``found_by``)."""
+
+    @property
+    def tainted_by(self) -> list[str]:
+        """What in the prompt nobody vetted: ``tool output`` from the history, and each
+        source whose retrieved text made it in (``workspace:<name>``,
+        ``knowledge_base:<name>``). A memory proposed in this turn may be prompt injection."""
+        found = ["tool output"] if self.had_tool_output else []
+        found += [f"{hit['group']}:{hit['source']}" for hit in self.hits if hit["included"]]
+        return list(dict.fromkeys(found))
 
     def trace(self) -> dict[str, Any]:
         """JSON-ready summary: what the ``ContextAssembled`` event stores."""
@@ -195,6 +218,8 @@ class Assembly:
             "budget": self.budget,
             "used_tokens": self.used_tokens,
             "had_tool_output": self.had_tool_output,
+            "tainted_by": self.tainted_by,
+            "hits": self.hits,
             "sources": [
                 {
                     "source": account.source,
@@ -332,6 +357,32 @@ class _SystemMessage:
         return "".join(parts)
 
 
+@dataclass(frozen=True)
+class _Retrieved:
+    """One hit offered to the prompt: which section it goes to, and why."""
+
+    hit: FusedHit
+    group: str
+    section: str
+    label: str
+
+
+def _retrieved(data: AssemblyInput) -> list[_Retrieved]:
+    """The hits to offer, best first: the fused ranking as given, or the per-group lists."""
+    if data.hits:
+        out = []
+        for hit in data.hits:
+            group = data.groups.get(hit.source, "knowledge_base")
+            section = _WORKSPACE if group == "workspace" else f"{_KB_PREFIX}{hit.source}"
+            out.append(_Retrieved(hit, group, section, hit.uri or hit.id))
+        return out
+    out = [_Retrieved(h, "workspace", _WORKSPACE, h.uri or h.id) for h in data.workspace_hits]
+    for kb_id, hits in data.knowledge_base_hits.items():
+        section = f"{_KB_PREFIX}{kb_id}"
+        out += [_Retrieved(h, "knowledge_base", section, h.uri or h.id) for h in hits]
+    return out
+
+
 def _base_text(system_prompt: str, instructions: str | None) -> str:
     return "\n\n".join(part for part in (system_prompt, instructions) if part)
 
@@ -423,6 +474,17 @@ class ContextAssembler:
 
     # -- counting ---------------------------------------------------------------------------
 
+    def history_tokens(self, turns: Sequence[HistoryTurn]) -> int:
+        """What ``turns`` cost as history in the prompt (cached per event, like assembly)."""
+        return sum(self._turn_tokens(turn) for turn in turns)
+
+    def summary_tokens(self, summary: CompactionSummaryItem) -> int:
+        """What ``summary`` costs in the prompt: its block and its section's heading."""
+        label = _event_range([summary.first_event_id, summary.last_event_id])
+        return self.counter.count(_SUMMARY_HEADING) + self.counter.count(
+            f"[{label}]\n{summary.text}\n"
+        )
+
     def _turn_tokens(self, turn: HistoryTurn) -> int:
         total = 0
         for index, message in enumerate(turn.messages):
@@ -443,9 +505,17 @@ class ContextAssembler:
         """
         budget = self.budget
         counter = self.counter
-        kb_sources = [f"{_KB_PREFIX}{kb_id}" for kb_id in data.knowledge_base_hits]
+        retrieved = _retrieved(data)
+        if data.hits:
+            # Hit sections in the order of their best hit (the workspace's is always there).
+            hit_sections = list(dict.fromkeys(r.section for r in retrieved))
+            if _WORKSPACE not in hit_sections:
+                hit_sections.insert(0, _WORKSPACE)
+        else:
+            hit_sections = [_WORKSPACE, *(f"{_KB_PREFIX}{k}" for k in data.knowledge_base_hits)]
+        kb_sources = [name for name in hit_sections if name != _WORKSPACE]
         memory_sources = [f"memory:{scope}" for scope in _MEMORY_SCOPES]
-        section_order = [*memory_sources, _SUMMARY, _WORKSPACE, *kb_sources]
+        section_order = [*memory_sources, _SUMMARY, *hit_sections]
         ledgers = {name: _Ledger() for name in [*section_order, _HISTORY]}
 
         base = _base_text(data.system_prompt, data.instructions)
@@ -464,10 +534,10 @@ class ContextAssembler:
 
         for scope, source in zip(_MEMORY_SCOPES, memory_sources, strict=True):
             system.set_heading(source, f"## Memory ({scope})\n")
-        system.set_heading(_SUMMARY, "## Summary of earlier conversation\n")
+        system.set_heading(_SUMMARY, _SUMMARY_HEADING)
         system.set_heading(_WORKSPACE, "## Context from the workspace\n")
-        for kb_id, source in zip(data.knowledge_base_hits, kb_sources, strict=True):
-            system.set_heading(source, f"## Context from {kb_id}\n")
+        for source in kb_sources:
+            system.set_heading(source, f"## Context from {source.removeprefix(_KB_PREFIX)}\n")
 
         self._add_memories(data, system, ledgers, limit)
         self._add_summaries(data, system, ledgers, limit)
@@ -479,9 +549,10 @@ class ContextAssembler:
                 turn_costs[index] = self._turn_tokens(data.history[index])
             return turn_costs[index]
 
-        self._add_hits(data, system, ledgers, limit, kb_sources, turn_cost)
+        taken = self._add_hits(data, system, ledgers, limit, retrieved, turn_cost)
 
         content, system_tokens = self._finish_system(system, ledgers, limit)
+        kept_pieces = {id(piece) for _, piece in system.selection}
 
         memory_tokens = sum(system.source_tokens(s) for s in memory_sources)
         kept_turns = self._select_history(
@@ -532,7 +603,19 @@ class ContextAssembler:
             or any(m.role == "tool" for m in data.history[i].messages)
             for i in kept_turns
         )
-        return Assembly(messages, budget, used, sources, had_tool_output)
+        hit_trace = [
+            {
+                "rank": rank,
+                "label": r.label,
+                "source": r.hit.source,
+                "group": r.group,
+                "section": r.section,
+                "included": id(taken[rank - 1]) in kept_pieces,
+                "found_by": [{"source": p.source, "rank": p.rank} for p in r.hit.sources],
+            }
+            for rank, r in enumerate(retrieved, start=1)
+        ]
+        return Assembly(messages, budget, used, sources, had_tool_output, hit_trace)
 
     def _add_memories(
         self,
@@ -602,29 +685,26 @@ class ContextAssembler:
         system: _SystemMessage,
         ledgers: dict[str, _Ledger],
         limit: int,
-        kb_sources: Sequence[str],
+        retrieved: Sequence[_Retrieved],
         turn_cost: Callable[[int], int],
-    ) -> None:
-        """Workspace hits, then each knowledge base's, best first, within the hits allowance.
+    ) -> list[_Piece]:
+        """Retrieval hits in their given order (fusion's), within the hits allowance.
 
         The allowance is everything left when the hits and the history that fits both fit.
         Otherwise history "wants the space", and hits get what history leaves them but at
         least ``max_hits_tokens_share`` of the budget: retrieval ranks above history, yet a
-        long conversation must not be squeezed out by a page of search results.
+        long conversation must not be squeezed out by a page of search results. Returns
+        every hit's piece, in the order given.
         """
-        groups = [(_WORKSPACE, data.workspace_hits)]
-        groups += [
-            (source, hits)
-            for source, hits in zip(kb_sources, data.knowledge_base_hits.values(), strict=True)
+        candidates = [
+            (
+                r.section,
+                system.piece(order, f"### {r.label} ({r.hit.source})\n{r.hit.text}\n", r.label),
+            )
+            for order, r in enumerate(retrieved)
         ]
-        candidates: list[tuple[str, _Piece]] = []
-        for source, hits in groups:
-            for order, hit in enumerate(hits):
-                label = hit.uri or hit.id
-                text = f"### {label} ({hit.source})\n{hit.text}\n"
-                candidates.append((source, system.piece(order, text, label)))
         if not candidates:
-            return
+            return []
 
         room = limit - system.tokens
         # Cost of every hit together: the pieces, their section headings (hit sections are
@@ -654,6 +734,7 @@ class ContextAssembler:
                 ledgers[source].drop(piece.label, DROP_HITS_CAP)
             else:
                 ledgers[source].drop(piece.label, DROP_BUDGET)
+        return [piece for _, piece in candidates]
 
     def _finish_system(
         self, system: _SystemMessage, ledgers: dict[str, _Ledger], limit: int

@@ -29,9 +29,12 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydantic import Field, StrictStr
+
 from kairox import hookimpl
+from kairox.config import PluginSettings
 from kairox.models import ChatMessage, ModelError
-from kairox.registry import ModelBackendSpec
+from kairox.registry import ModelBackendContext, ModelBackendSpec
 from kairox.retry import RetryPolicy, async_call_with_retries
 
 if TYPE_CHECKING:
@@ -626,15 +629,29 @@ def build_openai_compatible_model(**options: Any) -> OpenAICompatibleModel:
     return OpenAICompatibleModel(base_url, **options)
 
 
+class OpenAICompatibleSettings(PluginSettings):
+    """The keys of ``[profiles.<name>]`` this backend owns."""
+
+    base_url: StrictStr = DEFAULT_BASE_URL
+    api_key_env: StrictStr | None = "OPENAI_API_KEY"
+    timeout_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+
+
+def _from_profile(ctx: ModelBackendContext) -> OpenAICompatibleModel:
+    settings = ctx.settings if ctx.settings is not None else OpenAICompatibleSettings()
+    return build_openai_compatible_model(**{**settings.model_dump(), **ctx.options})
+
+
 @hookimpl
 def kairox_register_model_backends(register: Callable[[ModelBackendSpec], None]) -> None:
     register(
         ModelBackendSpec(
             name="openai-compatible",
-            factory=build_openai_compatible_model,
+            factory=_from_profile,
             description=(
                 "Streaming chat over the OpenAI Chat Completions API "
                 "(OpenAI, vLLM, Ollama, llama.cpp, LM Studio)."
             ),
+            config_model=OpenAICompatibleSettings,
         )
     )

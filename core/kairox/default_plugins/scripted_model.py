@@ -32,10 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field, StrictInt, StrictStr
+
 from kairox import hookimpl
+from kairox.config import PluginSettings
 from kairox.errors import KairoxError
 from kairox.models import ChatMessage, ModelError
-from kairox.registry import ModelBackendSpec
+from kairox.registry import ModelBackendContext, ModelBackendSpec
 
 SEPARATOR = "---"
 _JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
@@ -280,12 +283,33 @@ def build_scripted_model(**options: Any) -> ScriptedModel:
     return ScriptedModel(options.pop("replies", None), **options)
 
 
+class ScriptedSettings(PluginSettings):
+    """The keys of ``[profiles.<name>]`` this backend owns (``kairox chat --script`` overrides)."""
+
+    script: StrictStr | None = None
+    replies: list[StrictStr] | None = None
+    chunk_size: StrictInt = Field(default=7, ge=1)
+    delay_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+
+
+def _from_profile(ctx: ModelBackendContext) -> ScriptedModel:
+    settings = ctx.settings if ctx.settings is not None else ScriptedSettings()
+    options = {k: v for k, v in settings.model_dump().items() if v is not None}
+    if "script" in ctx.options or "replies" in ctx.options:
+        # Given for this call: it replaces the profile's replies or script, not joins them.
+        options.pop("script", None)
+        options.pop("replies", None)
+    options.update(ctx.options)
+    return build_scripted_model(**options)
+
+
 @hookimpl
 def kairox_register_model_backends(register: Callable[[ModelBackendSpec], None]) -> None:
     register(
         ModelBackendSpec(
             name="scripted",
-            factory=build_scripted_model,
+            factory=_from_profile,
             description="Replays prepared replies (a list or a script file); for demos and tests.",
+            config_model=ScriptedSettings,
         )
     )

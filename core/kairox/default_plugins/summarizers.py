@@ -33,7 +33,7 @@ from kairox import hookimpl
 from kairox.context.tokens import count_tokens, get_encoding
 from kairox.errors import KairoxError
 from kairox.models import ChatMessage, ModelBackend, ModelError
-from kairox.registry import SummarizerSpec
+from kairox.registry import SummarizerContext, SummarizerSpec
 
 __all__ = [
     "SECTION_DECISIONS",
@@ -635,6 +635,8 @@ class LlmSummarizer:
     :param backend: the :class:`~kairox.models.ModelBackend` to call.
     :param model: the model name passed to ``backend.stream``.
     :param retries: how many times a failing call is retried (so ``retries + 1`` calls).
+        0 by default: the model backend already retries what a retry can fix
+        (:mod:`kairox.retry`), and a loop on top of it multiplies the calls.
     :param retry_delay: seconds before the first retry; doubled for each further one.
     :param max_retry_delay: the cap on one pause, so backoff stays bounded.
     :param sleep: the coroutine that waits (tests may replace it).
@@ -653,7 +655,7 @@ class LlmSummarizer:
         backend: ModelBackend | None = None,
         model: str | None = None,
         *,
-        retries: int = 2,
+        retries: int = 0,
         retry_delay: float = 0.5,
         max_retry_delay: float = 4.0,
         sleep: Sleep = asyncio.sleep,
@@ -776,26 +778,38 @@ def _llm_factory(**options: Any) -> LlmSummarizer:
     return LlmSummarizer(**options)
 
 
+def _extractive_from_profile(ctx: SummarizerContext) -> ExtractiveSummarizer:
+    return ExtractiveSummarizer()
+
+
+def _sliding_window_from_profile(ctx: SummarizerContext) -> SlidingWindowSummarizer:
+    return SlidingWindowSummarizer()
+
+
+def _llm_from_profile(ctx: SummarizerContext) -> LlmSummarizer:
+    return LlmSummarizer(backend=ctx.model_backend(), model=ctx.profile.model)
+
+
 @hookimpl
 def kairox_register_summarizers(register: Callable[[SummarizerSpec], None]) -> None:
     register(
         SummarizerSpec(
             name="extractive",
-            factory=_extractive_factory,
+            factory=_extractive_from_profile,
             description="Deterministic extractive summary in fixed sections; no model.",
         )
     )
     register(
         SummarizerSpec(
             name="sliding-window",
-            factory=_sliding_window_factory,
+            factory=_sliding_window_from_profile,
             description="Keeps the newest whole messages that fit; never fails.",
         )
     )
     register(
         SummarizerSpec(
             name="llm",
-            factory=_llm_factory,
-            description="Summary by the profile's model, with retries; options: backend, model.",
+            factory=_llm_from_profile,
+            description="Summary by the profile's model (its backend retries).",
         )
     )

@@ -2,44 +2,30 @@
 
 Both are registered through ``kairox_register_workspace_retrievers`` like any plugin's,
 so every profile gets them unless ``[workspace] disabled_retrievers`` names them. Fused
-together they make the workspace search hybrid by default.
+together they make the workspace search hybrid by default. They share one index object
+(:func:`kairox.workspace.shared.workspace_index`), which the facade closes on exit.
 """
 
 from __future__ import annotations
 
 from kairox import hookimpl
-from kairox.registry import BuildContext, WorkspaceRetrieverSpec
+from kairox.registry import BuildContext, SourceGroup, WorkspaceRetrieverSpec
+from kairox.workspace.shared import build_workspace_index, workspace_index
 
-
-def build_index(ctx: BuildContext):  # -> WorkspaceRagIndex, imported lazily
-    from kairox.workspace.rag_index import WorkspaceRagIndex
-
-    settings = ctx.workspace
-    backend = ctx.embedding_backend(settings.embedding_backend if settings else "hashing")
-    options = (
-        {
-            "chunk_tokens": settings.chunk_tokens,
-            "chunk_overlap": settings.chunk_overlap,
-            "max_file_bytes": settings.max_file_bytes,
-            "sentence_weight": settings.sentence_weight,
-            "vector_pack": settings.vector_pack,
-        }
-        if settings
-        else {}
-    )
-    return WorkspaceRagIndex(ctx.state_dir / "kairox.db", ctx.workspace_root, backend, **options)
+#: A new, unshared index, for callers that build one themselves (and close it).
+build_index = build_workspace_index
 
 
 def dense_retriever(ctx: BuildContext):
     from kairox.workspace.rag_index import WorkspaceDenseRetriever
 
-    return WorkspaceDenseRetriever(build_index(ctx), name="workspace")
+    return WorkspaceDenseRetriever(workspace_index(ctx), name="workspace")
 
 
 def lexical_retriever(ctx: BuildContext):
     from kairox.workspace.rag_index import WorkspaceLexicalRetriever
 
-    return WorkspaceLexicalRetriever(build_index(ctx), name="workspace-fts")
+    return WorkspaceLexicalRetriever(workspace_index(ctx), name="workspace-fts")
 
 
 @hookimpl
@@ -49,6 +35,7 @@ def kairox_register_workspace_retrievers(register):
             name="workspace",
             factory=dense_retriever,
             description="Workspace chunks by embedding similarity ([workspace] embedding_backend).",
+            group=SourceGroup.WORKSPACE,
         )
     )
     register(
@@ -56,5 +43,6 @@ def kairox_register_workspace_retrievers(register):
             name="workspace-fts",
             factory=lexical_retriever,
             description="Workspace chunks and paths by words (FTS5 BM25).",
+            group=SourceGroup.WORKSPACE,
         )
     )

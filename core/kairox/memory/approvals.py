@@ -4,19 +4,35 @@ Session memories are accepted at once (``MemoryProposed`` + ``MemoryAccepted``).
 and workspace memories wait as pending proposals until a person approves or rejects
 them; pending proposals live in the store, so they survive a restart. Malformed markers
 and proposals over the per-turn cap are rejected with a reason and recorded as
-``MemoryRejected`` events; nothing is silently dropped or downgraded. A proposal made
-in a turn whose context held tool output carries an injection warning.
+``MemoryRejected`` events; nothing is silently dropped or downgraded.
+
+A proposal made in a *tainted* turn (its prompt held tool output, or text retrieved from
+the workspace or a knowledge base: the usual routes of indirect prompt injection) carries
+an injection warning naming what tainted it, and a session memory proposed there waits
+for approval too (``[memory] hold_tainted_session``, default true). Edits and deletions
+by a person are ``MemoryEdited`` / ``MemoryForgotten`` events naming who (``actor``:
+``cli``, ``tui``, ``web`` or ``api``) and the previous body. This is the one path every
+surface takes to change memories.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 from kairox.errors import KairoxError
-from kairox.events import MemoryAccepted, MemoryProposed, MemoryRejected, SqliteEventStore
+from kairox.events import (
+    MemoryAccepted,
+    MemoryEdited,
+    MemoryForgotten,
+    MemoryProposed,
+    MemoryRejected,
+    SqliteEventStore,
+)
 from kairox.memory.markers import MemoryMarker, RejectedMarker, normalize_key
 from kairox.memory.store import MemoryRecord, MemoryStore
+from kairox.storage import Database
 
 DEFAULT_MAX_PROPOSALS_PER_TURN = 5
 # Events of actions a person takes outside any chat session (the CLI, the web page).
@@ -52,8 +68,15 @@ class TurnProposals:
 class MemoryApprovals:
     """Applies the approval rules on top of a memory store and the event log.
 
+    Every decision is one store write and one event. When the store and the event log
+    share one :class:`~kairox.storage.Database` (the facade sees to it) both commit in
+    one transaction: a crash leaves both or neither.
+
     :param max_proposals_per_turn: markers beyond this many in one turn are rejected
         with a reason (a model that floods proposals is more likely confused or steered).
+    :param hold_tainted_session: a session memory proposed in a tainted turn (its prompt
+        held tool output or retrieved text) waits for approval like a user or workspace
+        one, instead of being accepted at once.
     """
 
     def __init__(
@@ -62,12 +85,21 @@ class MemoryApprovals:
         events: SqliteEventStore,
         *,
         max_proposals_per_turn: int = DEFAULT_MAX_PROPOSALS_PER_TURN,
+        hold_tainted_session: bool = True,
     ) -> None:
         if max_proposals_per_turn < 0:
             raise ValueError("max_proposals_per_turn must be >= 0")
         self.store = store
         self.events = events
         self.max_proposals_per_turn = max_proposals_per_turn
+        self.hold_tainted_session = hold_tainted_session
+
+    def _atomic(self) -> AbstractContextManager[object]:
+        """One transaction over the store and the log, when they share a database."""
+        shared = getattr(self.store, "database", None)
+        if isinstance(shared, Database) and shared is getattr(self.events, "database", None):
+            return shared.transaction()
+        return nullcontext()
 
     # -- proposals from a model turn ------------------------------------------------
 
@@ -80,8 +112,17 @@ class MemoryApprovals:
         workspace_id: str,
         turn_id: str | None = None,
         context_had_tool_output: bool = False,
+        tainted_by: Sequence[str] = (),
     ) -> TurnProposals:
-        """Record one turn's markers: accept, queue or reject each, with events."""
+        """Record one turn's markers: accept, queue or reject each, with events.
+
+        ``tainted_by`` names what in the turn's prompt nobody vetted (``tool output``,
+        ``workspace:<source>``, ``knowledge_base:<source>``); ``context_had_tool_output``
+        is the older spelling of ``tainted_by=["tool output"]``.
+        """
+        taint = list(
+            dict.fromkeys([*(["tool output"] if context_had_tool_output else []), *tainted_by])
+        )
         outcome = TurnProposals()
         for marker in rejected:
             self._reject_marker(marker.raw, marker.reason, session_id, workspace_id)
@@ -99,41 +140,35 @@ class MemoryApprovals:
                 "session_id": session_id,
                 "workspace_id": workspace_id,
                 "turn_id": turn_id,
-                "injection_warning": context_had_tool_output,
+                "injection_warning": bool(taint),
+                "tainted_by": taint,
             }
             place = {
                 "workspace_id": workspace_id if marker.scope != "user" else None,
                 "session_id": session_id if marker.scope == "session" else None,
             }
-            if marker.scope == "session":
-                record = self.store.put(
-                    "session", marker.body, key=marker.key, provenance=provenance, **place
-                )
-            else:
-                record = self.store.propose(
+            accept = marker.scope == "session" and not (taint and self.hold_tainted_session)
+            write = self.store.put if accept else self.store.propose
+            with self._atomic():
+                record = write(
                     marker.scope, marker.body, key=marker.key, provenance=provenance, **place
                 )
-            self.events.append(
-                session_id,
-                workspace_id,
-                MemoryProposed(
+                proposed = MemoryProposed(
                     scope=marker.scope,
                     body=marker.body,
                     key=marker.key,
                     memory_id=record.id,
-                    injection_warning=context_had_tool_output,
+                    injection_warning=bool(taint),
                     turn_id=turn_id,
-                ),
-            )
-            if marker.scope == "session":
-                self.events.append(
-                    session_id,
-                    workspace_id,
-                    MemoryAccepted(scope="session", key=marker.key, memory_id=record.id, auto=True),
+                    tainted_by=taint,
                 )
-                outcome.accepted.append(record)
-            else:
-                outcome.pending.append(record)
+                decided = MemoryAccepted(
+                    scope="session", key=marker.key, memory_id=record.id, auto=True
+                )
+                self.events.append_many(
+                    session_id, workspace_id, [proposed, decided] if accept else [proposed]
+                )
+            (outcome.accepted if accept else outcome.pending).append(record)
         return outcome
 
     def _reject_marker(
@@ -158,11 +193,16 @@ class MemoryApprovals:
     # -- decisions by a person ------------------------------------------------------
 
     def pending(self, workspace_id: str | None = None) -> list[MemoryRecord]:
-        """Pending user proposals and this workspace's pending workspace proposals."""
+        """Pending user proposals, and this workspace's workspace and (held) session ones."""
         found = self.store.list(scope="user", status="pending")
         if workspace_id is not None:
-            found += self.store.list(scope="workspace", workspace_id=workspace_id, status="pending")
+            for scope in ("workspace", "session"):
+                found += self.store.list(scope=scope, workspace_id=workspace_id, status="pending")
         return sorted(found, key=lambda r: r.id)
+
+    def get(self, memory_id: int) -> MemoryRecord | None:
+        """The record with this id, whatever its status."""
+        return self.store.get(memory_id)
 
     def _pending_record(self, memory_id: int) -> MemoryRecord:
         record = self.store.get(memory_id)
@@ -173,31 +213,45 @@ class MemoryApprovals:
             )
         return record
 
-    def approve(self, memory_id: int) -> MemoryRecord:
+    def approve(self, memory_id: int, *, actor: str = "api") -> MemoryRecord:
         """Accept a pending proposal; it overwrites any memory with the same key."""
-        record = self._pending_record(memory_id)
-        accepted = self.store.set_status(memory_id, "approved")
-        self.events.append(
-            _session_of(record),
-            record.workspace_id or record.provenance.get("workspace_id"),
-            MemoryAccepted(scope=record.scope, key=record.key, memory_id=accepted.id),
-        )
+        with self._atomic():
+            record = self._pending_record(memory_id)
+            accepted = self.store.set_status(memory_id, "approved")
+            self.events.append(
+                _session_of(record),
+                record.workspace_id or record.provenance.get("workspace_id"),
+                MemoryAccepted(
+                    scope=record.scope, key=record.key, memory_id=accepted.id, actor=actor
+                ),
+            )
         return accepted
 
-    def reject(self, memory_id: int, reason: str = "rejected by the user") -> MemoryRecord:
+    def reject(
+        self, memory_id: int, reason: str = "rejected by the user", *, actor: str = "api"
+    ) -> MemoryRecord:
         """Decline a pending proposal; it is kept as history, never used."""
-        record = self._pending_record(memory_id)
-        rejected = self.store.set_status(memory_id, "rejected")
-        self.events.append(
-            _session_of(record),
-            record.workspace_id or record.provenance.get("workspace_id"),
-            MemoryRejected(reason=reason, scope=record.scope, key=record.key, memory_id=memory_id),
-        )
+        with self._atomic():
+            record = self._pending_record(memory_id)
+            rejected = self.store.set_status(memory_id, "rejected")
+            self.events.append(
+                _session_of(record),
+                record.workspace_id or record.provenance.get("workspace_id"),
+                MemoryRejected(
+                    reason=reason,
+                    scope=record.scope,
+                    key=record.key,
+                    memory_id=memory_id,
+                    actor=actor,
+                ),
+            )
         return rejected
 
     # -- memories a person writes, edits or forgets ---------------------------------
 
-    def set(self, scope: str, key: str, body: str, *, workspace_id: str) -> MemoryRecord:
+    def set(
+        self, scope: str, key: str, body: str, *, workspace_id: str, actor: str = "api"
+    ) -> MemoryRecord:
         """Write a user or workspace memory directly (the person is the approver)."""
         if scope not in ("user", "workspace"):
             raise MemoryInputError(
@@ -205,18 +259,19 @@ class MemoryApprovals:
             )
         if not body.strip():
             raise MemoryInputError("the body is empty; write what should be remembered")
-        record = self.store.put(
-            scope,
-            body,
-            key=_key(key),
-            workspace_id=workspace_id if scope == "workspace" else None,
-            provenance={"written_by": "user"},
-        )
-        self.events.append(
-            USER_ACTIONS_SESSION,
-            workspace_id,
-            MemoryAccepted(scope=scope, key=record.key, memory_id=record.id),
-        )
+        with self._atomic():
+            record = self.store.put(
+                scope,
+                body,
+                key=_key(key),
+                workspace_id=workspace_id if scope == "workspace" else None,
+                provenance={"written_by": "user", "actor": actor},
+            )
+            self.events.append(
+                USER_ACTIONS_SESSION,
+                workspace_id,
+                MemoryAccepted(scope=scope, key=record.key, memory_id=record.id, actor=actor),
+            )
         return record
 
     def find(self, key: str, *, workspace_id: str, scope: str | None = None) -> MemoryRecord:
@@ -237,19 +292,68 @@ class MemoryApprovals:
         )
 
     def edit(
-        self, key: str, body: str, *, workspace_id: str, scope: str | None = None
+        self,
+        key: str,
+        body: str,
+        *,
+        workspace_id: str,
+        scope: str | None = None,
+        actor: str = "api",
     ) -> MemoryRecord:
         """Replace the body stored under ``key``."""
         if not body.strip():
             raise MemoryInputError("the new body is empty; use `forget` to delete a memory")
         record = self.find(key, workspace_id=workspace_id, scope=scope)
-        return self.store.update_body(record.id, body)
+        return self.edit_by_id(record.id, body, actor=actor)
 
-    def forget(self, key: str, *, workspace_id: str, scope: str | None = None) -> MemoryRecord:
+    def edit_by_id(self, memory_id: int, body: str, *, actor: str = "api") -> MemoryRecord:
+        """Replace the body of memory ``memory_id`` (session memories may have no key)."""
+        if not body.strip():
+            raise MemoryInputError("the new body is empty; use `forget` to delete a memory")
+        with self._atomic():
+            before = self.store.get(memory_id)
+            if before is None:
+                raise MemoryNotFound(f"no memory {memory_id}; `kairox memory list` shows the ids")
+            edited = self.store.update_body(memory_id, body)
+            self.events.append(
+                _session_of(before) if before.scope == "session" else USER_ACTIONS_SESSION,
+                before.workspace_id or before.provenance.get("workspace_id"),
+                MemoryEdited(
+                    memory_id=memory_id,
+                    scope=before.scope,
+                    key=before.key,
+                    body=edited.body,
+                    previous_body=before.body,
+                    actor=actor,
+                ),
+            )
+        return edited
+
+    def forget(
+        self, key: str, *, workspace_id: str, scope: str | None = None, actor: str = "api"
+    ) -> MemoryRecord:
         """Delete the memory stored under ``key``; returns what was deleted."""
         record = self.find(key, workspace_id=workspace_id, scope=scope)
-        self.store.forget(record.id)
-        return record
+        return self.forget_by_id(record.id, actor=actor)
+
+    def forget_by_id(self, memory_id: int, *, actor: str = "api") -> MemoryRecord:
+        """Delete memory ``memory_id``; returns what was deleted."""
+        with self._atomic():
+            before = self.store.get(memory_id)
+            if before is None or not self.store.forget(memory_id):
+                raise MemoryNotFound(f"no memory {memory_id}; `kairox memory list` shows the ids")
+            self.events.append(
+                _session_of(before) if before.scope == "session" else USER_ACTIONS_SESSION,
+                before.workspace_id or before.provenance.get("workspace_id"),
+                MemoryForgotten(
+                    memory_id=memory_id,
+                    scope=before.scope,
+                    key=before.key,
+                    previous_body=before.body,
+                    actor=actor,
+                ),
+            )
+        return before
 
 
 def _session_of(record: MemoryRecord) -> str:

@@ -25,15 +25,12 @@ from __future__ import annotations
 
 import builtins
 import json
-import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
-from kairox.events import SqliteComponentStore
 from kairox.memory.markers import SCOPES, normalize_key
+from kairox.storage import SqliteComponentStore
 
 __all__ = [
     "MEMORY_SCHEMA_VERSION",
@@ -75,8 +72,35 @@ class MemoryRecord:
 
     @property
     def injection_warning(self) -> bool:
-        """The proposing turn's context held tool output, so this may be prompt injection."""
+        """The proposing turn's prompt held unvetted text, so this may be prompt injection."""
         return bool(self.provenance.get("injection_warning", False))
+
+    @property
+    def tainted_by(self) -> list[str]:
+        """What tainted the proposing turn (``tool output``, ``workspace:<source>``,
+        ``knowledge_base:<id>``); records from before sources were named say ``tool output``."""
+        named = self.provenance.get("tainted_by")
+        if isinstance(named, list) and named:
+            return [str(n) for n in named]
+        return ["tool output"] if self.injection_warning else []
+
+    def as_json(self) -> dict[str, Any]:
+        """The record as the CLI's ``--json`` and the web API show it."""
+        return {
+            "id": self.id,
+            "scope": self.scope,
+            "key": self.key,
+            "body": self.body,
+            "status": self.status,
+            "workspace_id": self.workspace_id,
+            "session_id": self.session_id,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "approved_at": self.approved_at,
+            "injection_warning": self.injection_warning,
+            "tainted_by": self.tainted_by,
+            "provenance": self.provenance,
+        }
 
 
 @runtime_checkable
@@ -262,8 +286,10 @@ def _same_key_params(
 class SqliteMemoryStore(SqliteComponentStore):
     """:class:`MemoryStore` on the shared Kairox SQLite database (table ``memories``).
 
-    One connection per instance, serialised by a lock; every write is one short
-    ``BEGIN IMMEDIATE`` transaction so concurrent processes never interleave a read-modify-write.
+    One connection (its own, or a :class:`~kairox.storage.Database` shared with the event
+    store), serialised by a lock; every write is one short ``BEGIN IMMEDIATE`` transaction so
+    concurrent processes never interleave a read-modify-write. Inside the shared database's
+    :meth:`~kairox.storage.Database.transaction`, a write joins that transaction instead.
     """
 
     component = "memory"
@@ -324,7 +350,7 @@ class SqliteMemoryStore(SqliteComponentStore):
         provenance_json = _provenance_json(origin)
         now = self._now()
         approved_at = now if status == "approved" and scope != "session" else None
-        with self._lock, _transaction(self._conn):
+        with self.database.transaction():
             existing = None
             if key is not None:
                 existing = self._conn.execute(
@@ -373,7 +399,7 @@ class SqliteMemoryStore(SqliteComponentStore):
         if status == "pending":
             raise ValueError("a memory cannot be set back to pending")
         now = self._now()
-        with self._lock, _transaction(self._conn):
+        with self.database.transaction():
             record = self._get_locked(memory_id)
             if record is None:
                 raise KeyError(f"no memory with id {memory_id}")
@@ -427,7 +453,7 @@ class SqliteMemoryStore(SqliteComponentStore):
     def update_body(self, memory_id: int, body: str) -> MemoryRecord:
         """Replace the body of any record (an edit in the UI); bumps ``updated_at``."""
         body = _check_body(body)
-        with self._lock, _transaction(self._conn):
+        with self.database.transaction():
             cursor = self._conn.execute(
                 "UPDATE memories SET body = ?, updated_at = ? WHERE id = ?",
                 (body, self._now(), memory_id),
@@ -440,7 +466,7 @@ class SqliteMemoryStore(SqliteComponentStore):
 
     def forget(self, memory_id: int) -> bool:
         """Delete a record for good (an explicit user action); ``False`` if it did not exist."""
-        with self._lock, _transaction(self._conn):
+        with self.database.transaction():
             cursor = self._conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
         return cursor.rowcount > 0
 
@@ -543,20 +569,6 @@ class SqliteMemoryStore(SqliteComponentStore):
             f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
         ).fetchone()
         return None if row is None else _row_to_record(row)
-
-
-@contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """``BEGIN IMMEDIATE`` … ``COMMIT`` (or ``ROLLBACK``) on an autocommit connection."""
-    # IMMEDIATE takes the write lock up front, so a read-then-write cannot be overtaken.
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 def _provenance_json(provenance: dict[str, Any]) -> str:

@@ -157,10 +157,17 @@ class RetrievalResult:
 
     :param hits: the fused, de-duplicated hits, at most ``query.k`` of them.
     :param reports: one :class:`SourceReport` per configured source, in source order.
+    :param groups: source name -> its group (``workspace`` or ``knowledge_base``), as the
+        source's spec declared it; filled by the facade, empty from a bare composite.
     """
 
     hits: list[FusedHit]
     reports: list[SourceReport]
+    groups: Mapping[str, str] = field(default_factory=dict)
+
+    def group_of(self, hit: FusedHit) -> str:
+        """The group of the source that ranked ``hit`` best (``knowledge_base`` if unknown)."""
+        return self.groups.get(hit.source, "knowledge_base")
 
 
 @runtime_checkable

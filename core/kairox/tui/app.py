@@ -340,10 +340,10 @@ class KairoxApp(App[None]):
         memory = self.facade.memory
         try:
             if verdict == "approve":
-                record = memory.approve(card.memory_id)
+                record = memory.approve(card.memory_id, actor="tui")
                 card.outcome = f"approved: saved as {record.scope} memory {record.key}"
             elif verdict == "reject":
-                memory.reject(card.memory_id)
+                memory.reject(card.memory_id, actor="tui")
                 card.outcome = "rejected: it will not be used"
             else:
                 raise ValueError(f"unknown verdict {verdict!r}")

@@ -22,6 +22,7 @@ __all__ = [
     "Line",
     "accounting_lines",
     "compaction_note",
+    "injection_warning",
     "provenance_line",
     "scope_reach",
     "trace_event_lines",
@@ -34,6 +35,17 @@ INJECTION_WARNING = (
     "⚠ proposed after tool output was in the context: this could be prompt injection. "
     "Read it carefully before approving."
 )
+
+
+def injection_warning(record: MemoryRecord) -> str:
+    """The warning for a proposal made in a tainted turn, naming what tainted it ("" if none)."""
+    if not record.injection_warning:
+        return ""
+    return (
+        f"⚠ proposed in a turn whose prompt held {', '.join(record.tainted_by)}: "
+        "this could be prompt injection. Read it carefully before approving."
+    )
+
 
 #: Events of this session the trace panel shows (memory decisions are read per workspace).
 TRACE_EVENT_TYPES = (

@@ -19,7 +19,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, RichLog, Static
 
-from kairox.tui.formatting import INJECTION_WARNING, Line, provenance_line, scope_reach
+from kairox.tui.formatting import Line, injection_warning, provenance_line, scope_reach
 
 if TYPE_CHECKING:
     from kairox.facade import AppFacade
@@ -225,7 +225,7 @@ class MemoryCard(Vertical, can_focus=True):
         self._set_part(".card-body", shown.body)
         self._set_part(".card-reach", scope_reach(shown))
         self._set_part(".card-provenance", provenance_line(shown, self.session_id))
-        self._set_part(".card-warning", INJECTION_WARNING if shown.injection_warning else "")
+        self._set_part(".card-warning", injection_warning(shown))
         self.set_class(shown.injection_warning, "injection")
         if record is None:
             # Consumed: approved over an existing memory (here or elsewhere) or deleted.

@@ -38,7 +38,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from kairox.cli.memory_cmd import record_json
 from kairox.errors import KairoxError
 from kairox.memory.approvals import MemoryInputError, MemoryNotFound
 from kairox.web.security import CSRF_HEADER, Origin, SecurityGuard, new_csrf_token
@@ -53,6 +52,8 @@ FacadeFactory = Callable[[], "AppFacade"]
 T = TypeVar("T")
 
 LIST_SCOPES: Final = ("user", "workspace", "session")
+# Who made a change, as the memory events record it.
+ACTOR: Final = "web"
 LIST_STATUSES: Final = ("approved", "pending")
 # Memories are short facts; a megabyte-sized request is a mistake or an attack.
 MAX_BODY_BYTES: Final = 64 * 1024
@@ -120,13 +121,15 @@ def create_app(
         )
         if query:
             records = [r for r in records if _contains(r, query)]
-        return JSONResponse({"memories": [record_json(r) for r in records], "count": len(records)})
+        return JSONResponse({"memories": [r.as_json() for r in records], "count": len(records)})
 
     async def create_memory(request: Request) -> Response:
         data = await _json_object(request, required=True)
         scope, key, body = (_string(data, name) for name in ("scope", "key", "body"))
         record = await call(
-            lambda facade: facade.memory.set(scope, key, body, workspace_id=facade.workspace_id)
+            lambda facade: facade.memory.set(
+                scope, key, body, workspace_id=facade.workspace_id, actor=ACTOR
+            )
         )
         return _one(record)
 
@@ -182,7 +185,7 @@ def _visible_record(facade: AppFacade, memory_id: int) -> MemoryRecord:
 
     Another workspace's memories are not this page's to change, even by a guessed id.
     """
-    record = facade.memory.store.get(memory_id)
+    record = facade.memory.get(memory_id)
     if record is None or (record.scope != "user" and record.workspace_id != facade.workspace_id):
         raise ApiError(404, f"no memory #{memory_id} in this workspace; reload the page")
     return record
@@ -194,11 +197,11 @@ def _decide(facade: AppFacade, memory_id: int, *, approve: bool, reason: str = "
         raise ApiError(409, f"memory #{memory_id} is {record.status}, not a pending proposal")
     try:
         if approve:
-            return facade.memory.approve(memory_id)
-        return facade.memory.reject(memory_id, reason)
+            return facade.memory.approve(memory_id, actor=ACTOR)
+        return facade.memory.reject(memory_id, reason, actor=ACTOR)
     except MemoryNotFound as exc:
         # Decided (or deleted) by another process between our read and our write.
-        status = 404 if facade.memory.store.get(memory_id) is None else 409
+        status = 404 if facade.memory.get(memory_id) is None else 409
         raise ApiError(status, str(exc)) from exc
 
 
@@ -212,14 +215,9 @@ def _edit(facade: AppFacade, memory_id: int, body: str) -> MemoryRecord:
         )
     if not body.strip():
         raise ApiError(400, "the new body is empty; use Forget to delete a memory")
-    if record.scope in ("user", "workspace") and record.key is not None:
-        # The same path as `kairox memory edit`: the body under the key is replaced.
-        return facade.memory.edit(
-            record.key, body, workspace_id=facade.workspace_id, scope=record.scope
-        )
-    try:  # session memories may have no key; they are edited by id
-        return facade.memory.store.update_body(memory_id, body)
-    except KeyError as exc:
+    try:  # the same path as `kairox memory edit`, by id: session memories may have no key
+        return facade.memory.edit_by_id(memory_id, body, actor=ACTOR)
+    except MemoryNotFound as exc:
         raise ApiError(404, f"memory #{memory_id} no longer exists; reload the page") from exc
 
 
@@ -227,14 +225,10 @@ def _forget(facade: AppFacade, memory_id: int) -> MemoryRecord:
     record = _visible_record(facade, memory_id)
     if record.status == "pending":
         raise ApiError(409, f"memory #{memory_id} is a pending proposal; reject it instead")
-    if record.status == "approved" and record.scope in ("user", "workspace") and record.key:
-        # The same path as `kairox memory forget`.
-        return facade.memory.forget(
-            record.key, workspace_id=facade.workspace_id, scope=record.scope
-        )
-    if not facade.memory.store.forget(memory_id):
-        raise ApiError(404, f"memory #{memory_id} no longer exists; reload the page")
-    return record
+    try:  # the same path as `kairox memory forget`
+        return facade.memory.forget_by_id(memory_id, actor=ACTOR)
+    except MemoryNotFound as exc:
+        raise ApiError(404, f"memory #{memory_id} no longer exists; reload the page") from exc
 
 
 def _contains(record: MemoryRecord, query: str) -> bool:
@@ -277,7 +271,7 @@ def _string(data: dict[str, Any], name: str, *, required: bool = True) -> str:
 
 
 def _one(record: MemoryRecord) -> Response:
-    return JSONResponse({"memory": record_json(record)})
+    return JSONResponse({"memory": record.as_json()})
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:

@@ -36,7 +36,6 @@ import numpy as np
 
 from kairox.embedding import EmbeddingBackend
 from kairox.errors import KairoxError
-from kairox.events import enable_wal, ensure_component_schema
 from kairox.retrieval import Hit, Query, QueryError, ScoreKind
 from kairox.retrieval.fts5 import match_expression
 from kairox.retrieval.vectors import (
@@ -46,6 +45,7 @@ from kairox.retrieval.vectors import (
     normalise,
     top_k,
 )
+from kairox.storage import enable_wal, ensure_component_schema
 from kairox.workspace.chunking import chunk_text, split_sentences
 from kairox.workspace.files import WorkspaceFile, iter_workspace_files, read_text
 from kairox.workspace.vector_pack import (

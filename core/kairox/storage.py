@@ -1,0 +1,261 @@
+"""The SQLite plumbing every Kairox store shares: opening the state database, versions, transactions.
+
+Events, memories, the workspace index and the sync journal live in one file
+(``$KAIROX_HOME/kairox.db``). So that each part can evolve its own tables, versions are
+tracked twice:
+
+* ``PRAGMA user_version`` holds the version of the shared layout (:data:`DATABASE_FORMAT_VERSION`:
+  the pragmas and the ``kairox_schema`` bookkeeping table);
+* ``kairox_schema(component, version)`` holds one version per component (``events``, ``memory``,
+  ...), managed by :func:`ensure_component_schema`.
+
+A database written by a newer Kairox (either number higher than this code knows) is refused with
+:class:`SchemaVersionError` instead of being read or written with the wrong assumptions.
+
+Every connection runs in WAL mode with a busy timeout and autocommit, and every write is one short
+transaction, so two processes (say, the TUI and the web app) can share the file and see each
+other's writes on their next read. :class:`Database` is one such connection that several stores
+share, so that writes to two of them (a memory and its event) commit in one transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from os import PathLike
+from pathlib import Path
+from typing import ClassVar, Final, Self
+
+__all__ = [
+    "DATABASE_FORMAT_VERSION",
+    "DEFAULT_BUSY_TIMEOUT_MS",
+    "Database",
+    "SchemaVersionError",
+    "SqliteComponentStore",
+    "connect_database",
+    "enable_wal",
+    "ensure_component_schema",
+    "utc_now",
+]
+
+DATABASE_FORMAT_VERSION: Final = 1
+"""``PRAGMA user_version`` this code writes and understands."""
+
+DEFAULT_BUSY_TIMEOUT_MS: Final = 5_000
+
+
+class SchemaVersionError(RuntimeError):
+    """The database was written by a newer Kairox than this one."""
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware UTC (the default clock of the stores)."""
+    return datetime.now(UTC)
+
+
+def connect_database(
+    path: str | PathLike[str], *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
+) -> sqlite3.Connection:
+    """Open the Kairox database with the settings every store relies on.
+
+    Autocommit (transactions are explicit and short), WAL so readers never block the writer,
+    and a busy timeout so two processes wait for each other instead of failing.
+    Also checks ``PRAGMA user_version``: a newer layout raises :class:`SchemaVersionError`.
+    """
+    target = str(path)
+    if target != ":memory:" and not target.startswith("file:"):
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(
+        target,
+        timeout=busy_timeout_ms / 1000,
+        isolation_level=None,
+        check_same_thread=False,
+        uri=target.startswith("file:"),
+    )
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        # Check before switching to WAL, so a newer database is refused without being touched.
+        _check_format(conn)
+        enable_wal(conn, busy_timeout_ms / 1000)
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _check_format(conn: sqlite3.Connection) -> int:
+    (found,) = conn.execute("PRAGMA user_version").fetchone()
+    if found > DATABASE_FORMAT_VERSION:
+        raise SchemaVersionError(
+            f"this database has layout version {found}, newer than the {DATABASE_FORMAT_VERSION} "
+            "this Kairox understands; upgrade Kairox (it was left untouched)"
+        )
+    return found
+
+
+def enable_wal(conn: sqlite3.Connection, timeout_s: float) -> None:
+    """Switch the connection's file to write-ahead logging, waiting for other openers.
+
+    Switching needs the file's exclusive lock, and when another connection is opening the
+    same new file SQLite answers "database is locked" at once instead of through the busy
+    handler (waiting there could deadlock), so the switch is retried for up to
+    ``timeout_s`` seconds. A file already in WAL mode is left as it is.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
+
+
+def ensure_component_schema(
+    conn: sqlite3.Connection, component: str, version: int, statements: Sequence[str]
+) -> None:
+    """Create ``component``'s tables at ``version`` if missing; refuse a newer stored version.
+
+    ``statements`` must be idempotent (``IF NOT EXISTS``). They run in one ``BEGIN IMMEDIATE``
+    transaction so two processes opening a fresh database cannot interleave.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if _check_format(conn) < DATABASE_FORMAT_VERSION:
+            conn.execute(f"PRAGMA user_version = {DATABASE_FORMAT_VERSION}")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS kairox_schema ("
+            " component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+        )
+        row = conn.execute(
+            "SELECT version FROM kairox_schema WHERE component = ?", (component,)
+        ).fetchone()
+        if row is not None and row[0] > version:
+            raise SchemaVersionError(
+                f"the {component!r} tables in this database are version {row[0]}, newer than the "
+                f"{version} this Kairox understands; upgrade Kairox (the database was left "
+                "untouched)"
+            )
+        if row is None or row[0] < version:
+            # Version 1 is the first layout, so creating is the only migration so far.
+            for statement in statements:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO kairox_schema(component, version) VALUES (?, ?)"
+                " ON CONFLICT(component) DO UPDATE SET version = excluded.version",
+                (component, version),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+class Database:
+    """One connection to the state database, shared by every store opened on it.
+
+    Calls are serialised by :attr:`lock` (re-entrant, so a store method may run inside
+    :meth:`transaction`). Stores on one ``Database`` can write together atomically::
+
+        with database.transaction():
+            record = memories.put(...)
+            events.append(...)   # both commit, or neither
+    """
+
+    def __init__(
+        self, path: str | PathLike[str], *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
+    ) -> None:
+        self.path = path
+        self.lock = threading.RLock()
+        self.conn = connect_database(path, busy_timeout_ms=busy_timeout_ms)
+
+    def ensure_schema(self, component: str, version: int, statements: Sequence[str]) -> None:
+        """:func:`ensure_component_schema` on this connection."""
+        with self.lock:
+            ensure_component_schema(self.conn, component, version, statements)
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on error); a nested call joins it.
+
+        IMMEDIATE takes the write lock up front, so a read-then-write cannot be overtaken
+        by another process.
+        """
+        with self.lock:
+            if self.conn.in_transaction:
+                yield self.conn
+                return
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class SqliteComponentStore:
+    """A store with its own tables in the shared database.
+
+    Subclasses name their ``component``, ``schema_version`` and ``schema`` (idempotent
+    statements); a database holding a newer version of them is refused untouched.
+
+    :param path: the database file, or a :class:`Database` to share (then closing the
+        store leaves the connection to its owner).
+    """
+
+    component: ClassVar[str]
+    schema_version: ClassVar[int]
+    schema: ClassVar[Sequence[str]]
+
+    def __init__(
+        self,
+        path: str | PathLike[str] | Database,
+        *,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self._owns_database = not isinstance(path, Database)
+        self.database = (
+            Database(path, busy_timeout_ms=busy_timeout_ms) if self._owns_database else path
+        )
+        self.path = self.database.path
+        self._clock = clock
+        self._lock = self.database.lock
+        self._conn = self.database.conn
+        try:
+            self.database.ensure_schema(self.component, self.schema_version, self.schema)
+        except BaseException:
+            if self._owns_database:
+                self.database.close()
+            raise
+
+    def close(self) -> None:
+        """Close the connection (when this store opened it)."""
+        if self._owns_database:
+            self.database.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

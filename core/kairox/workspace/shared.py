@@ -1,0 +1,43 @@
+"""The one workspace index a process's sources share.
+
+The built-in ``workspace`` (by vector) and ``workspace-fts`` (by words) retrievers, the
+facade's ``index_workspace`` and ``kb sync`` all read the same index: one SQLite
+connection, one schema check and one vector cache per facade, not one per retriever.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kairox.registry import BuildContext
+    from kairox.workspace.rag_index import WorkspaceRagIndex
+
+#: The key of the workspace index among a :class:`~kairox.registry.BuildContext`'s shared
+#: resources.
+WORKSPACE_INDEX = "kairox.workspace-index"
+
+
+def workspace_index(ctx: BuildContext) -> WorkspaceRagIndex:
+    """The workspace index for ``ctx``: built on first use, then shared (the facade closes it)."""
+    return ctx.shared(WORKSPACE_INDEX, lambda: build_workspace_index(ctx))
+
+
+def build_workspace_index(ctx: BuildContext) -> WorkspaceRagIndex:
+    """A new index over ``ctx``'s workspace with the ``[workspace]`` settings (caller closes it)."""
+    from kairox.workspace.rag_index import WorkspaceRagIndex
+
+    settings = ctx.workspace
+    backend = ctx.embedding_backend(settings.embedding_backend if settings else "hashing")
+    options = (
+        {
+            "chunk_tokens": settings.chunk_tokens,
+            "chunk_overlap": settings.chunk_overlap,
+            "max_file_bytes": settings.max_file_bytes,
+            "sentence_weight": settings.sentence_weight,
+            "vector_pack": settings.vector_pack,
+        }
+        if settings
+        else {}
+    )
+    return WorkspaceRagIndex(ctx.state_dir / "kairox.db", ctx.workspace_root, backend, **options)
