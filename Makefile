@@ -25,6 +25,7 @@ install: $(BIN)/python
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 test: lint
 	$(BIN)/pytest $(TEST_DIRS)

@@ -737,16 +737,7 @@ def test_problem_rendering_leaves_out_missing_parts() -> None:
     assert pickle.loads(pickle.dumps(err)).problems == [full, bare]
 
 
-def test_default_registry_comes_from_the_plugin_manager(
-    env: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import kairox.plugins
-
-    class FakeManager:
-        def __init__(self, registry: Registry) -> None:
-            self.registry = registry
-
-    monkeypatch.setattr(kairox.plugins, "get_plugin_manager", lambda: FakeManager(registry))
-    write(env / "kairox.toml", '[knowledge_bases.papers]\nkind = "sqlite-fts"\npath = "p.db"\n')
-    config = load_config(cwd=env)
-    assert config.knowledge_bases["papers"].provider == "test-plugin"
+def test_load_config_needs_the_registry_given(env: Path) -> None:
+    # No fallback to the process-wide plugin manager: config sits below the plugin host.
+    with pytest.raises(TypeError, match="registry"):
+        load_config(cwd=env)  # type: ignore[call-arg]

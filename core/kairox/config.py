@@ -917,19 +917,16 @@ def load_config(
     *,
     cwd: Path | None = None,
     config_path: Path | None = None,
-    registry: Registry | None = None,
+    registry: Registry,
 ) -> KairoxConfig:
     """Load, layer and validate the user and workspace config files.
 
     :param cwd: where to start looking for ``kairox.toml`` (default: the current folder).
     :param config_path: an explicit workspace file (``--config``); it must exist.
-    :param registry: the plugin registry (default: the process-wide plugin manager's).
+    :param registry: the plugin registry (``get_plugin_manager().registry``; the facade
+        passes its own). Configuration sits below the plugin host, so it never finds one.
     :raises ConfigError: listing every problem found, in all files.
     """
-    if registry is None:
-        from kairox.plugins import get_plugin_manager
-
-        registry = get_plugin_manager().registry
     here = Path(os.path.abspath(cwd if cwd is not None else Path.cwd()))
     loader = _Loader(registry)
 

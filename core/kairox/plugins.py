@@ -103,10 +103,9 @@ class KairoxPluginManager(pluggy.PluginManager):
     # -- loading ---------------------------------------------------------------
 
     def load_builtins(self, modules: Iterable[str] = BUILTIN_PLUGINS) -> None:
-        from kairox import __version__
-
+        version = _core_version()
         for module_name in modules:
-            info = PluginInfo(module_name, "kairox", __version__, builtin=True)
+            info = PluginInfo(module_name, "kairox", version, builtin=True)
             try:
                 module = importlib.import_module(module_name)
             except Exception as exc:
@@ -229,21 +228,32 @@ class KairoxPluginManager(pluggy.PluginManager):
         """Call this plugin's register hooks, staging what it registers."""
         staged: list[tuple[str, Any]] = []
         for hook_name, attr in REGISTER_HOOKS.items():
-            for impl in getattr(self.hook, hook_name).get_hookimpls():
-                if impl.plugin is not plugin:
-                    continue
+            if not any(i.plugin is plugin for i in getattr(self.hook, hook_name).get_hookimpls()):
+                continue
 
-                def register(item: Any, _attr: str = attr) -> None:
-                    staged.append((_attr, item))
+            def register(item: Any, _attr: str = attr) -> None:
+                staged.append((_attr, item))
 
-                try:
-                    impl.function(**_arguments(impl.argnames, register=register))
-                except Exception as exc:
-                    return staged, (
-                        f"plugin {name!r} raised in {hook_name}: {type(exc).__name__}: {exc}",
-                        exc,
-                    )
+            try:
+                self.call_for_plugin(hook_name, plugin, register=register)
+            except Exception as exc:
+                return staged, (
+                    f"plugin {name!r} raised in {hook_name}: {type(exc).__name__}: {exc}",
+                    exc,
+                )
         return staged, None
+
+    def call_for_plugin(self, hook_name: str, plugin: object, **kwargs: Any) -> list[Any]:
+        """Call hook ``hook_name`` of ``plugin`` alone, through pluggy.
+
+        The call goes through pluggy's own hook execution (a subset caller that leaves
+        the other plugins out), so tracing and ``add_hookcall_monitoring`` see it, and
+        each plugin's hooks can be called one plugin at a time: callers stage what the
+        plugin registers and keep all of it or none (a plugin that raises half-way
+        leaves nothing behind). The plugin's exception propagates unchanged.
+        """
+        others = [other for other in self.get_plugins() if other is not plugin]
+        return self.subset_hook_caller(hook_name, remove_plugins=others)(**kwargs)
 
     def plugin_infos(self, *, include_builtins: bool = False) -> list[PluginInfo]:
         self.registry  # noqa: B018 - building the registries records registration failures
@@ -253,10 +263,6 @@ class KairoxPluginManager(pluggy.PluginManager):
     def failures(self) -> list[PluginInfo]:
         self.registry  # noqa: B018
         return [i for i in self.infos.values() if i.error is not None]
-
-
-def _arguments(argnames: Iterable[str], **available: Any) -> dict[str, Any]:
-    return {name: available[name] for name in argnames}
 
 
 def _commit(
@@ -274,6 +280,14 @@ def _commit(
             return str(exc), exc
         added.append((table, item.name))
     return None
+
+
+def _core_version() -> str:
+    # Not ``kairox.__version__``: the package root sits above the plugin host.
+    try:
+        return importlib.metadata.version("kairox")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
 
 
 def build_plugin_manager(

@@ -137,7 +137,7 @@ def test_typing_a_in_the_prompt_does_not_approve(facade, ui):
 
 def test_injection_warning_when_the_history_held_tool_output(facade, ui):
     session_id = "tooling-session"
-    events = facade.memory.events
+    events = facade.events
     events.append(session_id, facade.workspace_id, UserMessageAdded("read the README"))
     events.append(
         session_id,
@@ -243,7 +243,7 @@ def test_manual_compaction_key_shows_the_result(facade, ui):
         assert app.trace.contains("compaction completed")
 
     ui.run(app, scenario)
-    summaries = facade.memory.events.list(types=["CompactionSummary"])
+    summaries = facade.events.list(types=["CompactionSummary"])
     assert len(summaries) == 1
 
 
@@ -268,7 +268,7 @@ def test_profile_switcher(facade, ui):
         assert app.trace.contains("/ 1,000 tokens")  # the small profile's budget
 
     ui.run(app, scenario)
-    assert facade.memory.events.list(types=["ProfileSwitched"])[-1].payload["to_profile"] == "small"
+    assert facade.events.list(types=["ProfileSwitched"])[-1].payload["to_profile"] == "small"
 
 
 def test_profile_switcher_escape_cancels(facade, ui):

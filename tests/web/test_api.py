@@ -176,9 +176,7 @@ def test_approve_moves_a_proposal_into_the_memories(web, facade, propose):
     assert response.json()["memory"]["status"] == "approved"
     assert keys(web.list()) == [("workspace", "commit.style", "approved")]
     assert keys(web.list(status="pending")) == [("user", "tone", "pending")]
-    accepted = [
-        e for e in facade.memory.events.list(session_id="chat-1") if e.type == "MemoryAccepted"
-    ]
+    accepted = [e for e in facade.events.list(session_id="chat-1") if e.type == "MemoryAccepted"]
     assert [e.payload["key"] for e in accepted] == ["commit.style"]
 
     again = web.send("POST", f"/api/memories/{proposal.id}/approve")
@@ -204,7 +202,7 @@ def test_reject_keeps_the_reason(web, facade, propose):
     assert web.list(status="pending") == [] and web.list() == []
     reasons = [
         e.payload["reason"]
-        for e in facade.memory.events.list(session_id="chat-1")
+        for e in facade.events.list(session_id="chat-1")
         if e.type == "MemoryRejected"
     ]
     assert reasons == ["not a convention", "rejected by the user"]

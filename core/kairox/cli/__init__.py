@@ -41,6 +41,8 @@ def build_cli(pm: Any = None) -> click.Group:
     def cli(ctx: click.Context, config_path: Path | None) -> None:
         """Kairox: retrieval and context assembly for LLM agents."""
         ctx.obj = AppContext(config_path=config_path, pm=pm)
+        # Sources, the workspace index and the database are closed when the command ends.
+        ctx.call_on_close(ctx.obj.close)
 
     cli.add_command(plugins_cmd.plugins)
     cli.add_command(plugins_cmd.install)

@@ -40,6 +40,7 @@ class AppContext:
     config_path: Path | None = None
     pm: Any = None
     _facade: AppFacade | None = field(default=None, repr=False)
+    _others: list[AppFacade] = field(default_factory=list, repr=False)
 
     def plugin_manager(self) -> KairoxPluginManager:
         if self.pm is None:
@@ -52,14 +53,26 @@ class AppContext:
         return self.facade().config
 
     def facade(self, cwd: Path | None = None) -> AppFacade:
-        """The facade for the current folder (or ``cwd``), sharing this plugin manager."""
+        """The facade for the current folder (or ``cwd``), sharing this plugin manager.
+
+        Every facade made here is closed when the command ends (:meth:`close`).
+        """
         from kairox.facade import AppFacade
 
         if cwd is not None:
-            return AppFacade(cwd=cwd, config_path=self.config_path, pm=self.plugin_manager())
+            made = AppFacade(cwd=cwd, config_path=self.config_path, pm=self.plugin_manager())
+            self._others.append(made)
+            return made
         if self._facade is None:
             self._facade = AppFacade(config_path=self.config_path, pm=self.plugin_manager())
         return self._facade
+
+    def close(self) -> None:
+        """Close the facades of this invocation (their sources, index and database)."""
+        facades = [f for f in (self._facade, *self._others) if f is not None]
+        self._facade, self._others = None, []
+        for facade in facades:
+            facade.close()
 
 
 class KairoxGroup(click.Group):

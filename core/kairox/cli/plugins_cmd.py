@@ -104,7 +104,7 @@ def add_plugin_commands(cli: click.Group, pm: Any = None) -> None:
         # half-way through leaves none of its commands behind.
         scratch = click.Group(name=cli.name)
         try:
-            impl.function(cli=scratch)
+            pm.call_for_plugin("kairox_register_commands", impl.plugin, cli=scratch)
         except Exception as exc:
             console_err.print(
                 f"warning: plugin {impl.plugin_name} failed to add its commands: "

@@ -187,7 +187,7 @@ class KairoxApp(App[None]):
 
     async def _replay_history(self) -> None:
         """Show the continued session's last messages, muted, so the user has the thread."""
-        stored = self.facade.memory.events.list(
+        stored = self.facade.events.list(
             session_id=self.session.session_id,
             types=["UserMessageAdded", "AssistantMessageCompleted"],
         )[-REPLAY_MESSAGES:]
@@ -455,7 +455,7 @@ class KairoxApp(App[None]):
     def _trace_query(self, after_id: int | None) -> list[StoredEvent]:
         # One query (not one per kind) so no event can slip between two reads. Not
         # filtered by workspace in SQL: a user memory decided anywhere applies here too.
-        return self.facade.memory.events.list(
+        return self.facade.events.list(
             types=(*TRACE_EVENT_TYPES, *MEMORY_DECISIONS), after_id=after_id
         )
 

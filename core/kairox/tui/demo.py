@@ -24,7 +24,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kairox.default_plugins.scripted_model import ScriptedModel
 from kairox.events import ToolInvocationCompleted, UserMessageAdded
 from kairox.facade import AppFacade
 from kairox.tui.app import KairoxApp
@@ -101,14 +100,17 @@ def demo_workspace() -> Iterator[AppFacade]:
 
 def demo_app(facade: AppFacade, *, delay_s: float = 0.0) -> KairoxApp:
     """The TUI on ``facade`` with the scripted demo replies."""
-    model = ScriptedModel(list(DEMO_REPLIES), chunk_size=5, delay_s=delay_s)
+    # The demo profile's backend is the scripted one; its replies are given here.
+    model = facade.model_backend(
+        "default", replies=list(DEMO_REPLIES), chunk_size=5, delay_s=delay_s
+    )
     return KairoxApp(facade, backend=model, session_id=SESSION_ID)
 
 
 def _fetched_tool_output(facade: AppFacade) -> None:
     # A tool result enters the history before the second turn: text nobody vetted, so
     # the proposals of that turn carry the injection warning.
-    events = facade.memory.events
+    events = facade.events
     events.append(SESSION_ID, facade.workspace_id, UserMessageAdded("fetch docs/hotfix.md"))
     events.append(
         SESSION_ID,

@@ -1,0 +1,112 @@
+"""The dependency graph: layers only import downwards, and no runtime import circle exists.
+
+The layer order lives in ``pyproject.toml`` (``[tool.importlinter]``, which ``lint-imports``
+in ``make lint`` also checks); this test reads it from there and asks grimp, so it runs in
+every ``pytest`` too. Type-only imports (under ``TYPE_CHECKING``) are not dependencies.
+"""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+
+import grimp
+import pytest
+
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+
+
+def contract() -> dict:
+    config = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["importlinter"]
+    (layers,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    return layers
+
+
+def layers() -> list[grimp.Layer]:
+    return [
+        grimp.Layer(*(part.strip() for part in line.split("|")), independent=True)
+        for line in contract()["layers"]
+    ]
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph("kairox", exclude_type_checking_imports=True, cache_dir=None)
+
+
+def illegal(graph: grimp.ImportGraph) -> list[str]:
+    found = graph.find_illegal_dependencies_for_layers(
+        layers=layers(), containers=set(contract()["containers"])
+    )
+    return sorted(f"{d.importer} -> {d.imported}" for d in found)
+
+
+def cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    edges = {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for other in edges.get(module, ()):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in on_stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10 * len(edges)))
+    try:
+        for module in edges:
+            if module not in index:
+                visit(module)
+    finally:
+        sys.setrecursionlimit(limit)
+    return found
+
+
+def test_every_layer_imports_only_from_layers_below(graph):
+    assert illegal(graph) == []
+
+
+def test_no_runtime_import_circle(graph):
+    assert cycles(graph) == []
+
+
+def test_the_surfaces_reach_the_core_through_the_facade_layer():
+    # The order the platform promises: surfaces, then the facade, then the domain
+    # (session, context, retrieval, memory), then storage at the bottom.
+    order = [line.replace(" ", "") for line in contract()["layers"]]
+    position = {module: number for number, line in enumerate(order) for module in line.split("|")}
+    assert position["cli"] < position["tui"] == position["web"] < position["facade"]
+    assert position["facade"] < position["session"] < position["context"]
+    assert position["context"] == position["memory"] == position["retrieval"]
+    assert position["retrieval"] < position["storage"] == len(order) - 1
+
+
+def test_the_checks_catch_an_upward_import_and_a_circle():
+    # The checks themselves can fail: the web app reaching into the CLI (what it once
+    # did) and a storage -> facade import closing a circle are both caught.
+    graph = grimp.build_graph("kairox", exclude_type_checking_imports=True, cache_dir=None)
+    graph.add_import(importer="kairox.web.app", imported="kairox.cli.memory_cmd")
+    graph.add_import(importer="kairox.storage", imported="kairox.facade")
+    assert "kairox.web -> kairox.cli" in illegal(graph)
+    assert any("kairox.storage" in c and "kairox.facade" in c for c in cycles(graph))
