@@ -189,3 +189,50 @@ def test_registered_plugin_always_unregisters():
         raise RuntimeError("test body failed")
     assert "temp" not in pm.registry.knowledge_base_kinds
     assert "temporary" not in pm.infos
+
+
+def test_hooks_are_called_through_pluggy_so_monitoring_sees_each_plugin():
+    class Embeds:
+        @hookimpl
+        def kairox_register_embedding_backends(self, register):
+            register(EmbeddingBackendSpec(name="seen", factory=lambda: None))
+
+    pm = build_plugin_manager(entry_points=False)
+    calls: list[tuple[str, list[str]]] = []
+
+    def before(hook_name, hook_impls, kwargs):
+        calls.append((hook_name, [impl.plugin_name for impl in hook_impls]))
+
+    undo = pm.add_hookcall_monitoring(before, lambda outcome, name, impls, kwargs: None)
+    try:
+        with registered_plugin(Embeds(), "embeds", pm):
+            assert "seen" in pm.registry.embedding_backends
+    finally:
+        undo()
+    # One call per plugin and hook, each with that plugin's implementation alone.
+    assert ("kairox_register_embedding_backends", ["embeds"]) in calls
+    assert (
+        "kairox_register_workspace_retrievers",
+        ["kairox.default_plugins.workspace_rag"],
+    ) in calls
+    assert all(len(impls) == 1 for _, impls in calls)
+
+
+def test_call_for_plugin_calls_that_plugin_only():
+    class A:
+        @hookimpl
+        def kairox_register_embedding_backends(self, register):
+            register("a")
+
+    class B:
+        @hookimpl
+        def kairox_register_embedding_backends(self, register):
+            register("b")
+
+    pm = KairoxPluginManager()
+    a, b = A(), B()
+    pm.register(a, "a")
+    pm.register(b, "b")
+    got: list[str] = []
+    pm.call_for_plugin("kairox_register_embedding_backends", b, register=got.append)
+    assert got == ["b"]

@@ -732,3 +732,34 @@ def test_property_an_approved_user_memory_beats_the_oldest_history(
     ]
     assert recount(result.messages, encoding) == result.used_tokens <= budget
     assert result.messages[-1] == ChatMessage("user", prompt)
+
+
+def test_the_fused_ranking_is_kept_across_groups_within_the_budget():
+    # Fusion ranked a knowledge-base hit first, then the workspace, then the kb again.
+    ranked = [
+        hit("k1", "kb first " * 20, source="wiki"),
+        hit("w1", "workspace second " * 20, uri="a.py", source="workspace"),
+        hit("k2", "kb third " * 20, source="wiki"),
+        hit("w2", "workspace fourth " * 20, uri="b.py", source="workspace-fts"),
+    ]
+    groups = {"wiki": "knowledge_base", "workspace": "workspace", "workspace-fts": "workspace"}
+    full = assembler(BIG).assemble(AssemblyInput("sys", "go", hits=ranked, groups=groups))
+    content = full.messages[0].content
+    # Sections in the order of their best hit; hits in fusion's order inside each.
+    assert content.index("## Context from wiki") < content.index("## Context from the workspace")
+    assert content.index("kb first") < content.index("kb third")
+    assert [h["source"] for h in full.trace()["hits"]] == [
+        "wiki",
+        "workspace",
+        "wiki",
+        "workspace-fts",
+    ]
+    # With room for two hits, the two best of the fused ranking stay, whatever the group.
+    two = fits_exactly(AssemblyInput("sys", "go", hits=ranked[:2], groups=groups))
+    tight = assembler(two).assemble(AssemblyInput("sys", "go", hits=ranked, groups=groups))
+    kept = [h["label"] for h in tight.trace()["hits"] if h["included"]]
+    assert kept == ["k1", "a.py"]
+    assert account(tight, "knowledge_base:wiki").dropped_items == ("k2",)
+    assert account(tight, "workspace_retrieval").dropped_items == ("b.py",)
+    assert tight.tainted_by == ["knowledge_base:wiki", "workspace:workspace"]
+    check_budget(tight)

@@ -280,6 +280,32 @@ def test_forget_deletes(web, facade, propose):
         assert web.send("DELETE", f"/api/memories/{record.id}").status_code == 404
 
 
+def test_every_change_goes_through_the_approval_flow_and_is_an_event_by_web(web, facade, propose):
+    ws = facade.workspace_id
+    created = web.send("POST", "/api/memories", {"scope": "user", "key": "k", "body": "one"})
+    record_id = created.json()["memory"]["id"]
+    web.send("PUT", f"/api/memories/{record_id}", {"body": "two"})
+    [session] = propose('<memory scope="session">Explain first.</memory>').accepted
+    web.send("PUT", f"/api/memories/{session.id}", {"body": "Code first."})
+    web.send("DELETE", f"/api/memories/{session.id}")
+    [pending] = propose('<memory scope="workspace" key="w">x</memory>').pending
+    web.send("POST", f"/api/memories/{pending.id}/approve")
+    decided = [
+        (e.type, e.payload.get("actor"), e.payload.get("previous_body"))
+        for e in facade.events.list()
+        if e.type in ("MemoryAccepted", "MemoryEdited", "MemoryForgotten")
+        and not e.payload.get("auto")
+    ]
+    assert decided == [
+        ("MemoryAccepted", "web", None),
+        ("MemoryEdited", "web", "one"),
+        ("MemoryEdited", "web", "Explain first."),
+        ("MemoryForgotten", "web", "Code first."),
+        ("MemoryAccepted", "web", None),
+    ]
+    assert facade.memory.find("w", workspace_id=ws).body == "x"
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body"),
     [
