@@ -21,6 +21,7 @@ from pydantic import Field
 
 from kairox import hookimpl
 from kairox.config import KnowledgeBaseConfig
+from kairox.errors import BackendError
 from kairox.registry import BuildContext, KnowledgeBaseKind
 from kairox.retrieval import Hit, Query, ScoreKind
 
@@ -31,7 +32,7 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(text.casefold())
 
 
-class ExampleJsonlError(RuntimeError):
+class ExampleJsonlError(BackendError):
     """The JSONL file is missing or malformed."""
 
 

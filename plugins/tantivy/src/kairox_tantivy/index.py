@@ -36,6 +36,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kairox.errors import BackendError
+from kairox.lazy_imports import LazyImport
 from kairox.retrieval import Document, QueryError
 
 __all__ = [
@@ -61,7 +63,7 @@ _SCALARS = (str, int, float, bool)
 _SEQUENCES = (list, tuple, set, frozenset)
 
 
-class TantivyIndexError(RuntimeError):
+class TantivyIndexError(BackendError):
     """The index directory is missing, unreadable, or not a kairox-tantivy index."""
 
 
@@ -69,15 +71,12 @@ class TantivyLockedError(TantivyIndexError):
     """Another writer (another process, or another index object) holds the writer lock."""
 
 
+TANTIVY = LazyImport("tantivy", needed_by="the tantivy knowledge-base kind", install=INSTALL_HINT)
+
+
 def load_tantivy() -> ModuleType:
     """Import tantivy-py, or raise an ImportError that says what to install."""
-    try:
-        import tantivy
-    except ImportError as exc:
-        raise ImportError(
-            f"the tantivy knowledge-base kind needs the `tantivy` package: {INSTALL_HINT}"
-        ) from exc
-    return tantivy
+    return TANTIVY.load()
 
 
 def _build_schema(tantivy: ModuleType) -> Any:
