@@ -19,11 +19,16 @@ from typing import Any
 
 from pydantic import Field
 
-from kairox import hookimpl
-from kairox.config import KnowledgeBaseConfig
-from kairox.errors import BackendError
-from kairox.registry import BuildContext, KnowledgeBaseKind
-from kairox.retrieval import Hit, Query, ScoreKind
+from kairox import (
+    BackendError,
+    BuildContext,
+    Hit,
+    KnowledgeBaseConfig,
+    KnowledgeBaseKind,
+    Query,
+    ScoreKind,
+    hookimpl,
+)
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 

@@ -7,7 +7,7 @@ translated are :class:`kairox.retrieval.QueryError`; everything else is a
 
 from __future__ import annotations
 
-from kairox.errors import BackendError, BackendTimeoutError
+from kairox import BackendError, BackendTimeoutError
 
 __all__ = [
     "BedrockAuthError",

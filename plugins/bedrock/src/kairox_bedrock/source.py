@@ -16,8 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kairox.lazy_imports import LazyImport
-from kairox.retrieval import Hit, Query, QueryError, ScoreKind
+from kairox import Hit, LazyImport, Query, QueryError, ScoreKind
 from kairox.retry import RetryPolicy, call_with_retries
 from kairox_bedrock.config import BedrockConfig
 from kairox_bedrock.errors import (

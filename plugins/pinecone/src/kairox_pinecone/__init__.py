@@ -16,10 +16,7 @@ from typing import Any
 
 from pydantic import Field, StrictStr, field_validator
 
-from kairox import hookimpl
-from kairox.config import KnowledgeBaseConfig
-from kairox.registry import BuildContext, KnowledgeBaseKind
-from kairox.secrets import EnvVarName
+from kairox import BuildContext, EnvVarName, KnowledgeBaseConfig, KnowledgeBaseKind, hookimpl
 from kairox_pinecone.filters import merge_filters, to_pinecone_filter
 from kairox_pinecone.source import (
     DELETE_BATCH,

@@ -21,8 +21,7 @@ from urllib.parse import quote
 
 import numpy as np
 
-from kairox.errors import BackendError, BackendTimeoutError
-from kairox.lazy_imports import LazyImport
+from kairox import BackendError, BackendTimeoutError, LazyImport
 from kairox.retrieval import Hit, Query, ScoreKind, VectorRecord
 from kairox.retry import RetryPolicy, call_with_retries
 from kairox_pinecone.filters import NO_MATCH, merge_filters, to_pinecone_filter

@@ -19,9 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from kairox import hookimpl
-from kairox.lazy_imports import LazyImport
-from kairox.registry import EmbeddingBackendSpec
+from kairox import EmbeddingBackendSpec, LazyImport, hookimpl
 from kairox.retrieval import FAN_OUT
 
 if TYPE_CHECKING:

@@ -36,9 +36,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kairox.errors import BackendError
-from kairox.lazy_imports import LazyImport
-from kairox.retrieval import Document, QueryError
+from kairox import BackendError, Document, LazyImport, QueryError
 
 __all__ = [
     "MAX_QUERY_TERMS",

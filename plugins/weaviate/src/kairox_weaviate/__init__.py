@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import os
 
-from kairox import hookimpl
-from kairox.registry import BuildContext, KnowledgeBaseKind
+from kairox import BuildContext, KnowledgeBaseKind, hookimpl
 from kairox_weaviate.config import WeaviateConfig
 from kairox_weaviate.source import (
     INSTALL_HINT,

@@ -17,7 +17,7 @@ from pydantic import (
     model_validator,
 )
 
-from kairox.config import KnowledgeBaseConfig
+from kairox import KnowledgeBaseConfig
 from kairox.secrets import ENV_NAME_RE, EnvVarName
 
 __all__ = [

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from kairox.errors import BackendError, BackendTimeoutError, KairoxError
-from kairox.lazy_imports import LazyImport
+from kairox import BackendError, BackendTimeoutError, KairoxError, LazyImport
 from kairox.retrieval import Hit, Query, QueryError, ScoreKind, VectorRecord
 from kairox.retry import RetryPolicy, call_with_retries
 from kairox_weaviate.config import PROPERTY_NAME, WeaviateConfig
