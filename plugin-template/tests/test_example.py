@@ -15,11 +15,11 @@ from pathlib import Path
 import kairox_example as plugin
 import pytest
 
-from kairox import BuildContext, Query
+from kairox import Query
 from kairox.testing import (
     CORPUS,
     SourceConformance,
-    check_kind_registration,
+    build_source,
     check_listed_by_kairox_plugins,
     run,
 )
@@ -40,12 +40,7 @@ def write_corpus(path: Path) -> Path:
 
 
 def build(tmp_path: Path, filename: str) -> plugin.JsonlBm25Source:
-    kind = check_kind_registration(plugin, plugin.KIND)
-    config = kind.config_model(kind=plugin.KIND, path=filename)
-    ctx = BuildContext(
-        workspace_root=tmp_path, state_dir=tmp_path, base_dir=tmp_path, embedding_backend=None
-    )
-    return kind.factory("example", config, ctx)
+    return build_source(plugin, plugin.KIND, "example", base_dir=tmp_path, path=filename)
 
 
 class TestExampleJsonlConformance(SourceConformance):
