@@ -26,7 +26,9 @@ import time
 from pathlib import Path
 
 from kairox.bench.beir import load_beir
-from kairox.bench.retrieval import DEPTH, Bench, machine, score
+from kairox.bench.metrics import DEPTH, score
+from kairox.bench.report import machine
+from kairox.bench.retrieval import Bench
 from kairox.paths import kairox_home
 from kairox.plugins import get_plugin_manager
 from kairox.retrieval import Query, ScoreKind, fuse

@@ -1,8 +1,15 @@
-"""Kairox: a plugin-driven retrieval and context platform for LLM agents."""
+"""Kairox: a plugin-driven retrieval and context platform for LLM agents.
+
+A plugin imports everything it needs from here (``from kairox import hookimpl,
+KnowledgeBaseConfig, KnowledgeBaseKind, Query, Hit, ScoreKind``). Names other than
+``hookimpl`` load their module on first access, so ``import kairox`` stays light.
+"""
 
 from __future__ import annotations
 
+import importlib
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -21,4 +28,82 @@ def get_plugin_manager():
     return _get()
 
 
-__all__ = ["__version__", "get_plugin_manager", "hookimpl"]
+# -- the plugin API, imported on first access ------------------------------------------
+
+_PLUGIN_API = {
+    # registration records (kairox.hookspecs says which hook takes which)
+    "BuildContext": "kairox.registry",
+    "EmbeddingBackendSpec": "kairox.registry",
+    "KnowledgeBaseKind": "kairox.registry",
+    "ModelBackendSpec": "kairox.registry",
+    "SummarizerSpec": "kairox.registry",
+    "WorkspaceRetrieverSpec": "kairox.registry",
+    # the config base class of a knowledge-base kind's schema
+    "KnowledgeBaseConfig": "kairox.config",
+    "EnvVarName": "kairox.secrets",
+    # what a source takes and returns
+    "Document": "kairox.retrieval",
+    "Hit": "kairox.retrieval",
+    "Query": "kairox.retrieval",
+    "QueryError": "kairox.retrieval",
+    "ScoreKind": "kairox.retrieval",
+    "WorkspaceRetriever": "kairox.retrieval",
+    # errors and optional libraries
+    "BackendError": "kairox.errors",
+    "BackendTimeoutError": "kairox.errors",
+    "KairoxError": "kairox.errors",
+    "LazyImport": "kairox.lazy_imports",
+}
+
+if TYPE_CHECKING:
+    from kairox.config import KnowledgeBaseConfig
+    from kairox.errors import BackendError, BackendTimeoutError, KairoxError
+    from kairox.lazy_imports import LazyImport
+    from kairox.registry import (
+        BuildContext,
+        EmbeddingBackendSpec,
+        KnowledgeBaseKind,
+        ModelBackendSpec,
+        SummarizerSpec,
+        WorkspaceRetrieverSpec,
+    )
+    from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind, WorkspaceRetriever
+    from kairox.secrets import EnvVarName
+
+
+def __getattr__(name: str) -> Any:
+    module = _PLUGIN_API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kairox' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PLUGIN_API))
+
+
+__all__ = [
+    "BackendError",
+    "BackendTimeoutError",
+    "BuildContext",
+    "Document",
+    "EmbeddingBackendSpec",
+    "EnvVarName",
+    "Hit",
+    "KairoxError",
+    "KnowledgeBaseConfig",
+    "KnowledgeBaseKind",
+    "LazyImport",
+    "ModelBackendSpec",
+    "Query",
+    "QueryError",
+    "ScoreKind",
+    "SummarizerSpec",
+    "WorkspaceRetriever",
+    "WorkspaceRetrieverSpec",
+    "__version__",
+    "get_plugin_manager",
+    "hookimpl",
+]

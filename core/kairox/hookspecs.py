@@ -1,10 +1,12 @@
 """Every hook a Kairox plugin can implement, with its call semantics.
 
-All hooks are *register-callbacks* (the ``llm``/``datasette`` habit): the host calls each
-implementation once, while building its registries, with a ``register`` function bound to
-that plugin. The host collects what is registered, validates it, and rejects a name that
-another plugin already registered (the error names both plugins). Implementations return
-nothing; a return value is ignored.
+The ``kairox_register_<things>`` hooks are *register-callbacks* (the ``llm``/``datasette``
+habit): when the plugin manager builds its registries it calls every plugin's
+implementation once, with a ``register`` function bound to that plugin. The host collects
+what is registered, validates it, and rejects a name that another plugin already
+registered (the error names both plugins); a plugin registers all of its names or none.
+``kairox_register_commands`` is the exception: it is called when the CLI starts and is
+given the CLI itself. Implementations return nothing; a return value is ignored.
 
 Built-in plugins in :mod:`kairox.default_plugins` register through exactly these hooks,
 so they can be listed (``kairox plugins --all``), traced and replaced.
@@ -43,7 +45,7 @@ def kairox_register_embedding_backends(
 ) -> None:
     """Register embedding backends by name.
 
-    Called once per plugin when the registries are built; every implementation is called.
+    Called as a register-callback (see above), before any backend is built.
     Register an :class:`~kairox.registry.EmbeddingBackendSpec` whose ``factory`` builds the
     backend on first use, so heavy libraries (torch) are imported only when a user picks
     that backend.
@@ -66,7 +68,7 @@ def kairox_register_workspace_retrievers(
 ) -> None:
     """Register retrievers over the current workspace that every profile gets.
 
-    Called once per plugin when the registries are built; every implementation is called.
+    Called as a register-callback; the factories run when a profile's sources are built.
     Each registered :class:`~kairox.registry.WorkspaceRetrieverSpec` has a ``factory``
     taking a :class:`~kairox.registry.BuildContext` and returning a
     :class:`~kairox.retrieval.WorkspaceRetriever`. The built-in workspace RAG index is one;
@@ -86,8 +88,8 @@ def kairox_register_knowledge_base_kinds(
 ) -> None:
     """Register configurable knowledge-base kinds (``sqlite-fts``, ``tantivy``, ...).
 
-    Called once per plugin when the registries are built; every implementation is called.
-    A :class:`~kairox.registry.KnowledgeBaseKind` carries the kind's name, its config
+    Called as a register-callback, before any configuration is validated (a kind's schema
+    checks its tables). A :class:`~kairox.registry.KnowledgeBaseKind` carries the kind's name, its config
     schema (a subclass of :class:`~kairox.config.KnowledgeBaseConfig` that validates the
     kind-specific keys of a ``[knowledge_bases.<id>]`` table) and a factory that builds a
     :class:`~kairox.retrieval.WorkspaceRetriever` from one validated table.
@@ -108,7 +110,7 @@ def kairox_register_knowledge_base_kinds(
 def kairox_register_summarizers(register: Callable[[SummarizerSpec], None]) -> None:
     """Register history summarisers used by compaction.
 
-    Called once per plugin when the registries are built; every implementation is called.
+    Called as a register-callback; a summariser is built when a session first compacts.
 
     :param register: call ``register(SummarizerSpec(name=..., factory=...))``. A name
         another plugin already registered is rejected.
@@ -121,7 +123,7 @@ def kairox_register_summarizers(register: Callable[[SummarizerSpec], None]) -> N
 def kairox_register_model_backends(register: Callable[[ModelBackendSpec], None]) -> None:
     """Register chat model backends (scripted, OpenAI-compatible HTTP, ...).
 
-    Called once per plugin when the registries are built; every implementation is called.
+    Called as a register-callback; a backend is built when a profile's model is first used.
 
     :param register: call ``register(ModelBackendSpec(name=..., factory=...))``. A name
         another plugin already registered is rejected.
@@ -139,7 +141,7 @@ def kairox_register_model_backends(register: Callable[[ModelBackendSpec], None])
 def kairox_register_commands(cli: click.Group) -> None:
     """Add commands or command groups to the ``kairox`` CLI.
 
-    Called once per plugin when the CLI starts; every implementation is called. A plugin
+    Called once per plugin when the CLI starts (not a register-callback). A plugin
     whose hook raises is reported on stderr and its commands are missing; the rest of
     the CLI keeps working. A command name the CLI already has is rejected.
 

@@ -1,20 +1,25 @@
-"""The template's tests: the Kairox conformance suite, plus discovery through `kairox plugins`."""
+"""The template's tests: the Kairox conformance suite, plus discovery through `kairox plugins`.
+
+They name the plugin only in the import below, so renaming the package (README, step 2)
+leaves them working: the kind comes from ``plugin.KIND`` and the entry point and
+distribution from the installed metadata.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+from importlib.metadata import entry_points
 from pathlib import Path
 
-import kairox_example
+import kairox_example as plugin
 import pytest
 
-from kairox.registry import BuildContext
-from kairox.retrieval import Query
+from kairox import Query
 from kairox.testing import (
     CORPUS,
     SourceConformance,
-    check_kind_registration,
+    build_source,
     check_listed_by_kairox_plugins,
     run,
 )
@@ -34,13 +39,8 @@ def write_corpus(path: Path) -> Path:
     return path
 
 
-def build(tmp_path: Path, filename: str) -> kairox_example.JsonlBm25Source:
-    kind = check_kind_registration(kairox_example, "example-jsonl")
-    config = kind.config_model(kind="example-jsonl", path=filename)
-    ctx = BuildContext(
-        workspace_root=tmp_path, state_dir=tmp_path, base_dir=tmp_path, embedding_backend=None
-    )
-    return kind.factory("example", config, ctx)
+def build(tmp_path: Path, filename: str) -> plugin.JsonlBm25Source:
+    return build_source(plugin, plugin.KIND, "example", base_dir=tmp_path, path=filename)
 
 
 class TestExampleJsonlConformance(SourceConformance):
@@ -67,11 +67,12 @@ def test_reloads_when_the_file_changes(tmp_path):
 def test_malformed_line_names_file_and_line(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"id": "a", "text": "ok"}\n{"id": "b"}\n')
     source = build(tmp_path, "bad.jsonl")
-    with pytest.raises(kairox_example.ExampleJsonlError, match=r"bad\.jsonl:2"):
+    with pytest.raises(plugin.ExampleJsonlError, match=r"bad\.jsonl:2"):
         run(source.retrieve(Query("ok")))
 
 
-def test_kairox_plugins_lists_the_installed_template():
-    check_listed_by_kairox_plugins(
-        "example", "kairox-example", "kairox_register_knowledge_base_kinds"
-    )
+def test_kairox_plugins_lists_the_installed_plugin():
+    ours = [ep for ep in entry_points(group="kairox") if ep.value == plugin.__name__]
+    assert ours, f"no entry point in group 'kairox' names {plugin.__name__}: pip install -e ."
+    name, package = ours[0].name, ours[0].dist.name
+    check_listed_by_kairox_plugins(name, package, "kairox_register_knowledge_base_kinds")

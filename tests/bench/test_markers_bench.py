@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 from click.testing import CliRunner
 
-from kairox.bench.markers import BASELINE, make_stream, percentile
+from kairox.bench.markers import BASELINE, make_stream
+from kairox.bench.report import percentile
 from kairox.cli import bench_session_cmd
 from kairox.memory import extract_memory_markers
 

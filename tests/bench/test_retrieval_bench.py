@@ -9,23 +9,17 @@ import pytest
 from click.testing import CliRunner
 
 from kairox import hookimpl
+from kairox.bench import BenchError
 from kairox.bench import retrieval as retrieval_bench
 from kairox.bench.beir import DatasetError, load_beir
+from kairox.bench.metrics import compare, paired_test
+from kairox.bench.peers import Bm25sSource, RankBm25Source
 from kairox.bench.plots import main as plots_main
-from kairox.bench.retrieval import (
-    HYBRIDS,
-    Bench,
-    BenchError,
-    Bm25sSource,
-    RankBm25Source,
-    benchmark,
-    compare,
-    paired_test,
-    write_report,
-)
+from kairox.bench.report import write_report
+from kairox.bench.report import write_report as scaling_write
+from kairox.bench.retrieval import HYBRIDS, Bench, benchmark
 from kairox.bench.scaling import benchmark as scaling_benchmark
 from kairox.bench.scaling import parse_size
-from kairox.bench.scaling import write_report as scaling_write
 from kairox.cli import build_cli
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.plugins import build_plugin_manager

@@ -87,12 +87,12 @@ index_dir = "state/tantivy"
 kind = "bedrock"
 knowledge_base_id = "{bedrock.knowledge_base_id}"
 region = "us-east-1"
-endpoint_url = "{bedrock.endpoint_url}"
+endpoint_url = "{bedrock.url}"
 timeout_ms = 5000
 
 [knowledge_bases.pc]
 kind = "pinecone"
-host = "{pinecone.host}"
+host = "{pinecone.url}"
 api_key_env = "KAIROX_PINECONE_KEY"
 embedding_backend = "hashing"
 timeout_ms = 5000

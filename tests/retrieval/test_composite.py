@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from kairox import testing
 from kairox.retrieval import (
     FAN_OUT,
     CompositeWorkspaceRetriever,
@@ -94,20 +95,11 @@ class ThreadBoundSource(StaticSource):
         return self.hits
 
 
-class CountingEmbedder:
-    """An embedding backend that counts its calls; the vector is filled with ``fill``."""
+class CountingEmbedder(testing.CountingEmbedder):
+    """kairox.testing's counting embedder, 4 wide, every vector filled with ``fill``."""
 
     def __init__(self, name: str, fill: float = 1.0, dim: int = 4) -> None:
-        self.name = name
-        self.dim = dim
-        self.fill = fill
-        self.calls: list[list[str]] = []
-        self._lock = threading.Lock()
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        with self._lock:
-            self.calls.append(list(texts))
-        return np.full((len(texts), self.dim), self.fill, dtype=np.float32)
+        super().__init__(name=name, fill=fill, dim=dim)
 
 
 class BrokenEmbedder(CountingEmbedder):

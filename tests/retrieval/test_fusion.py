@@ -32,7 +32,7 @@ def by_id(fused: list[FusedHit]) -> dict[str, FusedHit]:
 
 
 def test_rrf_exact_values() -> None:
-    fused = fuse({"A": hits("A", "x", "y", "z"), "B": hits("B", "y", "w")})
+    fused = fuse({"A": hits("A", "x", "y", "z"), "B": hits("B", "y", "w")}, method="rrf")
     scores = {hit.id: hit.score for hit in fused}
     assert ids(fused) == ["y", "x", "w", "z"]
     assert scores["y"] == pytest.approx(1 / 62 + 1 / 61, rel=1e-12)
@@ -46,13 +46,13 @@ def test_rrf_exact_values() -> None:
 
 
 def test_rrf_k_changes_the_curve() -> None:
-    fused = fuse({"A": hits("A", "x", "y")}, rrf_k=0)
+    fused = fuse({"A": hits("A", "x", "y")}, rrf_k=0, method="rrf")
     assert [hit.score for hit in fused] == pytest.approx([1.0, 0.5])
 
 
 def test_rrf_ignores_scores() -> None:
-    a = fuse({"A": hits("A", "x", "y", scores=[1000.0, -5.0])})
-    b = fuse({"A": hits("A", "x", "y", scores=[0.1, 0.09])})
+    a = fuse({"A": hits("A", "x", "y", scores=[1000.0, -5.0])}, method="rrf")
+    b = fuse({"A": hits("A", "x", "y", scores=[0.1, 0.09])}, method="rrf")
     assert [h.score for h in a] == [h.score for h in b]
 
 
@@ -61,8 +61,8 @@ def test_rrf_ignores_scores() -> None:
 
 def test_weight_three_on_b_flips_the_top_hit() -> None:
     ranked = {"A": hits("A", "a"), "B": hits("B", "b"), "C": hits("C", "a")}
-    assert ids(fuse(ranked)) == ["a", "b"]  # a: 2/61 beats b: 1/61
-    weighted = fuse(ranked, weights={"B": 3.0})
+    assert ids(fuse(ranked, method="rrf")) == ["a", "b"]  # a: 2/61 beats b: 1/61
+    weighted = fuse(ranked, weights={"B": 3.0}, method="rrf")
     assert ids(weighted) == ["b", "a"]  # b: 3/61 beats a: 2/61
     assert weighted[0].score == pytest.approx(3 / 61)
 
@@ -80,20 +80,20 @@ def test_weights_change_score_fusion_rankings(method: str) -> None:
 
 def test_weight_zero_removes_the_source() -> None:
     ranked = {"A": hits("A", "x", "shared"), "B": hits("B", "shared", "only-b")}
-    fused = fuse(ranked, weights={"B": 0})
+    fused = fuse(ranked, weights={"B": 0}, method="rrf")
     assert ids(fused) == ["x", "shared"]
     assert by_id(fused)["shared"].sources == (Provenance("A", 2, 1.0),)
 
 
 def test_weights_for_unknown_sources_are_ignored() -> None:
     ranked = {"A": hits("A", "x")}
-    assert fuse(ranked, weights={"nope": 5.0}) == fuse(ranked)
+    assert fuse(ranked, weights={"nope": 5.0}, method="rrf") == fuse(ranked, method="rrf")
 
 
 @pytest.mark.parametrize("weight", [-1.0, math.nan, math.inf])
 def test_bad_weights_are_rejected(weight: float) -> None:
     with pytest.raises(ValueError, match="weight for source 'A'"):
-        fuse({"A": hits("A", "x")}, weights={"A": weight})
+        fuse({"A": hits("A", "x")}, weights={"A": weight}, method="rrf")
 
 
 # --- score fusion --------------------------------------------------------------------------
@@ -178,20 +178,20 @@ def test_unknown_method_lists_the_valid_ones() -> None:
 
 def test_bad_limit_and_rrf_k_are_rejected() -> None:
     with pytest.raises(ValueError, match="limit"):
-        fuse({"A": hits("A", "x")}, limit=-1)
+        fuse({"A": hits("A", "x")}, limit=-1, method="rrf")
     with pytest.raises(ValueError, match="rrf_k"):
-        fuse({"A": hits("A", "x")}, rrf_k=-1)
+        fuse({"A": hits("A", "x")}, rrf_k=-1, method="rrf")
 
 
 def test_empty_inputs() -> None:
-    assert fuse({}) == []
-    assert fuse({"A": [], "B": []}) == []
-    assert fuse({"A": hits("A", "x")}, limit=0) == []
+    assert fuse({}, method="rrf") == []
+    assert fuse({"A": [], "B": []}, method="rrf") == []
+    assert fuse({"A": hits("A", "x")}, limit=0, method="rrf") == []
 
 
 def test_limit_keeps_the_best() -> None:
     ranked = {"A": hits("A", "a", "b", "c", "d")}
-    assert ids(fuse(ranked, limit=2)) == ["a", "b"]
+    assert ids(fuse(ranked, limit=2, method="rrf")) == ["a", "b"]
 
 
 # --- de-duplication ------------------------------------------------------------------------
@@ -209,7 +209,7 @@ def test_same_uri_and_span_merge_with_provenance_from_both() -> None:
         ],
         "vec": [span_hit("vec", "v-9", "Setup — Run it.", "docs/a.md", start=0, end=120)],
     }
-    fused = fuse(ranked)
+    fused = fuse(ranked, method="rrf")
     assert len(fused) == 2
     merged = next(h for h in fused if len(h.sources) == 2)
     assert merged.sources == (Provenance("fts", 2, 1.0), Provenance("vec", 1, 1.0))
@@ -221,7 +221,7 @@ def test_different_spans_of_one_uri_stay_apart() -> None:
         "A": [span_hit("A", "a", "first part", "f.md", start=0, end=10)],
         "B": [span_hit("B", "b", "second part", "f.md", start=10, end=20)],
     }
-    assert sorted(ids(fuse(ranked))) == ["a", "b"]
+    assert sorted(ids(fuse(ranked, method="rrf"))) == ["a", "b"]
 
 
 def test_same_uri_without_spans_merges_but_span_versus_none_does_not() -> None:
@@ -229,12 +229,12 @@ def test_same_uri_without_spans_merges_but_span_versus_none_does_not() -> None:
         "A": [span_hit("A", "a", "whole file", "f.md")],
         "B": [span_hit("B", "b", "the file, re-read", "f.md")],
     }
-    assert len(fuse(no_span)) == 1
+    assert len(fuse(no_span, method="rrf")) == 1
     half = {
         "A": [span_hit("A", "a", "whole file", "f.md")],
         "B": [span_hit("B", "b", "a chunk", "f.md", start=0, end=5)],
     }
-    assert len(fuse(half)) == 2
+    assert len(fuse(half, method="rrf")) == 2
 
 
 def test_same_normalised_text_merges() -> None:
@@ -242,7 +242,7 @@ def test_same_normalised_text_merges() -> None:
         "A": [span_hit("A", "a", "  Hello,\n\tWORLD  ", "a.txt")],
         "B": [span_hit("B", "b", "hello, world", None)],
     }
-    fused = fuse(ranked)
+    fused = fuse(ranked, method="rrf")
     assert len(fused) == 1
     assert [p.source for p in fused[0].sources] == ["A", "B"]
 
@@ -253,7 +253,7 @@ def test_text_that_folds_into_ascii_merges_with_its_ascii_copy() -> None:
         "A": [span_hit("A", "a", "The \ufb01le was  SAVED", None)],
         "B": [span_hit("B", "b", "the file was saved", None)],
     }
-    assert len(fuse(ranked)) == 1
+    assert len(fuse(ranked, method="rrf")) == 1
 
 
 def test_a_text_several_sources_return_is_hashed_once(monkeypatch) -> None:
@@ -274,14 +274,14 @@ def test_a_text_several_sources_return_is_hashed_once(monkeypatch) -> None:
         ]
         for name in ("A", "B", "C")
     }
-    fused = fuse(ranked)
+    fused = fuse(ranked, method="rrf")
     assert len(fused) == 4  # the shared passage once, and each source's own
     assert sorted(calls) == ["A", "B", "C", "same passage"]
 
 
 def test_empty_text_never_merges_on_text() -> None:
     ranked = {"A": [span_hit("A", "a", "", None)], "B": [span_hit("B", "b", "  ", None)]}
-    assert sorted(ids(fuse(ranked))) == ["a", "b"]
+    assert sorted(ids(fuse(ranked, method="rrf"))) == ["a", "b"]
 
 
 def test_sameness_is_transitive() -> None:
@@ -290,7 +290,7 @@ def test_sameness_is_transitive() -> None:
         "B": [span_hit("B", "b", "beta", "f.md")],  # same uri as a
         "C": [span_hit("C", "c", "BETA", None)],  # same text as b
     }
-    fused = fuse(ranked)
+    fused = fuse(ranked, method="rrf")
     assert len(fused) == 1
     assert [p.source for p in fused[0].sources] == ["A", "B", "C"]
 
@@ -304,7 +304,7 @@ def test_chunks_of_one_uri_within_one_source_stay_apart() -> None:
             span_hit("kb", "c2", "part two", "s3://b/doc"),
         ]
     }
-    assert ids(fuse(ranked)) == ["c1", "c2"]
+    assert ids(fuse(ranked, method="rrf")) == ["c1", "c2"]
 
 
 def test_duplicate_ids_within_a_source_keep_the_first() -> None:
@@ -315,7 +315,7 @@ def test_duplicate_ids_within_a_source_keep_the_first() -> None:
             Hit("y", "y text", 1.0, "A"),
         ]
     }
-    fused = fuse(ranked)
+    fused = fuse(ranked, method="rrf")
     assert ids(fused) == ["x", "y"]
     assert fused[0].text == "first copy"
     assert fused[1].sources == (Provenance("A", 2, 1.0),)  # ranks close up
@@ -334,7 +334,7 @@ def test_the_best_ranked_copy_survives() -> None:
         "B": [copy("B", "b1", "same   passage")],
     }
     for order in (ranked, dict(reversed(ranked.items()))):
-        merged = by_id(fuse(order))["b1"]
+        merged = by_id(fuse(order, method="rrf"))["b1"]
         assert (merged.text, merged.uri, merged.metadata) == (
             "same   passage",
             "B://b1",
@@ -345,9 +345,9 @@ def test_the_best_ranked_copy_survives() -> None:
 
 def test_equal_ranks_go_to_the_heavier_source_then_the_first_name() -> None:
     ranked = {"A": [copy("A", "a1", "same passage")], "B": [copy("B", "b1", "SAME passage")]}
-    assert ids(fuse(ranked)) == ["a1"]
-    assert ids(fuse(ranked, weights={"B": 2.0})) == ["b1"]
-    assert ids(fuse(dict(reversed(ranked.items())))) == ["a1"]
+    assert ids(fuse(ranked, method="rrf")) == ["a1"]
+    assert ids(fuse(ranked, weights={"B": 2.0}, method="rrf")) == ["b1"]
+    assert ids(fuse(dict(reversed(ranked.items())), method="rrf")) == ["a1"]
 
 
 # --- properties ----------------------------------------------------------------------------

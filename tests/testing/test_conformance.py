@@ -107,8 +107,16 @@ def test_a_sound_source_passes(pytester):
             "Source.retrieve = _chokes",
             "test_accepts_anything_a_user_can_type",
         ),
+        (
+            "_orig = Source.retrieve\n"
+            "async def _ascii_only(self, q):\n"
+            "    q.text.encode('ascii')\n"
+            "    return await _orig(self, q)\n"
+            "Source.retrieve = _ascii_only",
+            "test_any_unicode_query_returns_hits_or_a_query_error",
+        ),
     ],
-    ids=["worst-first", "ignores-k", "bug-error", "no-filters", "hostile-query"],
+    ids=["worst-first", "ignores-k", "bug-error", "no-filters", "hostile-query", "ascii-only"],
 )
 def test_the_suite_catches_a_broken_source(pytester, mutation, failing_test):
     result = run_suite(pytester, mutation)

@@ -2,28 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from kairox.default_plugins.hashing_embedder import HashingEmbedder
-
-
-class CountingEmbedder:
-    """The hashing embedder, counting every text it is asked to embed."""
-
-    def __init__(self, dim: int = 384) -> None:
-        self.inner = HashingEmbedder(dim)
-        self.name = self.inner.name
-        self.dim = dim
-        self.texts_embedded = 0
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.texts_embedded += len(texts)
-        return self.inner.embed(texts)
-
+from kairox.testing import CountingEmbedder
 
 FILES = {
     "README.md": "# Rocket\nThe rocket engine burns liquid oxygen and kerosene.\n",

@@ -15,7 +15,7 @@ import pytest
 
 from kairox.events import SqliteEventStore
 from kairox.retrieval import Query
-from kairox.testing import run
+from kairox.testing import CountingEmbedder, run
 from kairox.workspace.chunking import chunk_text
 from kairox.workspace.rag_index import (
     IndexBusyError,
@@ -24,8 +24,6 @@ from kairox.workspace.rag_index import (
     WorkspaceLexicalRetriever,
     WorkspaceRagIndex,
 )
-
-from .conftest import CountingEmbedder
 
 
 @pytest.fixture
@@ -99,9 +97,9 @@ def test_deleted_file_leaves_the_index(index, project, database):
 
 
 def test_switching_the_embedder_re_embeds_and_never_mixes_models(database, project):
-    first = CountingEmbedder(384)
+    first = CountingEmbedder(dim=384)
     WorkspaceRagIndex(database, project, first).index()
-    second = CountingEmbedder(64)
+    second = CountingEmbedder(dim=64)
     switched = WorkspaceRagIndex(database, project, second)
     stats = switched.index()
     assert stats.unchanged == 5 and stats.added == 0
@@ -419,8 +417,8 @@ def test_changed_and_deleted_files_take_their_sentences_and_vectors_along(
 
 
 def test_missing_sentence_vectors_are_embedded_after_a_model_switch(database, essay_project):
-    WorkspaceRagIndex(database, essay_project, CountingEmbedder(384)).index()
-    second = CountingEmbedder(64)
+    WorkspaceRagIndex(database, essay_project, CountingEmbedder(dim=384)).index()
+    second = CountingEmbedder(dim=64)
     switched = WorkspaceRagIndex(database, essay_project, second)
     stats = switched.index()
     assert (stats.chunks_embedded, stats.sentences_embedded) == (2, 5)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kairox.bench.markers import created_now, machine_info
+from kairox.bench.report import created_now, machine
 from kairox.config import KairoxConfig, ProfileConfig, WorkspaceConfig
 from kairox.facade import AppFacade
 from kairox.models import ChatMessage, ModelBackend
@@ -462,5 +462,5 @@ def benchmark(
         "headroom": "window / 8",
         "results": results,
         "created": created_now(),
-        "machine": machine_info(),
+        "machine": machine(),
     }

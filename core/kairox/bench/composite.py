@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kairox.bench.markers import created_now, machine_info, percentile
+from kairox.bench.report import created_now, machine, percentile
 from kairox.errors import KairoxError
 from kairox.registry import BuildContext, Registry
 from kairox.retrieval import (
@@ -504,5 +504,5 @@ def benchmark(
         "fan_out": rows,
         "faults": fault,
         "created": created_now(),
-        "machine": machine_info(),
+        "machine": machine(),
     }

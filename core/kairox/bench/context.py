@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kairox.bench.markers import created_now, machine_info, percentile
+from kairox.bench.report import created_now, machine, percentile
 from kairox.context.assembler import AssemblyInput, ContextAssembler, HistoryTurn
 from kairox.context.tokens import DEFAULT_ENCODING, TokenCounter
 from kairox.memory.store import MemoryRecord
@@ -243,5 +243,5 @@ def benchmark(
         "repeats": repeats,
         "rows": rows,
         "created": created_now(),
-        "machine": machine_info(),
+        "machine": machine(),
     }

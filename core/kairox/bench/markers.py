@@ -7,23 +7,19 @@ cheapest possible "strip the markers": one ``re.sub`` pass over the whole text, 
 neither stream nor tell code from prose. The extractor's cost is quoted as a ratio to it.
 Each figure is the median of ``repeats`` runs.
 
-This module also holds the small helpers the other session benchmarks share
-(:func:`machine_info`, :func:`write_report`, :func:`percentile`).
+The helpers every benchmark shares (the machine, percentiles, writing the report) are
+:mod:`kairox.bench.report`'s.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import platform
 import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+from kairox.bench.report import created_now, machine
 from kairox.memory import MarkerExtractor
 
 __all__ = [
@@ -32,11 +28,8 @@ __all__ = [
     "PIECES",
     "benchmark",
     "extract",
-    "machine_info",
     "make_stream",
     "median_seconds",
-    "percentile",
-    "write_report",
 ]
 
 #: Chunk sizes measured by default: a byte at a time, a token-ish chunk, a page.
@@ -57,45 +50,6 @@ PIECES = (
 
 #: The baseline: strip every marker in one pass (no streaming, no code awareness).
 BASELINE = re.compile(r"<memory\b[^>]*>.*?</memory>", re.IGNORECASE | re.DOTALL)
-
-
-def machine_info() -> dict[str, Any]:
-    """What a published figure was measured on: Python, OS, CPU count and model."""
-    info: dict[str, Any] = {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-    }
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    info["cpu"] = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return info
-
-
-def created_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def write_report(report: dict[str, Any], out: Path) -> None:
-    """Write ``report`` as indented JSON, creating the folder."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0-100, linear interpolation); 0.0 for no values."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def make_stream(size: int) -> str:
@@ -179,5 +133,5 @@ def benchmark(
         "re_sub_visible_chars": visible_expected,
         "chunks": rows,
         "created": created_now(),
-        "machine": machine_info(),
+        "machine": machine(),
     }

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kairox.bench.retrieval import BENCH_EXTRA, BenchError
+from kairox.bench import BENCH_EXTRA, BenchError
 
 #: Reference nDCG@10 lines on the quality plot (DESIGN.md §10).
 REFERENCES = {"FTS5 + MiniLM RRF (0.722)": 0.722, "published BM25 + BGE-base RRF (0.744)": 0.744}

@@ -38,6 +38,10 @@ the fork while building the index (or loading cached embeddings and the model) a
 answering every query. Libraries imported before the fork (numpy, the peers, torch) are
 not counted; indexes, vectors, model weights and query-time buffers are, native ones
 (SQLite, Tantivy, torch) included.
+
+This module holds the systems and the runner; the peers are :mod:`kairox.bench.peers`,
+the metrics and significance tests :mod:`kairox.bench.metrics`, the forked runs
+:mod:`kairox.bench.isolation` and the report's helpers :mod:`kairox.bench.report`.
 """
 
 from __future__ import annotations
@@ -46,13 +50,7 @@ import asyncio
 import importlib
 import importlib.util
 import json
-import math
-import multiprocessing
-import os
-import pickle
-import platform
 import re
-import resource
 import statistics
 import tempfile
 import time
@@ -64,28 +62,29 @@ from typing import Any
 
 import numpy as np
 
+from kairox.bench import BENCH_EXTRA, BenchError
 from kairox.bench.beir import BeirDataset
-from kairox.errors import KairoxError
+from kairox.bench.isolation import can_isolate, run_isolated
+from kairox.bench.metrics import DEPTH, METRICS, _need_ir_measures, per_query
+from kairox.bench.peers import PEER_CLASSES, PEERS, _PeerSource
+from kairox.bench.report import machine, percentile, write_runs
 from kairox.registry import BuildContext, Registry
-from kairox.retrieval import Document, Hit, IngestableSource, Query, ScoreKind, WorkspaceRetriever
+from kairox.retrieval import Document, IngestableSource, Query, WorkspaceRetriever
 from kairox.retrieval.vectors import SentenceVectors, VectorSource
 from kairox.workspace.chunking import split_sentences
 
-DEPTH = 100  # hits per query: enough for Recall@100
 EMBED_BATCH = 128
 DENSE_ALIASES = {"dense": "minilm", "hashing": "hashing", "dense-doc": "minilm"}
 #: Dense systems that search one vector per document, without sentence vectors.
 WHOLE_DOCUMENT_ONLY = frozenset({"dense-doc"})
 # Where each local kind keeps its files, relative to a scratch folder.
 LOCAL_KIND_OPTIONS = {"sqlite-fts": {"path": "sqlite-fts.db"}, "tantivy": {"index_dir": "tantivy"}}
-BENCH_EXTRA = "pip install 'kairox[bench]'"
 INSTALL_HINTS = {
     "tantivy": "kairox install kairox-tantivy",
     "minilm": "kairox install kairox-sentence-transformers",
     "rank_bm25": f"{BENCH_EXTRA} (or pip install rank-bm25)",
     "bm25s": f"{BENCH_EXTRA} (or pip install bm25s PyStemmer)",
 }
-METRICS = ("ndcg@10", "recall@100", "mrr@10")
 
 #: The hybrid systems: ``sqlite-fts`` + ``dense`` fused by the composite with these
 #: settings. ``hybrid`` passes nothing, so it is whatever ``CompositeWorkspaceRetriever``
@@ -103,8 +102,6 @@ HYBRIDS: dict[str, dict[str, Any]] = {
     "hybrid-doc": {"dense": "dense-doc"},
 }
 
-#: Peer libraries: system name -> modules it needs (the first is the library itself).
-PEERS: dict[str, tuple[str, ...]] = {"rank_bm25": ("rank_bm25",), "bm25s": ("bm25s",)}
 #: Imported before a system's process is forked, so that library code is not counted
 #: as the system's memory. Keyed by system, peer or embedding backend.
 PREIMPORT: dict[str, tuple[str, ...]] = {
@@ -113,51 +110,8 @@ PREIMPORT: dict[str, tuple[str, ...]] = {
     "tantivy": ("tantivy",),
     "minilm": ("torch", "sentence_transformers"),
 }
-# Lucene's English stop words (also bm25s's "en" list).
-LUCENE_ENGLISH_STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "for",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "such",
-        "that",
-        "the",
-        "their",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "will",
-        "with",
-    ]
-)
-_PEER_TOKEN = re.compile(r"(?u)\b\w\w+\b")
 
 Progress = Callable[[str, int, int], None]
-
-
-class BenchError(KairoxError, ValueError):
-    """A benchmark cannot run as asked (unknown system, missing plugin...)."""
 
 
 @dataclass
@@ -174,141 +128,11 @@ class SystemRun:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
-def _need_ir_measures() -> Any:
-    try:
-        import ir_measures
-    except ImportError:
-        raise BenchError(
-            f"kairox bench needs ir-measures: {BENCH_EXTRA} (or pip install ir-measures)"
-        ) from None
-    return ir_measures
-
-
 def _installed(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
-
-
-def per_query(
-    dataset: BeirDataset, run: Mapping[str, Sequence[str]]
-) -> dict[str, dict[str, float]]:
-    """metric -> query id -> value, for every judged query (0 where the run has no hit)."""
-    ir_measures = _need_ir_measures()
-    from ir_measures import RR, R, nDCG
-
-    qrels = [
-        ir_measures.Qrel(qid, doc_id, relevance)
-        for qid, judged in dataset.qrels.items()
-        for doc_id, relevance in judged.items()
-    ]
-    # Scores from ranks, so ir-measures keeps exactly the order the system returned.
-    scored = [
-        ir_measures.ScoredDoc(qid, doc_id, float(DEPTH - rank))
-        for qid, ranked in run.items()
-        for rank, doc_id in enumerate(ranked)
-    ]
-    measures = {"ndcg@10": nDCG @ 10, "recall@100": R @ 100, "mrr@10": RR @ 10}
-    names = {measure: name for name, measure in measures.items()}
-    values: dict[str, dict[str, float]] = {
-        name: dict.fromkeys(dataset.qrels, 0.0) for name in measures
-    }
-    for metric in ir_measures.iter_calc(list(measures.values()), qrels, scored):
-        values[names[metric.measure]][metric.query_id] = float(metric.value)
-    return values
-
-
-def score(dataset: BeirDataset, run: Mapping[str, Sequence[str]]) -> dict[str, float]:
-    """nDCG@10, Recall@100 and MRR@10 of a ranked run, averaged over judged queries."""
-    return {
-        name: statistics.fmean(by_query.values()) if by_query else 0.0
-        for name, by_query in per_query(dataset, run).items()
-    }
-
-
-def peer_analyzer() -> tuple[Callable[[str], list[str]], bool]:
-    """The peers' shared analysis and whether it stems (PyStemmer installed)."""
-    try:
-        import Stemmer
-    except ImportError:
-        stemmer = None
-    else:
-        stemmer = Stemmer.Stemmer("english")
-
-    def analyse(text: str) -> list[str]:
-        words = [w for w in _PEER_TOKEN.findall(text.lower()) if w not in LUCENE_ENGLISH_STOPWORDS]
-        return stemmer.stemWords(words) if stemmer is not None else words
-
-    return analyse, stemmer is not None
-
-
-class _PeerSource:
-    """A peer library's index behind Kairox's ``WorkspaceRetriever`` interface."""
-
-    score_kind = ScoreKind.BM25
-
-    def __init__(self, name: str, ids: Sequence[str], texts: Sequence[str]) -> None:
-        self.name = name
-        self.ids = list(ids)
-        self.texts = list(texts)
-        self.analyse, self.stemmed = peer_analyzer()
-
-    def _hits(self, rows: Sequence[int], scores: Sequence[float]) -> list[Hit]:
-        return [
-            Hit(self.ids[r], self.texts[r], float(s), self.name)
-            for r, s in zip(rows, scores, strict=True)
-            if s > 0  # no term matched: not a hit (FTS5 and Tantivy return only matches)
-        ]
-
-    def search(self, query: Query) -> list[Hit]:
-        raise NotImplementedError
-
-    async def retrieve(self, query: Query) -> list[Hit]:
-        return self.search(query)  # called directly: no thread hop, unlike Kairox's sources
-
-
-class RankBm25Source(_PeerSource):
-    """``rank_bm25.BM25Okapi`` (k1 1.5, b 0.75), as LangChain's ``BM25Retriever`` uses it."""
-
-    def __init__(self, name: str, ids: Sequence[str], texts: Sequence[str]) -> None:
-        super().__init__(name, ids, texts)
-        from rank_bm25 import BM25Okapi
-
-        self.bm25 = BM25Okapi([self.analyse(text) for text in self.texts])
-
-    def search(self, query: Query) -> list[Hit]:
-        tokens = self.analyse(query.text)
-        if not tokens or not self.ids:
-            return []
-        scores = np.asarray(self.bm25.get_scores(tokens))
-        count = min(query.k, len(scores))
-        best = np.argpartition(-scores, count - 1)[:count]
-        best = best[np.lexsort((best, -scores[best]))]
-        return self._hits(best.tolist(), scores[best].tolist())
-
-
-class Bm25sSource(_PeerSource):
-    """``bm25s.BM25`` (method ``lucene``, k1 1.5, b 0.75) over the same analysis."""
-
-    def __init__(self, name: str, ids: Sequence[str], texts: Sequence[str]) -> None:
-        super().__init__(name, ids, texts)
-        import bm25s
-
-        self.bm25 = bm25s.BM25()
-        self.bm25.index([self.analyse(text) for text in self.texts], show_progress=False)
-        self.vocabulary = self.bm25.vocab_dict
-
-    def search(self, query: Query) -> list[Hit]:
-        tokens = [t for t in self.analyse(query.text) if t in self.vocabulary]
-        if not tokens or not self.ids:
-            return []
-        count = min(query.k, len(self.ids))
-        rows, scores = self.bm25.retrieve([tokens], k=count, show_progress=False)
-        return self._hits(rows[0].tolist(), scores[0].tolist())
-
-
-PEER_CLASSES: dict[str, type[_PeerSource]] = {"rank_bm25": RankBm25Source, "bm25s": Bm25sSource}
 
 
 class Bench:
@@ -557,60 +381,6 @@ class Bench:
 # -- memory: one forked process per system --------------------------------------------
 
 
-def _status_kib(field_name: str) -> int | None:
-    try:
-        with open("/proc/self/status") as handle:
-            for line in handle:
-                if line.startswith(field_name + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-def _start_peak() -> int | None:
-    """Reset the resident-set high-water mark to now (Linux) and return RSS in KiB."""
-    try:
-        with open("/proc/self/clear_refs", "w") as handle:
-            handle.write("5")  # 5: reset VmHWM to the current RSS
-    except OSError:
-        pass  # a forked child's VmHWM starts at its RSS at the fork anyway
-    return _status_kib("VmRSS")
-
-
-def _peak_kib() -> int:
-    peak = _status_kib("VmHWM")
-    if peak is None:  # no /proc: ru_maxrss is KiB on Linux, bytes on macOS
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        if platform.system() == "Darwin":
-            peak //= 1024
-    return peak
-
-
-def can_isolate() -> bool:
-    """Whether systems can run in forked processes (needed to measure their memory)."""
-    return "fork" in multiprocessing.get_all_start_methods() and _status_kib("VmRSS") is not None
-
-
-def _child(conn: Any, bench: Bench, name: str) -> None:
-    try:
-        base = _start_peak()
-        bench.progress = lambda what, done, total: conn.send(("progress", what, done, total))
-        ran = bench.run(name)
-        if base is not None:
-            ran.peak_rss_mb = round(max(0, _peak_kib() - base) / 1024, 1)
-        conn.send(("result", ran))
-    except BaseException as exc:
-        text = f"{type(exc).__name__}: {exc}"
-        try:
-            pickle.dumps(exc)
-        except Exception:
-            exc = BenchError(f"system {name!r} failed: {text}")
-        conn.send(("error", exc))
-    finally:
-        conn.close()
-
-
 def _preimport(names: Sequence[str]) -> None:
     wanted: list[str] = []
     for name in names:
@@ -626,41 +396,7 @@ def _preimport(names: Sequence[str]) -> None:
             importlib.import_module(module)
 
 
-def run_isolated(bench: Bench, name: str) -> SystemRun:
-    """``bench.run(name)`` in a forked process that measures its peak memory."""
-    context = multiprocessing.get_context("fork")
-    receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(send, bench, name), daemon=True)
-    process.start()
-    send.close()
-    try:
-        while True:
-            try:
-                message = receive.recv()
-            except EOFError:
-                process.join()
-                raise BenchError(
-                    f"system {name!r} died without an answer (exit code {process.exitcode})"
-                ) from None
-            if message[0] == "progress":
-                bench._report(*message[1:])
-            elif message[0] == "result":
-                return message[1]
-            else:
-                raise message[1]
-    finally:
-        receive.close()
-        process.join(timeout=30)
-        if process.is_alive():
-            process.kill()
-            process.join()
-
-
 # -- the report -----------------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if values else 0.0
 
 
 def expand_systems(names: Sequence[str]) -> tuple[list[str], list[dict[str, str]]]:
@@ -763,148 +499,4 @@ def benchmark(
     }
 
 
-def machine() -> dict[str, Any]:
-    """What the figures were measured on."""
-    info: dict[str, Any] = {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-    }
-    try:
-        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        info["memory_gib"] = round(pages / 2**30, 1)
-    except (ValueError, OSError, AttributeError):
-        pass
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    info["cpu"] = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return info
-
-
-def write_runs(runs: Mapping[str, SystemRun], folder: Path) -> None:
-    """One TREC run file per system: ``qid Q0 docid rank score system``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, ran in runs.items():
-        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
-        lines = [
-            f"{qid} Q0 {doc} {rank} {score:.6g} {safe}"
-            for qid, ranked in ran.run.items()
-            for rank, (doc, score) in enumerate(
-                zip(ranked, ran.scores.get(qid) or [0.0] * len(ranked), strict=True), start=1
-            )
-        ]
-        (folder / f"{safe}.trec").write_text("\n".join(lines) + ("\n" if lines else ""))
-
-
-def write_report(report: dict[str, Any], out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-
-
 # -- comparing two runs -----------------------------------------------------------------
-
-
-def load_report(path: Path) -> dict[str, Any]:
-    try:
-        report = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BenchError(f"cannot read {path}: {exc}") from exc
-    if not isinstance(report, dict) or "systems" not in report:
-        raise BenchError(f"{path} is not a `kairox bench retrieval --out` report")
-    if not report.get("per_query"):
-        raise BenchError(
-            f"{path} has no per-query results; re-run `kairox bench retrieval --out` "
-            "with this version of Kairox"
-        )
-    return report
-
-
-def paired_test(
-    a: Sequence[float], b: Sequence[float], *, resamples: int = 10_000, seed: int = 0
-) -> tuple[float, float]:
-    """Two-sided p-values that ``b`` and ``a`` (paired by query) have the same mean.
-
-    Returns (paired t-test, paired randomization test with ``resamples`` sign flips),
-    both from scipy. Identical inputs give 1.0.
-    """
-    try:
-        from scipy import stats
-    except ImportError:
-        raise BenchError(
-            f"kairox bench compare needs scipy: {BENCH_EXTRA} (or pip install scipy)"
-        ) from None
-    x, y = np.asarray(b, dtype=np.float64), np.asarray(a, dtype=np.float64)
-    if len(x) < 2 or np.allclose(x, y, rtol=0, atol=1e-12):
-        return 1.0, 1.0
-    t_p = float(stats.ttest_rel(x, y).pvalue)
-    perm = stats.permutation_test(
-        (x, y),
-        lambda u, v, axis: np.mean(u - v, axis=axis),
-        permutation_type="samples",
-        vectorized=True,
-        n_resamples=resamples,
-        alternative="two-sided",
-        rng=np.random.default_rng(seed),
-    )
-    return (1.0 if math.isnan(t_p) else t_p), float(perm.pvalue)
-
-
-def compare(
-    a: Mapping[str, Any],
-    b: Mapping[str, Any] | None = None,
-    *,
-    baseline: str | None = None,
-    metric: str = "ndcg@10",
-    resamples: int = 10_000,
-) -> list[dict[str, Any]]:
-    """Per-system deltas with paired p-values.
-
-    With two reports: each system present in both, ``b`` minus ``a``. With one report and
-    ``baseline``: every other system of ``a`` minus the baseline. Queries are paired by id;
-    only queries present on both sides count.
-    """
-    if metric not in METRICS:
-        raise BenchError(f"unknown metric {metric!r}; choose one of: {', '.join(METRICS)}")
-    pairs: list[tuple[str, dict[str, float], dict[str, float]]] = []
-    qa = a["per_query"]
-    if b is not None:
-        qb = b["per_query"]
-        shared = [name for name in qa if name in qb]
-        if not shared:
-            raise BenchError(
-                f"the two reports share no system (first: {', '.join(qa)}; second: {', '.join(qb)})"
-            )
-        pairs = [(name, qa[name][metric], qb[name][metric]) for name in shared]
-    else:
-        if baseline is None:
-            raise BenchError("give two reports, or one report and --baseline SYSTEM")
-        if baseline not in qa:
-            raise BenchError(f"no system {baseline!r} in the report; it has: {', '.join(qa)}")
-        pairs = [(name, qa[baseline][metric], qa[name][metric]) for name in qa if name != baseline]
-    rows = []
-    for name, left, right in pairs:
-        queries = sorted(set(left) & set(right))
-        if not queries:
-            raise BenchError(f"system {name!r}: the two sides share no query")
-        x = [left[q] for q in queries]
-        y = [right[q] for q in queries]
-        t_p, r_p = paired_test(x, y, resamples=resamples)
-        rows.append(
-            {
-                "system": name,
-                "baseline": baseline if b is None else name,
-                "metric": metric,
-                "a": statistics.fmean(x),
-                "b": statistics.fmean(y),
-                "delta": statistics.fmean(y) - statistics.fmean(x),
-                "p_ttest": t_p,
-                "p_randomization": r_p,
-                "queries": len(queries),
-            }
-        )
-    return rows

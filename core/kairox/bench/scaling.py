@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import re
 import tempfile
 import time
@@ -37,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from kairox.bench.report import machine, percentile
 from kairox.retrieval import Query
 from kairox.retrieval.vectors import VectorSource, top_k
 
@@ -119,10 +119,6 @@ def fill_workspace_index(database: Path, root: Path, matrix: np.ndarray, backend
     return WorkspaceDenseRetriever(index)
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if values else 0.0
-
-
 def _measure_size(
     count: int,
     *,
@@ -203,11 +199,11 @@ def _measure_size(
         workspace.index.close()
     # Every path must find the same rows, or the comparison means nothing.
     agree = all(a == answers["top_k"] for a in answers.values())
-    floor_p50 = _percentile(latencies["floor"], 50)
-    floor_p95 = _percentile(latencies["floor"], 95)
+    floor_p50 = percentile(latencies["floor"], 50)
+    floor_p95 = percentile(latencies["floor"], 95)
     rows_out = []
     for path in paths:
-        p50, p95 = _percentile(latencies[path], 50), _percentile(latencies[path], 95)
+        p50, p95 = percentile(latencies[path], 50), percentile(latencies[path], 95)
         rows_out.append(
             {
                 "vectors": count,
@@ -237,7 +233,6 @@ def benchmark(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Latency of every path at every size; returns the report written by ``--out``."""
-    from kairox.bench.retrieval import machine
 
     rng = np.random.default_rng(seed)
     query_vectors = unit_vectors(max(1, queries), dim, rng)
@@ -280,8 +275,3 @@ def _blas() -> str | None:
         return f"{blas.get('name')} {blas.get('version')}"
     except Exception:
         return None
-
-
-def write_report(report: dict[str, Any], out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")

@@ -59,7 +59,8 @@ def retrieval(
 ) -> None:
     """nDCG@10, Recall@100, MRR@10, index time, latency and peak memory per system."""
     from kairox.bench.beir import load_beir
-    from kairox.bench.retrieval import benchmark, write_report
+    from kairox.bench.report import write_report
+    from kairox.bench.retrieval import benchmark
     from kairox.paths import kairox_home
 
     names = [name.strip() for name in systems.split(",") if name.strip()]
@@ -141,8 +142,8 @@ def compare(
     system minus SYSTEM. p-values: paired t-test and paired randomization test (scipy),
     two-sided, over the queries both sides answered.
     """
-    from kairox.bench.retrieval import compare as compare_reports
-    from kairox.bench.retrieval import load_report
+    from kairox.bench.metrics import compare as compare_reports
+    from kairox.bench.report import load_report
 
     a = load_report(first)
     b = load_report(second) if second is not None else None
@@ -205,8 +206,8 @@ def scaling(
     as_json: bool,
 ) -> None:
     """Dense search latency at growing sizes, against one numpy matrix-vector product."""
+    from kairox.bench.report import write_report as write_scaling
     from kairox.bench.scaling import benchmark, parse_size
-    from kairox.bench.scaling import write_report as write_scaling
 
     try:
         counts = [parse_size(part) for part in sizes.split(",") if part.strip()]

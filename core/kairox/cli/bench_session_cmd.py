@@ -42,7 +42,7 @@ def _names(value: str, hint: str) -> list[str]:
 def _finish(report: dict[str, Any], out: Path | None, as_json: bool) -> bool:
     """Write and/or print the JSON; ``True`` when the table should be printed too."""
     if out is not None:
-        from kairox.bench.markers import write_report
+        from kairox.bench.report import write_report
 
         write_report(report, out)
     if as_json:

@@ -13,7 +13,7 @@ from kairox.cli.app import AppContext, console, console_err
 
 @click.group()
 def kb() -> None:
-    """Fill and inspect knowledge bases."""
+    """Fill knowledge bases: ingest documents, sync the workspace's vectors."""
 
 
 @kb.command()

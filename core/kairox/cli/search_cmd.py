@@ -74,8 +74,9 @@ def _provenance(hit: FusedHit) -> str:
     type=click.Choice(list(FUSION_METHODS)),
     default=DEFAULT_FUSION,
     show_default=True,
-    help="How rankings from several sources are merged (convex: min-max scores, lexical "
-    "sources weighted 1.0 and semantic 0.8; rrf: reciprocal rank fusion).",
+    help="How rankings from several sources are merged (convex: min-max normalised scores "
+    "times each source's weight; rrf: reciprocal rank fusion; minmax, dbsf: plain score "
+    "fusions).",
 )
 @click.option("--source", "only", multiple=True, help="Search only this source (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")

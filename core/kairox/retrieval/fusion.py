@@ -1,11 +1,10 @@
 """Fusion: merge several sources' ranked hit lists into one de-duplicated, best-first list.
 
-Three methods, chosen by name:
+Four methods, chosen by name:
 
 ``rrf``
     Reciprocal rank fusion: a passage scores ``sum(weight_s / (rrf_k + rank_s))`` over the
-    sources that returned it. It only looks at ranks, so it needs no calibration; it is
-    :func:`fuse`'s default.
+    sources that returned it. It only looks at ranks, so it needs no calibration.
 ``minmax``
     Score fusion: each source's scores are min-max normalised to ``[0, 1]``, multiplied by
     the source's weight and summed.
@@ -14,7 +13,8 @@ Three methods, chosen by name:
     range ``mean ± 3·std`` of that source's scores (clipped), weighted and summed. Less
     sensitive than min-max to one outlying best or worst hit.
 ``convex``
-    A convex combination of lexical and semantic evidence, the composite's default: each
+    A convex combination of lexical and semantic evidence, the default (:data:`DEFAULT_FUSION`,
+    for :func:`fuse`, the composite and ``kairox search``): each
     source's scores are min-max normalised over a range stretched one average gap below
     its last hit, so the last hit it returned still counts for something (a passage no
     source returned counts for nothing), and weighted by its :class:`ScoreKind`
@@ -116,7 +116,7 @@ def check_weights(weights: Mapping[str, float]) -> None:
 def fuse(
     ranked: Mapping[str, Sequence[Hit]],
     *,
-    method: str = "rrf",
+    method: str = DEFAULT_FUSION,
     weights: Mapping[str, float] | None = None,
     rrf_k: int = 60,
     score_kinds: Mapping[str, ScoreKind] | None = None,
@@ -126,8 +126,8 @@ def fuse(
 
     :param ranked: each source's hits, best first, by source name. The name (not
         ``Hit.source``) is what provenance and weights refer to.
-    :param method: ``"rrf"`` (default here), ``"minmax"``, ``"dbsf"`` or ``"convex"``
-        (the composite's default); see the module docs.
+    :param method: ``"convex"`` (the default, as for the composite), ``"rrf"``,
+        ``"minmax"`` or ``"dbsf"``; see the module docs.
     :param weights: per-source multipliers, 1.0 for a source not listed. A weight of 0
         switches the source off: its hits neither score nor appear, nor count as
         provenance. Weights for names not in ``ranked`` are ignored.

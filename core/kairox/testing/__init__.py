@@ -2,16 +2,22 @@
 
 A plugin's own tests subclass the suites and provide fixtures::
 
-    from kairox.testing import SourceConformance, CORPUS
+    import kairox_mine
+    from kairox.testing import CORPUS, SourceConformance, build_source
 
     class TestMySource(SourceConformance):
         @pytest.fixture
         def conformance_source(self, tmp_path):
-            return build_my_source_over(CORPUS, tmp_path)   # serves every CORPUS document
+            fill_my_index_with(CORPUS, tmp_path / "index")   # every CORPUS document
+            return build_source(kairox_mine, "mine", base_dir=tmp_path, index="index")
 
         @pytest.fixture
         def broken_source(self, tmp_path):
-            return build_my_source_pointing_at_nothing(tmp_path)
+            return build_source(kairox_mine, "mine", base_dir=tmp_path, index="missing")
+
+:func:`build_source` builds a source through the plugin's registered kind, as Kairox
+does from a config table; :class:`CountingEmbedder` records what a source asks to embed.
+The loopback servers' shared base is :mod:`kairox.testing.loopback`.
 
 Every in-tree plugin and the plugin template run these suites against themselves.
 """
@@ -30,7 +36,8 @@ import pytest
 from kairox.embedding import EmbeddingBackend
 from kairox.plugins import KairoxPluginManager, PluginInfo, get_plugin_manager
 from kairox.registry import KnowledgeBaseKind
-from kairox.retrieval import Hit, Query, ScoreKind, WorkspaceRetriever
+from kairox.retrieval import Hit, Query, QueryError, ScoreKind, WorkspaceRetriever
+from kairox.testing.build import CountingEmbedder, build_source
 from kairox.testing.corpus import CORPUS, EXPECTED, HOSTILE_QUERIES, CorpusDocument
 
 __all__ = [
@@ -38,8 +45,10 @@ __all__ = [
     "EXPECTED",
     "HOSTILE_QUERIES",
     "CorpusDocument",
+    "CountingEmbedder",
     "EmbeddingConformance",
     "SourceConformance",
+    "build_source",
     "check_kind_registration",
     "check_listed_by_kairox_plugins",
     "registered_plugin",
@@ -132,6 +141,13 @@ class SourceConformance:
     supports_filters: ClassVar[bool] = True
     #: The expected document must appear within this many hits.
     expected_within: ClassVar[int] = 3
+    #: How many random unicode queries the fuzz test asks, and how long each is at most
+    #: (``None``: any length).
+    fuzz_examples: ClassVar[int] = 100
+    fuzz_max_size: ClassVar[int | None] = 200
+
+    #: :func:`kairox.testing.build_source`, for the fixtures: ``self.build_source(...)``.
+    build_source = staticmethod(build_source)
 
     @pytest.fixture
     def conformance_source(self) -> WorkspaceRetriever:
@@ -185,6 +201,30 @@ class SourceConformance:
         hits = _retrieve(conformance_source, text, k=5)
         assert isinstance(hits, list)
         assert len(hits) <= 5
+
+    def test_any_unicode_query_returns_hits_or_a_query_error(
+        self, conformance_source: WorkspaceRetriever
+    ) -> None:
+        # Random text (hypothesis) beyond HOSTILE_QUERIES: a source answers with at most k
+        # hits or says the query cannot run (QueryError), never anything else.
+        try:
+            from hypothesis import given, settings
+            from hypothesis import strategies as st
+        except ImportError:
+            pytest.fail(
+                "the conformance suite's fuzz test needs hypothesis: pip install hypothesis"
+            )
+
+        @settings(max_examples=self.fuzz_examples, deadline=None, database=None)
+        @given(text=st.text(max_size=self.fuzz_max_size))
+        def any_text(text: str) -> None:
+            try:
+                hits = _retrieve(conformance_source, text, k=5)
+            except QueryError:
+                return
+            assert isinstance(hits, list) and len(hits) <= 5
+
+        any_text()
 
     def test_operators_are_words_not_syntax(self, conformance_source: WorkspaceRetriever) -> None:
         plain = _retrieve(conformance_source, "saturn rings", k=3)

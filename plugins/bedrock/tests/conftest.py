@@ -16,8 +16,8 @@ import kairox_bedrock
 import pytest
 from kairox_bedrock.testing import BedrockTestServer, corpus_documents
 
-from kairox.registry import BuildContext, KnowledgeBaseKind
-from kairox.testing import check_kind_registration
+from kairox.registry import KnowledgeBaseKind
+from kairox.testing import build_source, check_kind_registration
 
 ACCESS_KEY = "AKIAKAIROXTEST000001"
 SECRET_KEY = "kairox/test/secret/key/0000000000000000000"
@@ -73,7 +73,7 @@ def _builder(kind: KnowledgeBaseKind, base_dir: Path) -> MakeSource:
         **options,
     ) -> kairox_bedrock.BedrockSource:
         if isinstance(target, BedrockTestServer):
-            options.setdefault("endpoint_url", target.endpoint_url)
+            options.setdefault("endpoint_url", target.url)
             options.setdefault("knowledge_base_id", target.knowledge_base_id)
         elif isinstance(target, str):
             options.setdefault("endpoint_url", target)
@@ -82,11 +82,7 @@ def _builder(kind: KnowledgeBaseKind, base_dir: Path) -> MakeSource:
         # Functional tests must not race the default 800 ms deadline on a loaded CI machine;
         # the deadline tests pass their own timeout_ms.
         options.setdefault("timeout_ms", 10_000)
-        config = kind.config_model(kind="bedrock", **options)
-        ctx = BuildContext(
-            workspace_root=base_dir, state_dir=base_dir, base_dir=base_dir, embedding_backend=None
-        )
-        return kind.factory(kb_id, config, ctx)
+        return build_source(kairox_bedrock, kind.name, kb_id, base_dir=base_dir, **options)
 
     return make
 

@@ -53,17 +53,17 @@ def test_throttling_and_5xx_are_retried_until_they_pass(server, make_source, cod
     source = make_source(server, timeout_ms=5000)
     server.fail(code, times=2)
     assert ids(ask(source))[:1] == ["astro-1"]
-    assert server.request_count == 3
+    assert server.count() == 3
     assert [r.status for r in server.requests] == [status, status, 200]
 
 
 def test_a_bare_5xx_html_page_is_retried_too(server, make_source):
     source = make_source(server, timeout_ms=5000)
-    server.respond_raw(
-        "<html><body>502 Bad Gateway</body></html>", status=502, content_type="text/html"
+    server.malformed(
+        body="<html><body>502 Bad Gateway</body></html>", status=502, content_type="text/html"
     )
     assert ids(ask(source))[:1] == ["astro-1"]
-    assert server.request_count == 2
+    assert server.count() == 2
 
 
 def test_retries_stop_after_the_policy_attempts(server, make_source):
@@ -71,7 +71,7 @@ def test_retries_stop_after_the_policy_attempts(server, make_source):
     server.fail("ThrottlingException", times=50)
     with pytest.raises(BedrockUnavailableError) as caught:
         ask(source)
-    assert server.request_count == 4 == RetryPolicy().attempts
+    assert server.count() == 4 == RetryPolicy().attempts
     error = caught.value
     assert error.attempts == 4 and error.code == "ThrottlingException"
     assert "throttled" in str(error) and "after 4 attempts" in str(error)
@@ -84,7 +84,7 @@ def test_retries_stop_at_the_time_budget(server, make_source):
     server.fail("ThrottlingException", times=50, retry_after=1)
     with pytest.raises(BedrockUnavailableError):
         ask(source)
-    assert server.request_count == 1
+    assert server.count() == 1
 
 
 def test_a_custom_retry_policy_applies(server, bedrock_kind):
@@ -92,7 +92,7 @@ def test_a_custom_retry_policy_applies(server, bedrock_kind):
         kind="bedrock",
         knowledge_base_id=server.knowledge_base_id,
         region="us-east-1",
-        endpoint_url=server.endpoint_url,
+        endpoint_url=server.url,
     )
     source = kairox_bedrock.BedrockSource(
         "papers", config, retry_policy=RetryPolicy(attempts=2, base_delay=0.01)
@@ -100,7 +100,7 @@ def test_a_custom_retry_policy_applies(server, bedrock_kind):
     server.fail("InternalServerException", times=5)
     with pytest.raises(BedrockUnavailableError, match="after 2 attempts"):
         ask(source)
-    assert server.request_count == 2
+    assert server.count() == 2
 
 
 # -- auth: never retried, and the message names the fix ---------------------------------------
@@ -111,7 +111,7 @@ def test_an_unknown_access_key_is_not_retried_and_names_the_credential_chain(mak
         source = make_source(server)
         with pytest.raises(BedrockAuthError) as caught:
             ask(source)
-        assert server.request_count == 1
+        assert server.count() == 1
     message = str(caught.value)
     assert caught.value.code == "UnrecognizedClientException"
     assert "AWS_ACCESS_KEY_ID" in message and "aws_profile" in message
@@ -123,7 +123,7 @@ def test_a_wrong_secret_key_fails_the_signature_check(monkeypatch, server, make_
     source = make_source(server)
     with pytest.raises(BedrockAuthError) as caught:
         ask(source)
-    assert server.request_count == 1
+    assert server.count() == 1
     assert server.requests[0].error_code == "InvalidSignatureException"
     assert "AWS_SECRET_ACCESS_KEY" in str(caught.value)
 
@@ -141,7 +141,7 @@ def test_auth_errors_are_not_retried(server, make_source, code, fix):
     server.fail(code, times=3)
     with pytest.raises(BedrockAuthError) as caught:
         ask(source)
-    assert server.request_count == 1
+    assert server.count() == 1
     assert caught.value.code == code
     assert fix in str(caught.value)
 
@@ -159,7 +159,7 @@ def test_no_credentials_at_all_never_sends_a_request(monkeypatch, server, make_s
     source = make_source(server)
     with pytest.raises(BedrockAuthError) as caught:
         ask(source)
-    assert server.request_count == 0
+    assert server.count() == 0
     message = str(caught.value)
     assert "AWS_ACCESS_KEY_ID" in message and 'aws_profile = "NAME"' in message
     assert "[knowledge_bases.papers]" in message
@@ -185,7 +185,7 @@ def test_an_unknown_aws_profile_is_named(server, make_source):
     with pytest.raises(BedrockAuthError) as caught:
         ask(source)
     assert "'no-such-profile'" in str(caught.value) and "aws_profile" in str(caught.value)
-    assert server.request_count == 0
+    assert server.count() == 0
 
 
 def test_requests_are_signed_for_bedrock_in_the_configured_region(server, make_source, credentials):
@@ -207,7 +207,7 @@ def test_an_unknown_knowledge_base_names_the_id_and_region(server, make_source):
     message = str(caught.value)
     assert "'NOSUCHKB00'" in message and "'us-east-1'" in message
     assert "knowledge_base_id" in message and "[knowledge_bases.papers]" in message
-    assert server.request_count == 1
+    assert server.count() == 1
 
 
 def test_a_validation_error_becomes_a_query_error(server, make_source):
@@ -217,7 +217,7 @@ def test_a_validation_error_becomes_a_query_error(server, make_source):
         ask(source)
     assert "HYBRID search is not supported" in str(caught.value)
     assert "search_type" in str(caught.value)
-    assert server.request_count == 1
+    assert server.count() == 1
 
 
 @pytest.mark.parametrize(
@@ -232,7 +232,7 @@ def test_quota_and_vector_store_failures_say_what_failed(server, make_source, co
     server.fail(code)
     with pytest.raises(BedrockUnavailableError, match=fix):
         ask(source)
-    assert server.request_count == 1
+    assert server.count() == 1
 
 
 # -- malformed payloads ------------------------------------------------------------------------
@@ -259,18 +259,18 @@ def test_quota_and_vector_store_failures_say_what_failed(server, make_source, co
 )
 def test_a_malformed_payload_is_a_clear_error(server, make_source, body):
     source = make_source(server)
-    server.respond_raw(body)
+    server.malformed(body=body)
     with pytest.raises(BedrockResponseError) as caught:
         ask(source)
     message = str(caught.value)
     assert "papers" in message
-    assert server.request_count == 1  # not retried: a broken reply stays broken
+    assert server.count() == 1  # not retried: a broken reply stays broken
     assert ids(ask(source))[:1] == ["astro-1"]  # and the source stays usable
 
 
 def test_a_service_error_with_a_non_json_body_keeps_its_status(server, make_source):
     source = make_source(server)
-    server.respond_raw("Forbidden", status=403, content_type="text/plain")
+    server.malformed(body="Forbidden", status=403, content_type="text/plain")
     with pytest.raises(BedrockAuthError, match="Forbidden"):
         ask(source)
 
@@ -280,14 +280,14 @@ def test_a_service_error_with_a_non_json_body_keeps_its_status(server, make_sour
 
 def test_a_slow_reply_within_the_deadline_is_awaited(server, make_source):
     source = make_source(server, timeout_ms=3000)
-    server.delay = 0.3
+    server.delay(0.3)
     assert ids(ask(source))[:1] == ["astro-1"]
 
 
 def test_a_reply_slower_than_timeout_ms_is_a_timeout_error(server, make_source):
     source = make_source(server, timeout_ms=300)
     ask(source)  # warm up: the client is built on first use
-    server.delay = 5
+    server.delay(5)
     with pytest.raises(BedrockTimeoutError) as caught:
         ask(source)
     assert "300 ms" in str(caught.value) and "timeout_ms" in str(caught.value)
@@ -304,7 +304,7 @@ class _Fast:
 
 def test_a_slow_bedrock_costs_the_composite_only_its_deadline(server, make_source):
     bedrock = make_source(server, kb_id="kb", timeout_ms=5000)
-    server.delay = 5
+    server.delay(5)
     composite = CompositeWorkspaceRetriever(
         [bedrock, _Fast()], timeouts_ms={"kb": 300, "fast": 2000}
     )

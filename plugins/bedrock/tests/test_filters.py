@@ -211,7 +211,7 @@ def test_or_and_and_end_to_end(server, make_source):
 def test_an_empty_any_of_returns_nothing_without_a_request(server, make_source):
     source = make_source(server)
     assert ask(source, topic=[]) == set()
-    assert server.request_count == 0
+    assert server.count() == 0
 
 
 def test_the_static_filter_applies_to_every_query(server, make_source):
@@ -230,7 +230,7 @@ def test_a_bad_query_filter_fails_before_any_request(server, make_source):
     source = make_source(server)
     with pytest.raises(QueryError, match="valid operators"):
         run(source.retrieve(Query("saturn", filters={"year": {"after": 2020}})))
-    assert server.request_count == 0
+    assert server.count() == 0
 
 
 # -- property: the translation means what the Kairox form says ------------------------------------
@@ -346,7 +346,7 @@ def test_a_kairox_toml_table_builds_the_source(tmp_path, monkeypatch, server, be
         kind = "bedrock"
         knowledge_base_id = "{server.knowledge_base_id}"
         region = "us-east-1"
-        endpoint_url = "{server.endpoint_url}"
+        endpoint_url = "{server.url}"
         number_of_results = 4
         search_type = "HYBRID"
         timeout_ms = 2000

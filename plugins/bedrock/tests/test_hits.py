@@ -36,7 +36,7 @@ def test_pages_are_followed_until_k_hits(make_source):
         hits = run(source.retrieve(Query(EVERYTHING, k=5)))
         assert len(hits) == 5 and len({h.id for h in hits}) == 5
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-        assert server.request_count == 3
+        assert server.count() == 3
         assert page_sizes(server) == [5, 3, 1]  # asks only for what is still missing
         tokens = [r.json.get("nextToken") for r in server.requests]
         assert tokens[0] is None and all(tokens[1:])
@@ -48,7 +48,7 @@ def test_pages_stop_when_there_is_no_next_token(make_source):
         source = make_source(server)
         hits = run(source.retrieve(Query(EVERYTHING, k=50)))
         assert {h.id for h in hits} == {d.id for d in CORPUS}
-        assert server.request_count == 5  # 9 documents, 2 a page
+        assert server.count() == 5  # 9 documents, 2 a page
 
 
 def test_number_of_results_is_the_size_of_each_request(make_source):
@@ -63,7 +63,7 @@ def test_one_request_when_the_first_page_is_enough(make_source):
     with BedrockTestServer(corpus_documents(), page_size=2) as server:
         source = make_source(server)
         assert len(run(source.retrieve(Query(EVERYTHING, k=2)))) == 2
-        assert server.request_count == 1
+        assert server.count() == 1
 
 
 def test_a_retry_mid_pagination_resends_the_same_page(make_source):
@@ -80,14 +80,14 @@ def test_a_retry_mid_pagination_resends_the_same_page(make_source):
 
 def test_a_next_token_the_service_refuses_is_a_query_error(make_source):
     with BedrockTestServer(corpus_documents()) as server:
-        server.respond_raw(
-            json.dumps(
+        server.malformed(
+            body=json.dumps(
                 {"retrievalResults": [{"content": {"text": "x"}}], "nextToken": "forged-token"}
             )
         )
         with pytest.raises(QueryError, match="nextToken"):
             run(make_source(server).retrieve(Query(EVERYTHING, k=4)))
-        assert server.request_count == 2
+        assert server.count() == 2
 
 
 # -- locations --------------------------------------------------------------------------------------
@@ -193,7 +193,7 @@ def test_duplicate_chunks_across_pages_are_dropped(make_source):
         ]
     }
     with BedrockTestServer() as server:
-        server.respond_raw(json.dumps(payload))
+        server.malformed(body=json.dumps(payload))
         hits = run(make_source(server).retrieve(Query("anything", k=5)))
     assert [(h.id, h.score) for h in hits] == [("c1", 0.9), ("c2", 0.7)]
 
@@ -226,7 +226,7 @@ def test_content_without_plain_text(make_source):
         ]
     }
     with BedrockTestServer() as server:
-        server.respond_raw(json.dumps(payload))
+        server.malformed(body=json.dumps(payload))
         hits = run(make_source(server).retrieve(Query("widget", k=5)))
     assert [h.text for h in hits] == ["name: widget\nprice: 9.5", "hello"]  # images are skipped
     assert hits[0].uri == "SELECT name, price FROM products"

@@ -31,7 +31,7 @@ def client(server, **config):
     return boto3.client(
         "bedrock-agent-runtime",
         region_name="us-east-1",
-        endpoint_url=server.endpoint_url,
+        endpoint_url=server.url,
         config=Config(retries={"mode": "standard", "total_max_attempts": 1}, **config),
     )
 
@@ -44,7 +44,7 @@ def retrieve(c, server, text="saturn rings", **search):
 
 
 def raw_post(server, path, body: bytes, auth: str | None = FAKE_AUTH):
-    request = urllib.request.Request(server.endpoint_url + path, data=body, method="POST")
+    request = urllib.request.Request(server.url + path, data=body, method="POST")
     request.add_header("Content-Type", "application/json")
     if auth:
         request.add_header("Authorization", auth)
@@ -143,7 +143,7 @@ def test_retry_after_and_counts(open_server):
     retrieve(c, open_server)
     assert [r.status for r in open_server.requests] == [429, 429, 200]
     open_server.reset()
-    assert open_server.request_count == 0
+    assert open_server.count() == 0
 
 
 def test_in_with_a_scalar_value_is_a_validation_error(open_server):
@@ -232,7 +232,7 @@ def test_signatures_are_verified():
         good = boto3.client(
             "bedrock-agent-runtime",
             region_name="us-east-1",
-            endpoint_url=server.endpoint_url,
+            endpoint_url=server.url,
             aws_access_key_id="AKIAKAIROXTEST000001",
             aws_secret_access_key="s3cr3t",
         )
@@ -240,7 +240,7 @@ def test_signatures_are_verified():
         forged = boto3.client(
             "bedrock-agent-runtime",
             region_name="us-east-1",
-            endpoint_url=server.endpoint_url,
+            endpoint_url=server.url,
             aws_access_key_id="AKIAKAIROXTEST000001",
             aws_secret_access_key="guessed",
             config=Config(retries={"total_max_attempts": 1}),
@@ -252,7 +252,7 @@ def test_signatures_are_verified():
 
 def test_close_frees_the_port_and_ends_sleeping_replies():
     server = BedrockTestServer(corpus_documents()).start()
-    server.delay = 30
+    server.delay(30)
     c = client(server, read_timeout=20)
     outcome: list[BaseException | dict] = []
 
@@ -264,13 +264,13 @@ def test_close_frees_the_port_and_ends_sleeping_replies():
 
     thread = threading.Thread(target=call)
     thread.start()
-    while server.request_count == 0:
+    while server.count() == 0:
         time.sleep(0.01)
     server.close()
     thread.join(timeout=10)
     assert outcome and isinstance(outcome[0], Exception)
     with pytest.raises(urllib.error.URLError):
-        urllib.request.urlopen(server.endpoint_url, timeout=2)
+        urllib.request.urlopen(server.url, timeout=2)
 
 
 def test_evaluate_filter_semantics():
@@ -320,4 +320,4 @@ def test_constructor_checks():
     with pytest.raises(ValueError, match="page_size"):
         BedrockTestServer(page_size=0)
     with pytest.raises(RuntimeError, match="not started"):
-        _ = BedrockTestServer().endpoint_url
+        _ = BedrockTestServer().url

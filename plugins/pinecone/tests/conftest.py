@@ -7,35 +7,18 @@ import mode, including the repository root's ``--import-mode=importlib``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import kairox_pinecone
-import numpy as np
 import pytest
 from kairox_pinecone.testing import PineconeTestServer
 
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
-from kairox.registry import BuildContext
-from kairox.testing import CORPUS, check_kind_registration
+from kairox.testing import CORPUS, CountingEmbedder, build_source, check_kind_registration
 
 API_KEY = "kairox-test-key"
 KEY_ENV = "KAIROX_TEST_PINECONE_KEY"
-
-
-class CountingEmbedder:
-    """The hashing backend, counting how many texts it was asked to embed."""
-
-    def __init__(self, inner: HashingEmbedder) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.dim = inner.dim
-        self.calls: list[list[str]] = []
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls.append(list(texts))
-        return self.inner.embed(texts)
 
 
 @pytest.fixture(scope="session")
@@ -103,14 +86,9 @@ def make_source(embedder, api_key) -> Iterator[MakeSource]:
         options.setdefault("timeout_ms", 10_000)
         options.setdefault("api_key_env", KEY_ENV)
         options.setdefault("embedding_backend", "hashing")
-        config = kind.config_model(kind="pinecone", host=host, **options)
-        ctx = BuildContext(
-            workspace_root=Path.cwd(),
-            state_dir=Path.cwd(),
-            base_dir=Path.cwd(),
-            embedding_backend=backends.__getitem__,
+        source = build_source(
+            kairox_pinecone, kind.name, kb_id, embedders=backends, host=host, **options
         )
-        source = kind.factory(kb_id, config, ctx)
         built.append(source)
         return source
 

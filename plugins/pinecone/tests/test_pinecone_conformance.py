@@ -9,7 +9,7 @@ import types
 
 import kairox_pinecone
 import pytest
-from kairox_pinecone.testing import closed_host
+from kairox_pinecone.testing import closed_url
 
 from kairox.retrieval import Query, ScoreKind, VectorSyncTarget, WorkspaceRetriever
 from kairox.testing import (
@@ -23,11 +23,11 @@ from kairox.testing import (
 class TestPineconeConformance(SourceConformance):
     @pytest.fixture
     def conformance_source(self, corpus_server, make_source):
-        return make_source(corpus_server.host)
+        return make_source(corpus_server.url)
 
     @pytest.fixture
     def broken_source(self, make_source):
-        return make_source(closed_host())
+        return make_source(closed_url())
 
 
 def test_registers_the_pinecone_kind():
@@ -37,7 +37,7 @@ def test_registers_the_pinecone_kind():
 
 
 def test_the_source_is_dense_and_a_sync_target(corpus_server, make_source, embedder):
-    source = make_source(corpus_server.host)
+    source = make_source(corpus_server.url)
     assert isinstance(source, WorkspaceRetriever)
     assert isinstance(source, VectorSyncTarget)
     assert source.score_kind is ScoreKind.COSINE
@@ -49,7 +49,7 @@ def test_the_source_is_dense_and_a_sync_target(corpus_server, make_source, embed
 
 
 def test_broken_source_names_the_host(make_source):
-    host = closed_host()
+    host = closed_url()
     with pytest.raises(kairox_pinecone.PineconeUnreachableError, match="cannot reach") as caught:
         run(make_source(host).retrieve(Query("saturn rings")))
     assert host in str(caught.value)
@@ -68,7 +68,7 @@ def test_importing_the_plugin_does_not_import_pinecone():
 
 def test_a_missing_sdk_gives_an_install_hint(monkeypatch, corpus_server, make_source):
     monkeypatch.setitem(sys.modules, "pinecone", None)  # `import pinecone` now fails
-    source = make_source(corpus_server.host)
+    source = make_source(corpus_server.url)
     assert "pip install kairox-pinecone" in source.unavailable_reason()
     with pytest.raises(ImportError, match="pip install kairox-pinecone"):
         run(source.retrieve(Query("saturn rings")))

@@ -37,11 +37,11 @@ def records(hashing) -> list[VectorRecord]:
 
 
 def _upserts(server) -> list[int]:
-    return [len(r.body["vectors"]) for r in server.requests if r.path == "/vectors/upsert"]
+    return [len(r.json["vectors"]) for r in server.requests if r.path == "/vectors/upsert"]
 
 
 def test_upsert_batches_100_vectors_per_request(server, make_source, records):
-    source = make_source(server.host)
+    source = make_source(server.url)
     source.upsert_vectors(records)
     assert _upserts(server) == [100, 100, 50]
     stored = server.vectors()
@@ -52,7 +52,7 @@ def test_upsert_batches_100_vectors_per_request(server, make_source, records):
 
 
 def test_upsert_twice_overwrites(server, make_source, records):
-    source = make_source(server.host)
+    source = make_source(server.url)
     source.upsert_vectors(records)
     changed = [VectorRecord(r.id, r.vector, r.text + " (edited)", r.metadata) for r in records]
     source.upsert_vectors(changed)
@@ -62,7 +62,7 @@ def test_upsert_twice_overwrites(server, make_source, records):
 
 
 def test_upserted_vectors_are_found_with_their_text(server, make_source, records):
-    source = make_source(server.host, namespace="sync", text_field="body")
+    source = make_source(server.url, namespace="sync", text_field="body")
     source.upsert_vectors(records[:20])
     assert server.namespaces() == ["sync"]
     hits = run(source.retrieve(Query("chunk 13 about topic6", k=1)))
@@ -72,12 +72,12 @@ def test_upserted_vectors_are_found_with_their_text(server, make_source, records
 
 
 def test_delete_is_batched_and_missing_ids_are_fine(server, make_source, records):
-    source = make_source(server.host)
+    source = make_source(server.url)
     source.upsert_vectors(records)
     doomed = [r.id for r in records[:200]] + [f"missing-{i}" for i in range(900)]
     source.delete_vectors(doomed)
     deletes = [r for r in server.requests if r.path == "/vectors/delete"]
-    assert [len(r.body["ids"]) for r in deletes] == [1000, 100]
+    assert [len(r.json["ids"]) for r in deletes] == [1000, 100]
     assert len(server.vectors()) == 50
     source.delete_vectors(doomed)  # again: nothing left to delete, still fine
     source.delete_vectors([])
@@ -87,7 +87,7 @@ def test_delete_is_batched_and_missing_ids_are_fine(server, make_source, records
 def test_ids_pinecone_cannot_store_round_trip(server, make_source, hashing):
     odd = ["docs/café.md#0@abcd1234", "x" * 600, "nul\x00id", "100%.md#1"]
     vectors = hashing.embed(["café crème brûlée"] * len(odd))
-    source = make_source(server.host)
+    source = make_source(server.url)
     source.upsert_vectors(
         [
             VectorRecord(i, v.tolist(), f"text of {i[:20]}")
@@ -107,10 +107,10 @@ def test_ids_pinecone_cannot_store_round_trip(server, make_source, hashing):
 
 
 def test_writes_are_retried(server, make_source, records):
-    source = make_source(server.host, namespace="ns")
+    source = make_source(server.url, namespace="ns")
     source.write_policy = FAST_WRITES
-    server.throttle(2, retry_after=0, path="/vectors/upsert")
-    server.fail(503, times=1, path="/vectors/delete")
+    server.throttle(2, retry_after=0, target="/vectors/upsert")
+    server.fail(503, times=1, target="/vectors/delete")
     source.upsert_vectors(records[:10])
     assert server.count("/vectors/upsert") == 3
     source.delete_vectors([records[0].id])
@@ -119,7 +119,7 @@ def test_writes_are_retried(server, make_source, records):
 
 
 def test_write_auth_failures_are_not_retried(server, make_source, records):
-    source = make_source(server.host)
+    source = make_source(server.url)
     source.write_policy = FAST_WRITES
     server.api_key = "rotated"
     with pytest.raises(PineconeAuthError, match="KAIROX_TEST_PINECONE_KEY"):
@@ -128,7 +128,7 @@ def test_write_auth_failures_are_not_retried(server, make_source, records):
 
 
 def test_upsert_checks_dimensions_first(server, make_source, records, api_key):
-    source = make_source(server.host)
+    source = make_source(server.url)
     bad = VectorRecord("short", [0.1] * 10, "too short")
     with pytest.raises(ValueError, match="'short' has a 10-dim vector"):
         source.upsert_vectors([records[0], bad])
@@ -136,13 +136,13 @@ def test_upsert_checks_dimensions_first(server, make_source, records, api_key):
 
 
 def test_all_zero_vectors_are_skipped(server, make_source, records):
-    source = make_source(server.host)
+    source = make_source(server.url)
     source.upsert_vectors([records[0], VectorRecord("empty", [0.0] * 384, "---")])
     assert set(server.vectors()) == {records[0].id}
 
 
 def test_the_source_is_what_kb_sync_expects(server, make_source):
-    source = make_source(server.host, embedding_backend="hashing")
+    source = make_source(server.url, embedding_backend="hashing")
     assert source.embedding_backend == "hashing"
     assert kairox_pinecone.UPSERT_BATCH == 100
 
@@ -169,7 +169,7 @@ def test_kb_sync_then_search_through_the_cli(server, tmp_path, api_key):
     (workspace / "kairox.toml").write_text(
         "[knowledge_bases.cloud]\n"
         'kind = "pinecone"\n'
-        f'host = "{server.host}"\n'
+        f'host = "{server.url}"\n'
         'embedding_backend = "hashing"\n'
         'api_key_env = "KAIROX_TEST_PINECONE_KEY"\n'
         'namespace = "ws"\n'

@@ -14,7 +14,7 @@ from kairox_pinecone.testing import (
     BadRequest,
     PineconeTestServer,
     StoredVector,
-    closed_host,
+    closed_url,
     matches_filter,
 )
 from pinecone.errors import ApiError, ServiceError, UnauthorizedError
@@ -26,7 +26,7 @@ KEY = "server-test-key"
 
 def _post(server: PineconeTestServer, path: str, body: object) -> tuple[int, dict]:
     request = urllib.request.Request(
-        f"{server.host}{path}",
+        f"{server.url}{path}",
         data=json.dumps(body).encode(),
         method="POST",
         headers={"Api-Key": KEY, "Content-Type": "application/json"},
@@ -129,7 +129,7 @@ def test_query_limits(index_server, index):
 
 def test_upsert_and_delete_caps():
     with PineconeTestServer(3, api_key=KEY, max_upsert_vectors=2, max_delete_ids=2) as server:
-        client = pinecone.Index(host=server.host, api_key=KEY)
+        client = pinecone.Index(host=server.url, api_key=KEY)
         with pytest.raises(ApiError, match="Too many vectors"):
             client.upsert(vectors=[(str(i), [1, 0, 0]) for i in range(3)])
         with pytest.raises(ApiError, match="Too many ids"):
@@ -141,7 +141,7 @@ def test_upsert_and_delete_caps():
 def test_other_metrics(metric):
     with PineconeTestServer(2, api_key=KEY, metric=metric) as server:
         server.seed([("near", [1, 0]), ("far", [5, 5])])
-        client = pinecone.Index(host=server.host, api_key=KEY)
+        client = pinecone.Index(host=server.url, api_key=KEY)
         matches = client.query(vector=[1, 0.1], top_k=2).matches
         client.close()
     if metric == "dotproduct":
@@ -165,7 +165,7 @@ def test_a_wrong_key_gets_pinecones_401(index_server):
 
 def test_a_missing_key_gets_401(index_server):
     request = urllib.request.Request(
-        f"{index_server.host}/describe_index_stats", data=b"{}", method="POST"
+        f"{index_server.url}/describe_index_stats", data=b"{}", method="POST"
     )
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(request, timeout=5)
@@ -173,7 +173,7 @@ def test_a_missing_key_gets_401(index_server):
 
 
 def test_throttling_carries_retry_after(index_server, index):
-    index_server.throttle(2, retry_after=1.5, path="/query")
+    index_server.throttle(2, retry_after=1.5, target="/query")
     for _ in range(2):
         with pytest.raises(ApiError) as caught:
             index.query(vector=[1, 0, 0], top_k=1)
@@ -193,7 +193,7 @@ def test_server_errors_and_counting(index_server, index):
     assert index_server.count("/describe_index_stats", method="POST") == 2
     assert index_server.requests[0].headers["api-key"] == KEY
     assert index_server.requests[0].headers["x-pinecone-api-version"]
-    index_server.reset_requests()
+    index_server.clear_requests()
     assert index_server.count() == 0
 
 
@@ -207,7 +207,7 @@ def test_failing_forever_until_cleared(index_server, index):
 
 
 def test_malformed_and_slow_replies(index_server, index):
-    index_server.malformed(path="/describe_index_stats")
+    index_server.malformed(target="/describe_index_stats")
     with pytest.raises(pinecone.errors.ResponseParsingError):
         index.describe_index_stats()
     index_server.delay(1.0, times=1)
@@ -218,7 +218,7 @@ def test_malformed_and_slow_replies(index_server, index):
 
 def test_a_request_body_that_is_not_json_is_a_400(index_server):
     request = urllib.request.Request(
-        f"{index_server.host}/query", data=b"{not json", method="POST", headers={"Api-Key": KEY}
+        f"{index_server.url}/query", data=b"{not json", method="POST", headers={"Api-Key": KEY}
     )
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(request, timeout=5)
@@ -243,23 +243,23 @@ def test_seed_takes_tuples_mappings_and_vector_records():
         assert server.vectors()["r"].metadata == {"path": "a.md", "text": "the text"}
         with pytest.raises(ValueError, match="does not match the dimension"):
             server.seed([("bad", [1, 0, 0])])
-        client = pinecone.Index(host=server.host, api_key="anything")  # api_key=None: no auth
+        client = pinecone.Index(host=server.url, api_key="anything")  # api_key=None: no auth
         assert client.describe_index_stats().total_vector_count == 3
         client.close()
 
 
 def test_close_releases_the_port():
     server = PineconeTestServer(2).start()
-    host, port = server.host, server.port
+    host, port = server.url, server.port
     server.close()
-    assert server.host == host  # still readable after close
+    assert server.url == host  # still readable after close
     with socket.socket() as sock:
         assert sock.connect_ex(("127.0.0.1", port)) != 0
     server.close()  # twice is fine
 
 
-def test_closed_host_refuses_connections():
-    port = int(closed_host().rsplit(":", 1)[1])
+def test_closed_url_refuses_connections():
+    port = int(closed_url().rsplit(":", 1)[1])
     with socket.socket() as sock:
         assert sock.connect_ex(("127.0.0.1", port)) != 0
 

@@ -12,9 +12,8 @@ from pathlib import Path
 import kairox_tantivy
 import pytest
 
-from kairox.registry import BuildContext
 from kairox.retrieval import Document
-from kairox.testing import CORPUS, check_kind_registration
+from kairox.testing import CORPUS, build_source
 
 MakeSource = Callable[..., kairox_tantivy.TantivySource]
 
@@ -22,12 +21,9 @@ MakeSource = Callable[..., kairox_tantivy.TantivySource]
 def _build(
     base_dir: Path, index_dir: str = "index", kb_id: str = "papers", **options
 ) -> kairox_tantivy.TantivySource:
-    kind = check_kind_registration(kairox_tantivy, "tantivy")
-    config = kind.config_model(kind="tantivy", index_dir=index_dir, **options)
-    ctx = BuildContext(
-        workspace_root=base_dir, state_dir=base_dir, base_dir=base_dir, embedding_backend=None
+    return build_source(
+        kairox_tantivy, "tantivy", kb_id, base_dir=base_dir, index_dir=index_dir, **options
     )
-    return kind.factory(kb_id, config, ctx)
 
 
 @pytest.fixture(scope="session")

@@ -8,32 +8,17 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 
 import kairox_weaviate
 import numpy as np
 import pytest
 from kairox_weaviate.testing import WeaviateTestServer
 
+from kairox import testing
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
-from kairox.registry import BuildContext
-from kairox.testing import CORPUS, check_kind_registration
+from kairox.testing import CORPUS, CountingEmbedder, check_kind_registration
 
 CORPUS_COLLECTION = "Corpus"
-
-
-class CountingEmbedder:
-    """Wraps an embedding backend and counts ``embed`` calls."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.dim = inner.dim
-        self.calls = 0
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls += 1
-        return self.inner.embed(texts)
 
 
 class TableEmbedder:
@@ -86,26 +71,16 @@ def _build(
     options.setdefault("collection", CORPUS_COLLECTION)
     if options.get("mode", "hybrid") != "bm25":
         options.setdefault("embedding_backend", "hashing")
-    config = kind.config_model(
-        kind="weaviate",
+    return testing.build_source(
+        kairox_weaviate,
+        kind.name,
+        kb_id,
+        embedders={"hashing": HashingEmbedder(), **(backends or {})},
+        workspace=workspace,
         url=url or server.url,
         grpc_port=grpc_port or server.grpc_port,
         **options,
     )
-    available = {"hashing": HashingEmbedder(), **(backends or {})}
-
-    def backend(name: str):
-        return available[name]
-
-    base = Path.cwd()
-    ctx = BuildContext(
-        workspace_root=base,
-        state_dir=base,
-        base_dir=base,
-        embedding_backend=backend,
-        workspace=workspace,
-    )
-    return kind.factory(kb_id, config, ctx)
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,8 @@ class TestBm25Conformance(SourceConformance):
 
 
 class TestHybridConformance(SourceConformance):
+    fuzz_examples, fuzz_max_size = 150, None
+
     @pytest.fixture
     def conformance_source(self, corpus_server, make_source):
         return make_source(corpus_server, mode="hybrid", alpha=0.5)

@@ -216,9 +216,9 @@ def test_a_vector_in_query_embeddings_is_used_not_recomputed(corpus_server, make
     assert source.embedder is counting
     vector = HashingEmbedder().embed(["mitochondria ATP energy cell"])[0]
     hits = run(source.retrieve(Query("ignored words", k=1, embeddings={counting.name: vector})))
-    assert hits[0].id == "bio-2" and counting.calls == 0
+    assert hits[0].id == "bio-2" and len(counting.calls) == 0
     hits = run(source.retrieve(Query("mitochondria ATP energy cell", k=1)))
-    assert hits[0].id == "bio-2" and counting.calls == 1
+    assert hits[0].id == "bio-2" and len(counting.calls) == 1
 
 
 def test_the_composite_embeds_once_for_two_weaviate_sources(corpus_server, make_source, helpers):
@@ -243,7 +243,7 @@ def test_the_composite_embeds_once_for_two_weaviate_sources(corpus_server, make_
     result = run(composite.retrieve(Query("python generator yield", k=3)))
     assert [r.status.value for r in result.reports] == ["ok", "ok", "ok"]
     assert result.hits[0].id == "code-1"
-    assert counting.calls == 1
+    assert len(counting.calls) == 1
 
 
 def test_a_query_vector_with_the_wrong_width_is_refused(corpus_server, make_source):
@@ -311,16 +311,6 @@ def shared_hybrid(corpus_server, build_source):
     source = build_source(corpus_server, mode="hybrid")
     yield source
     source.close()
-
-
-@settings(max_examples=150, deadline=None)
-@given(text=st.text())
-def test_any_unicode_query_returns_hits_or_a_query_error(shared_hybrid, text):
-    try:
-        hits = run(shared_hybrid.retrieve(Query(text, k=5)))
-    except QueryError:
-        return
-    assert isinstance(hits, list) and len(hits) <= 5
 
 
 _scalar = st.one_of(st.text(max_size=8), st.integers(), st.floats(), st.booleans())

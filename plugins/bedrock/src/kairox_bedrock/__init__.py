@@ -12,8 +12,7 @@ to list them, so boto3 loads on the first query (see :func:`load_boto3`).
 
 from __future__ import annotations
 
-from kairox import hookimpl
-from kairox.registry import BuildContext, KnowledgeBaseKind
+from kairox import BuildContext, KnowledgeBaseKind, hookimpl
 from kairox_bedrock.config import BedrockConfig
 from kairox_bedrock.errors import (
     BedrockAuthError,

@@ -7,8 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
 
-from kairox.config import KnowledgeBaseConfig
-from kairox.retrieval import QueryError
+from kairox import KnowledgeBaseConfig, QueryError
 from kairox_bedrock.filters import translate_filters
 
 __all__ = ["BedrockConfig"]

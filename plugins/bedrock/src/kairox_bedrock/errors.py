@@ -7,7 +7,7 @@ translated are :class:`kairox.retrieval.QueryError`; everything else is a
 
 from __future__ import annotations
 
-from kairox.errors import KairoxError
+from kairox import BackendError, BackendTimeoutError
 
 __all__ = [
     "BedrockAuthError",
@@ -20,7 +20,7 @@ __all__ = [
 ]
 
 
-class BedrockError(KairoxError, RuntimeError):
+class BedrockError(BackendError):
     """Retrieval from a Bedrock knowledge base failed; the message says why and what to do.
 
     :param code: the service's error code (``Error.Code``), when the service sent one.
@@ -49,7 +49,7 @@ class BedrockConnectionError(BedrockError):
     """The endpoint could not be reached (wrong region or endpoint_url, network down)."""
 
 
-class BedrockTimeoutError(BedrockError, TimeoutError):
+class BedrockTimeoutError(BedrockError, BackendTimeoutError):
     """Bedrock did not answer within the knowledge base's ``timeout_ms``."""
 
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kairox.retrieval import QueryError
+from kairox import QueryError
 
 __all__ = [
     "BEDROCK_OPERATORS",

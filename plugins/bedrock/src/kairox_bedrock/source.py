@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kairox.retrieval import Hit, Query, QueryError, ScoreKind
+from kairox import Hit, LazyImport, Query, QueryError, ScoreKind
 from kairox.retry import RetryPolicy, call_with_retries
 from kairox_bedrock.config import BedrockConfig
 from kairox_bedrock.errors import (
@@ -104,15 +104,12 @@ _BAD_SIGNATURE_CODES = frozenset({"InvalidSignatureException", "SignatureDoesNot
 _DENIED_CODES = frozenset({"AccessDeniedException", "AccessDenied"})
 
 
+BOTO3 = LazyImport("boto3", needed_by="the bedrock knowledge-base kind", install=INSTALL_HINT)
+
+
 def load_boto3() -> Any:
     """Import boto3, or raise an ``ImportError`` that says what to install."""
-    try:
-        import boto3
-    except ImportError as exc:
-        raise ImportError(
-            f"the bedrock knowledge-base kind needs boto3, which is not installed: {INSTALL_HINT}"
-        ) from exc
-    return boto3
+    return BOTO3.load()
 
 
 def location_uri(location: Mapping[str, Any] | None) -> tuple[str | None, str | None]:

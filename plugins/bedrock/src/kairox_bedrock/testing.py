@@ -40,22 +40,20 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import hashlib
 import hmac
 import json
 import math
 import re
-import socket
-import threading
 import uuid
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
+from kairox.testing import loopback
+from kairox.testing.loopback import LoopbackHTTPServer, Reply
 from kairox_bedrock.source import CHUNK_ID_KEY, LOCATION_FIELDS, SOURCE_URI_KEY
 
 __all__ = [
@@ -220,25 +218,19 @@ def corpus_documents(corpus: Iterable[Any] | None = None) -> list[BedrockDocumen
     ]
 
 
-@dataclass(frozen=True, slots=True)
-class RecordedRequest:
+@dataclass(slots=True)
+class RecordedRequest(loopback.RecordedRequest):
     """One request the server received, and what it answered.
 
-    ``json`` is the parsed body (``None`` when it was not JSON); ``access_key``,
-    ``region`` and ``service`` come from the SigV4 credential scope of the
-    ``Authorization`` header (``None`` when absent or malformed).
+    Beyond :class:`kairox.testing.loopback.RecordedRequest`: ``access_key``, ``region``
+    and ``service`` come from the SigV4 credential scope of the ``Authorization`` header
+    (``None`` when absent or malformed); ``error_code`` is the error it was answered with.
     """
 
-    method: str
-    path: str
-    headers: Mapping[str, str]
-    body: bytes
-    json: Any
-    access_key: str | None
-    region: str | None
-    service: str | None
-    status: int
-    error_code: str | None
+    access_key: str | None = None
+    region: str | None = None
+    service: str | None = None
+    error_code: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +239,7 @@ class _Reply:
     body: bytes
     headers: tuple[tuple[str, str], ...] = ()
     error_code: str | None = None
+    drop: bool = False
 
 
 class _ServiceError(Exception):
@@ -277,7 +270,7 @@ def _error_reply(
 # -- the server ------------------------------------------------------------------------------
 
 
-class BedrockTestServer:
+class BedrockTestServer(LoopbackHTTPServer):
     """A loopback ``bedrock-agent-runtime`` that serves ``Retrieve`` over ``documents``.
 
     :param documents: the chunks of the knowledge base.
@@ -292,9 +285,14 @@ class BedrockTestServer:
     :param region: when set, a request signed for another region gets 403.
     :param data_source_id: sent as metadata ``x-amz-bedrock-kb-data-source-id``.
 
-    Use it as a context manager (or call :meth:`start` and :meth:`close`). After
-    :meth:`close`, :attr:`endpoint_url` names a port where nothing listens.
+    Use it as a context manager (or call :meth:`start` and :meth:`stop`). After
+    :meth:`stop`, :attr:`url` (boto3's ``endpoint_url``) names a port where nothing
+    listens. Faults (:meth:`fail` with a Bedrock error code, :meth:`throttle`,
+    :meth:`delay`, :meth:`malformed` with the exact payload to send, :meth:`disconnect`)
+    apply to authenticated requests, except :meth:`delay`, which holds every reply.
     """
+
+    THROTTLE_ERROR = "ThrottlingException"
 
     def __init__(
         self,
@@ -313,6 +311,7 @@ class BedrockTestServer:
             )
         if page_size is not None and page_size < 1:
             raise ValueError(f"page_size must be at least 1, got {page_size}")
+        super().__init__()
         self.documents: list[BedrockDocument] = list(documents)
         self.knowledge_base_id = knowledge_base_id
         self.page_size = page_size
@@ -320,133 +319,28 @@ class BedrockTestServer:
         self.secret_key = secret_key
         self.region = region
         self.data_source_id = data_source_id
-        #: Seconds to wait before answering each request (slow replies).
-        self.delay: float = 0.0
-        self._requests: list[RecordedRequest] = []
-        self._script: deque[_Reply | None] = deque()  # None: serve this one normally
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self._endpoint_url: str | None = None
         #: Exceptions the server raised while handling a request (a bug in the server).
         self.errors: list[BaseException] = []
 
-    # -- lifecycle ----------------------------------------------------------------------
-
-    def start(self) -> BedrockTestServer:
-        if self._httpd is not None:
-            return self
-        self._stopping.clear()
-        httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
-        httpd.owner = self
-        host, port = httpd.server_address[:2]
-        self._endpoint_url = f"http://{host}:{port}"
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=f"bedrock-test-server-{port}",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        """Stop serving, drop open connections, free the port; sleeping replies end."""
-        httpd, self._httpd = self._httpd, None
-        if httpd is None:
-            return
-        self._stopping.set()
-        httpd.shutdown()
-        httpd.server_close()
-        httpd.drop_connections()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> BedrockTestServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    @property
-    def endpoint_url(self) -> str:
-        """``http://127.0.0.1:<port>``: the ``endpoint_url`` for boto3."""
-        if self._endpoint_url is None:
-            raise RuntimeError("the server is not started: use `with BedrockTestServer(...)`")
-        return self._endpoint_url
-
-    # -- switches for tests -----------------------------------------------------------------
-
-    def fail(
-        self,
-        code: str,
-        times: int = 1,
-        *,
-        message: str | None = None,
-        status: int | None = None,
-        retry_after: float | None = None,
-        after: int = 0,
-    ) -> None:
-        """Answer ``times`` authenticated requests with error ``code``, starting after the
-        next ``after`` ones (which are served normally, e.g. the first page).
-
-        The status comes from :data:`ERROR_STATUS` unless given (``ThrottlingException``
-        429, ``InternalServerException`` 500, ``ServiceUnavailableException`` 503,
-        ``AccessDeniedException`` 403, ...); ``retry_after`` adds a ``Retry-After``
-        header. Requests after those are served normally again.
-        """
-        reply = _error_reply(code, message, status=status, retry_after=retry_after)
-        with self._lock:
-            self._script.extend([None] * after + [reply] * times)
-
-    def respond_raw(
-        self,
-        body: bytes | str,
-        times: int = 1,
-        *,
-        status: int = 200,
-        content_type: str = "application/json",
-        headers: Mapping[str, str] | None = None,
-        after: int = 0,
-    ) -> None:
-        """Answer ``times`` authenticated requests, after the next ``after`` ones, with
-        exactly this payload (malformed JSON, a body missing ``retrievalResults``, an
-        HTML 502 page ...)."""
-        data = body.encode() if isinstance(body, str) else bytes(body)
-        extra = (("Content-Type", content_type), *(headers or {}).items())
-        with self._lock:
-            self._script.extend([None] * after + [_Reply(status, data, tuple(extra))] * times)
-
-    def reset(self) -> None:
-        """Forget recorded requests, pending failures and the delay."""
-        with self._lock:
-            self._requests.clear()
-            self._script.clear()
-        self.delay = 0.0
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Every request received so far, oldest first (a copy)."""
-        with self._lock:
-            return list(self._requests)
-
-    @property
-    def request_count(self) -> int:
-        with self._lock:
-            return len(self._requests)
-
     # -- answering ------------------------------------------------------------------------
 
-    def _handle(self, method: str, target: str, headers: Mapping[str, str], body: bytes) -> _Reply:
-        try:
-            payload = json.loads(body) if body else None
-        except ValueError:
-            payload = None
+    def _check_error(self, error: int | str, target: str | None) -> int | str:
+        if not isinstance(error, str):
+            raise ValueError(
+                f"give a Bedrock error code (e.g. 'ThrottlingException'), got {error!r}"
+            )
+        return error
+
+    def _handle(self, request: loopback.RecordedRequest, handler: BaseHTTPRequestHandler) -> Reply:
+        method, target, headers, body = (
+            request.method,
+            request.raw_path,
+            request.headers,
+            request.body,
+        )
         scope = _AUTH.match(headers.get("authorization", ""))
         try:
-            reply = self._answer(method, target, headers, body, scope)
+            reply = self._answer(method, target, headers, body, scope, request)
         except Exception as exc:  # a bug in the server: say so rather than hang the client
             self.errors.append(exc)
             reply = _error_reply("InternalServerException", f"test server bug: {exc!r}")
@@ -455,16 +349,26 @@ class BedrockTestServer:
             path=target,
             headers=dict(headers),
             body=body,
-            json=payload,
+            json=request.json,
+            query=request.query,
+            raw_path=target,
+            status=reply.status,
             access_key=scope["akid"] if scope else None,
             region=scope["region"] if scope else None,
             service=scope["service"] if scope else None,
-            status=reply.status,
             error_code=reply.error_code,
         )
-        with self._lock:
-            self._requests.append(record)
-        return reply
+        self._record(record)
+        delay = self.faults.take("delay", record)
+        if delay is not None and self._pause(delay.seconds):
+            return Reply(reply.status, drop=True)
+        if reply.drop:
+            return Reply(reply.status, drop=True)
+        return Reply(
+            reply.status,
+            reply.body,
+            {"x-amzn-RequestId": str(uuid.uuid4()), **dict(reply.headers)},
+        )
 
     def _answer(
         self,
@@ -473,14 +377,29 @@ class BedrockTestServer:
         headers: Mapping[str, str],
         body: bytes,
         scope: re.Match[str] | None,
+        request: loopback.RecordedRequest,
     ) -> _Reply:
         denied = self._authenticate(method, target, headers, body, scope)
         if denied is not None:
             return denied
-        with self._lock:
-            scripted = self._script.popleft() if self._script else None
-        if scripted is not None:
-            return scripted
+        if self.faults.take("disconnect", request) is not None:
+            return _Reply(0, b"", drop=True)
+        failure = self.faults.take("fail", request)
+        if failure is not None:
+            return _error_reply(
+                str(failure.error),
+                failure.message,
+                status=failure.details.get("status"),
+                retry_after=failure.retry_after,
+            )
+        bad = self.faults.take("malformed", request)
+        if bad is not None:
+            extra = (
+                ("Content-Type", bad.details.get("content_type", "application/json")),
+                *(bad.details.get("headers") or {}).items(),
+            )
+            payload = bad.body if bad.body is not None else b'{"retrievalResults": [{"con'
+            return _Reply(bad.details.get("status", 200), payload, extra)
         path = urlsplit(target).path
         route = _PATH.fullmatch(path)
         if method != "POST" or route is None:
@@ -836,72 +755,3 @@ def _signature_ok(
         key = _hmac(key, part)
     expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
     return hmac.compare_digest(expected, scope["signature"])
-
-
-# -- HTTP plumbing -----------------------------------------------------------------------------
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    owner: BedrockTestServer
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
-        super().__init__(*args, **kwargs)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._connections_lock:
-            self._connections.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._connections_lock:
-            self._connections.discard(request)
-        super().shutdown_request(request)
-
-    def drop_connections(self) -> None:
-        with self._connections_lock:
-            connections = list(self._connections)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that hung up mid-reply (it timed out) is not the server's problem
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "BedrockTestServer/1.0"
-    timeout = 30  # an idle keep-alive connection is closed after this many seconds
-    server: _HTTPServer
-
-    def _serve(self) -> None:
-        owner = self.server.owner
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length > 0 else b""
-        headers = {name.lower(): value for name, value in self.headers.items()}
-        reply = owner._handle(self.command, self.path, headers, body)
-        if owner.delay > 0 and owner._stopping.wait(owner.delay):
-            self.close_connection = True
-            return
-        try:
-            self.send_response(reply.status)
-            names = {name.lower() for name, _ in reply.headers}
-            for name, value in reply.headers:
-                self.send_header(name, value)
-            if "content-type" not in names:
-                self.send_header("Content-Type", "application/json")
-            self.send_header("x-amzn-RequestId", str(uuid.uuid4()))
-            self.send_header("Content-Length", str(len(reply.body)))
-            self.end_headers()
-            self.wfile.write(reply.body)
-            self.wfile.flush()
-        except OSError:
-            self.close_connection = True
-
-    do_POST = do_GET = do_PUT = do_DELETE = do_PATCH = _serve
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass

@@ -16,9 +16,7 @@ from typing import Any
 
 from pydantic import Field, StrictStr, field_validator
 
-from kairox import hookimpl
-from kairox.config import KnowledgeBaseConfig
-from kairox.registry import BuildContext, KnowledgeBaseKind
+from kairox import BuildContext, EnvVarName, KnowledgeBaseConfig, KnowledgeBaseKind, hookimpl
 from kairox_pinecone.filters import merge_filters, to_pinecone_filter
 from kairox_pinecone.source import (
     DELETE_BATCH,
@@ -68,7 +66,6 @@ __all__ = [
 FILTER_OPERATORS = frozenset(
     {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$and", "$or"}
 )
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
@@ -100,7 +97,7 @@ class PineconeConfig(KnowledgeBaseConfig):
     namespace: StrictStr | None = Field(
         default=None, description="The namespace to search; unset is the default namespace."
     )
-    api_key_env: StrictStr = Field(
+    api_key_env: EnvVarName = Field(
         default="PINECONE_API_KEY", description="The environment variable holding the API key."
     )
     text_field: StrictStr = Field(
@@ -128,16 +125,6 @@ class PineconeConfig(KnowledgeBaseConfig):
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must not be empty")
-        return value
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _env_name(cls, value: str) -> str:
-        if not _ENV_NAME.fullmatch(value):
-            raise ValueError(
-                f"{value!r} is not an environment variable name; "
-                'use e.g. api_key_env = "PINECONE_API_KEY"'
-            )
         return value
 
     @field_validator("filter")

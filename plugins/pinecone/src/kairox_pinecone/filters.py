@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from kairox.retrieval import QueryError
+from kairox import QueryError
 
 __all__ = ["NO_MATCH", "merge_filters", "to_pinecone_filter"]
 

@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import hashlib
 import importlib.metadata
-import importlib.util
 import logging
 import math
 import os
@@ -22,7 +21,7 @@ from urllib.parse import quote
 
 import numpy as np
 
-from kairox.errors import KairoxError
+from kairox import BackendError, BackendTimeoutError, LazyImport
 from kairox.retrieval import Hit, Query, ScoreKind, VectorRecord
 from kairox.retry import RetryPolicy, call_with_retries
 from kairox_pinecone.filters import NO_MATCH, merge_filters, to_pinecone_filter
@@ -79,7 +78,7 @@ _ACCEPTED_METRICS = ("cosine", "dotproduct")
 # -- errors -----------------------------------------------------------------------------
 
 
-class PineconeSourceError(KairoxError, RuntimeError):
+class PineconeSourceError(BackendError):
     """A Pinecone knowledge base could not answer; the message says why and what to do."""
 
 
@@ -97,7 +96,7 @@ class PineconeServiceError(PineconeSourceError):
     rejected request) or with a response the SDK could not read."""
 
 
-class PineconeTimeoutError(PineconeSourceError, TimeoutError):
+class PineconeTimeoutError(PineconeSourceError, BackendTimeoutError):
     """No answer from the index within the knowledge base's deadline."""
 
 
@@ -118,16 +117,14 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
+PINECONE = LazyImport(
+    "pinecone", needed_by="the 'pinecone' knowledge-base kind", install=INSTALL_HINT
+)
+
+
 def load_pinecone() -> ModuleType:
     """Import the pinecone SDK, or raise an ImportError that says what to install."""
-    try:
-        import pinecone
-    except ImportError as exc:
-        raise ImportError(
-            f"the 'pinecone' knowledge-base kind needs the pinecone SDK, which is not "
-            f"installed: {INSTALL_HINT}",
-            name="pinecone",
-        ) from exc
+    pinecone = PINECONE.load()
     version = str(getattr(pinecone, "__version__", "0"))
     if _version_tuple(version) < MIN_SDK_VERSION or not hasattr(pinecone, "Index"):
         wanted = ".".join(map(str, MIN_SDK_VERSION))
@@ -143,11 +140,9 @@ def load_pinecone() -> ModuleType:
 def _sdk_problem() -> str | None:
     """Why the SDK cannot be used, found without importing it; ``None`` if it looks fine."""
     try:
-        found = importlib.util.find_spec("pinecone") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
-        return f"the pinecone SDK is not installed: {INSTALL_HINT}"
+        PINECONE.check()
+    except ImportError as exc:
+        return str(exc)
     try:
         version = importlib.metadata.version("pinecone")
     except importlib.metadata.PackageNotFoundError:

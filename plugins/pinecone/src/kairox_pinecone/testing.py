@@ -9,7 +9,7 @@ the real SDK over a real socket instead of stubbing it::
 
     with PineconeTestServer(384, api_key="test-key") as server:
         server.seed([("doc-1", vector, {"text": "Saturn's rings"})])
-        index = pinecone.Index(host=server.host, api_key="test-key")  # plain http works
+        index = pinecone.Index(host=server.url, api_key="test-key")  # plain http works
         index.query(vector=vector, top_k=3, include_metadata=True)
 
 It behaves like the service where a client can tell: namespaces are separate stores
@@ -23,26 +23,28 @@ Faults are switched on per test: a wrong or missing ``Api-Key`` gets 401;
 :meth:`~PineconeTestServer.fail` answers the next requests with any status (403, 5xx,
 429 with ``Retry-After`` via :meth:`~PineconeTestServer.throttle`);
 :meth:`~PineconeTestServer.delay` slows replies; :meth:`~PineconeTestServer.malformed`
-sends bodies that are not JSON. Every request is recorded (:attr:`~PineconeTestServer.requests`,
-:meth:`~PineconeTestServer.count`). Only numpy and the standard library are needed.
+sends bodies that are not JSON; :meth:`~PineconeTestServer.disconnect` drops the
+connection. Every request is recorded (:attr:`~PineconeTestServer.requests`,
+:meth:`~PineconeTestServer.count`). The lifecycle, records and faults are
+:class:`kairox.testing.loopback.LoopbackHTTPServer`'s. Only numpy and the standard library
+are needed.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import math
-import socket
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
+
+from kairox.testing.loopback import LoopbackHTTPServer, RecordedRequest, Reply, closed_url
 
 __all__ = [
     "DEFAULT_API_KEY",
@@ -50,7 +52,7 @@ __all__ = [
     "PineconeTestServer",
     "RecordedRequest",
     "StoredVector",
-    "closed_host",
+    "closed_url",
     "matches_filter",
 ]
 
@@ -103,48 +105,6 @@ class StoredVector:
     id: str
     values: tuple[float, ...]
     metadata: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class RecordedRequest:
-    """One request the server received (``status`` is what it answered)."""
-
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    headers: dict[str, str]
-    body: Any
-    status: int = 0
-    request_id: str = ""
-
-
-@dataclass(slots=True)
-class _Fault:
-    kind: str  # "status", "delay", "malformed"
-    remaining: int | None  # None: forever
-    path: str | None
-    status: int = 0
-    retry_after: float | None = None
-    message: str | None = None
-    seconds: float = 0.0
-    body: bytes = b""
-
-    def applies(self, path: str) -> bool:
-        return (self.remaining is None or self.remaining > 0) and (
-            self.path is None or self.path == path
-        )
-
-    def use(self) -> None:
-        if self.remaining is not None:
-            self.remaining -= 1
-
-
-def closed_host() -> str:
-    """An ``http://127.0.0.1:PORT`` nothing listens on (a port just released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
 
 
 # -- metadata filters -------------------------------------------------------------------
@@ -273,7 +233,7 @@ def _namespace(value: Any) -> str:
 # -- the server --------------------------------------------------------------------------
 
 
-class PineconeTestServer:
+class PineconeTestServer(LoopbackHTTPServer):
     """One Pinecone index's data plane on ``127.0.0.1`` (a random free port).
 
     :param dimension: the index dimension; vectors of another width are refused (400).
@@ -299,6 +259,7 @@ class PineconeTestServer:
             raise ValueError(f"dimension must be at least 1, got {dimension}")
         if metric not in ("cosine", "dotproduct", "euclidean"):
             raise ValueError(f"metric must be cosine, dotproduct or euclidean, got {metric!r}")
+        super().__init__()
         self.dimension = dimension
         self.api_key = api_key
         self.metric = metric
@@ -306,67 +267,8 @@ class PineconeTestServer:
         self.max_delete_ids = max_delete_ids
         self._lock = threading.RLock()
         self._store: dict[str, dict[str, StoredVector]] = {}
-        self._faults: list[_Fault] = []
-        self._requests: list[RecordedRequest] = []
-        self._closing = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self._port: int | None = None
 
-    # -- lifecycle -----------------------------------------------------------------------
-
-    def start(self) -> PineconeTestServer:
-        if self._httpd is not None:
-            return self
-        server = self
-
-        class Handler(_Handler):
-            owner = server
-
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        httpd.daemon_threads = True
-        httpd.block_on_close = False
-        httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
-        self._httpd = httpd
-        self._port = int(httpd.server_address[1])
-        self._closing.clear()
-        self._thread = threading.Thread(
-            target=httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=f"pinecone-test-server-{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        """Stop serving and release the port (sleeping replies are woken up)."""
-        httpd, self._httpd = self._httpd, None
-        if httpd is None:
-            return
-        self._closing.set()
-        httpd.shutdown()
-        httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> PineconeTestServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    @property
-    def port(self) -> int:
-        """The port it listens on (still readable after :meth:`close`)."""
-        if self._port is None:
-            raise RuntimeError("the server was never started; call start() or use `with`")
-        return self._port
-
-    @property
-    def host(self) -> str:
-        """The index host to give the SDK: ``http://127.0.0.1:PORT``."""
-        return f"http://127.0.0.1:{self.port}"
+    # -- the SDK -------------------------------------------------------------------------
 
     def sdk_index(self, *, api_key: str | None = None, retries: bool = False) -> Any:
         """A ``pinecone.Index`` (the real SDK) pointed at this server.
@@ -378,7 +280,7 @@ class PineconeTestServer:
         from kairox_pinecone.source import _switch_off_sdk_retries, load_pinecone
 
         pinecone = load_pinecone()
-        index = pinecone.Index(host=self.host, api_key=api_key or self.api_key or "unused")
+        index = pinecone.Index(host=self.url, api_key=api_key or self.api_key or "unused")
         if not retries:
             _switch_off_sdk_retries(index)
         return index
@@ -424,110 +326,38 @@ class PineconeTestServer:
         with self._lock:
             return sorted(name for name, store in self._store.items() if store)
 
-    # -- faults --------------------------------------------------------------------------
-
-    def fail(
-        self,
-        status: int,
-        *,
-        times: int | None = 1,
-        path: str | None = None,
-        retry_after: float | None = None,
-        message: str | None = None,
-    ) -> None:
-        """Answer the next ``times`` requests (to ``path``, or any) with ``status``.
-
-        ``times=None`` keeps failing until :meth:`clear_faults`. ``retry_after`` adds a
-        ``Retry-After`` header (seconds). The body is Pinecone's error JSON.
-        """
-        with self._lock:
-            self._faults.append(
-                _Fault(
-                    "status", times, path, status=status, retry_after=retry_after, message=message
-                )
-            )
-
-    def throttle(
-        self, times: int | None = 1, *, retry_after: float | None = 0.0, path: str | None = None
-    ) -> None:
-        """429 Too Many Requests (with ``Retry-After``) for the next ``times`` requests."""
-        self.fail(429, times=times, path=path, retry_after=retry_after)
-
-    def delay(self, seconds: float, *, times: int | None = None, path: str | None = None) -> None:
-        """Hold each of the next ``times`` replies (``None``: all) for ``seconds``."""
-        with self._lock:
-            self._faults.append(_Fault("delay", times, path, seconds=seconds))
-
-    def malformed(
-        self, times: int | None = 1, *, path: str | None = None, body: bytes | None = None
-    ) -> None:
-        """Answer 200 with a body that is not valid JSON (or ``body``)."""
-        with self._lock:
-            self._faults.append(
-                _Fault("malformed", times, path, body=body or b'{"matches": [{"id": "x", "sco')
-            )
-
-    def clear_faults(self) -> None:
-        with self._lock:
-            self._faults.clear()
-
-    # -- requests ------------------------------------------------------------------------
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Every request received so far, oldest first."""
-        with self._lock:
-            return list(self._requests)
-
-    def count(self, path: str | None = None, *, method: str | None = None) -> int:
-        """How many requests (to ``path``, with ``method``) the server received."""
-        with self._lock:
-            return sum(
-                1
-                for r in self._requests
-                if (path is None or r.path == path) and (method is None or r.method == method)
-            )
-
-    def reset_requests(self) -> None:
-        with self._lock:
-            self._requests.clear()
-
     # -- request handling (called from handler threads) -------------------------------
 
-    def _record(self, request: RecordedRequest) -> None:
-        with self._lock:
-            self._requests.append(request)
-            request.request_id = f"test-{len(self._requests)}"
+    def _handle(self, request: RecordedRequest, handler: BaseHTTPRequestHandler) -> Reply:
+        number = self._record(request)
+        reply = self._answer(request)
+        reply.headers = {**reply.headers, "x-pinecone-request-id": f"test-{number}"}
+        return reply
 
-    def _take_fault(self, kind: str, path: str) -> _Fault | None:
-        with self._lock:
-            for fault in self._faults:
-                if fault.kind == kind and fault.applies(path):
-                    fault.use()
-                    return fault
-        return None
-
-    def _handle(self, request: RecordedRequest) -> tuple[int, dict[str, str], bytes]:
-        self._record(request)
-        delay = self._take_fault("delay", request.path)
+    def _answer(self, request: RecordedRequest) -> Reply:
+        if request.json and request.json is None:
+            return _error(400, "the request body is not valid JSON")
+        delay = self.faults.take("delay", request)
         if delay is not None:
-            self._closing.wait(delay.seconds)
+            self._pause(delay.seconds)
+        if self.faults.take("disconnect", request) is not None:
+            return Reply(drop=True)
         if self.api_key is not None and request.headers.get("api-key") != self.api_key:
             return _error(401)
-        failure = self._take_fault("status", request.path)
+        failure = self.faults.take("fail", request)
         if failure is not None:
             headers = {}
             if failure.retry_after is not None:
                 headers["Retry-After"] = _seconds(failure.retry_after)
-            return _error(failure.status, failure.message, headers)
-        bad = self._take_fault("malformed", request.path)
+            return _error(int(failure.error), failure.message, headers)
+        bad = self.faults.take("malformed", request)
         if bad is not None:
-            return 200, {"Content-Type": "application/json"}, bad.body
+            return Reply(200, bad.body or b'{"matches": [{"id": "x", "sco')
         try:
             status, payload = self._route(request)
         except BadRequest as exc:
             return _error(exc.status, str(exc))
-        return status, {"Content-Type": "application/json"}, json.dumps(payload).encode()
+        return Reply.json(status, payload)
 
     def _route(self, request: RecordedRequest) -> tuple[int, Any]:
         routes = {
@@ -542,7 +372,7 @@ class PineconeTestServer:
         handler = routes.get((request.method, request.path))
         if handler is None:
             raise BadRequest(f"no route for {request.method} {request.path}", 404)
-        if request.method == "POST" and not isinstance(request.body, dict):
+        if request.method == "POST" and not isinstance(request.json, dict):
             raise BadRequest("the request body must be a JSON object")
         return 200, handler(request)
 
@@ -583,14 +413,14 @@ class PineconeTestServer:
         return len(checked)
 
     def _upsert_request(self, request: RecordedRequest) -> dict[str, Any]:
-        body = request.body
+        body = request.json
         count = self._upsert(
             body.get("vectors"), _namespace(body.get("namespace")), limit=self.max_upsert_vectors
         )
         return {"upsertedCount": count}
 
     def _query(self, request: RecordedRequest) -> dict[str, Any]:
-        body = request.body
+        body = request.json
         top_k = body.get("topK")
         if _kind(top_k) != "number" or int(top_k) != top_k or not 1 <= top_k <= _MAX_TOP_K:
             raise BadRequest(f"topK must be an integer from 1 to {_MAX_TOP_K}")
@@ -654,7 +484,7 @@ class PineconeTestServer:
         return scores
 
     def _delete(self, request: RecordedRequest) -> dict[str, Any]:
-        body = request.body
+        body = request.json
         namespace = _namespace(body.get("namespace"))
         ids, delete_all, query_filter = body.get("ids"), body.get("deleteAll"), body.get("filter")
         if sum(x is not None and x is not False for x in (ids, delete_all, query_filter)) != 1:
@@ -727,7 +557,7 @@ class PineconeTestServer:
         return response
 
     def _stats(self, request: RecordedRequest) -> dict[str, Any]:
-        if isinstance(request.body, dict) and request.body.get("filter"):
+        if isinstance(request.json, dict) and request.json.get("filter"):
             raise BadRequest("describe_index_stats does not support filters on this index")
         with self._lock:
             counts = {
@@ -749,62 +579,8 @@ def _seconds(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
-def _error(
-    status: int, message: str | None = None, headers: dict[str, str] | None = None
-) -> tuple[int, dict[str, str], bytes]:
+def _error(status: int, message: str | None = None, headers: dict[str, str] | None = None) -> Reply:
     if message is None:
         message = _DEFAULT_MESSAGES.get(status) or HTTPStatus(status).phrase
     body = {"code": _GRPC_CODES.get(status, 2), "message": message, "details": []}
-    return (
-        status,
-        {"Content-Type": "application/json", **(headers or {})},
-        json.dumps(body).encode(),
-    )
-
-
-class _Handler(BaseHTTPRequestHandler):
-    owner: PineconeTestServer
-    protocol_version = "HTTP/1.1"
-    server_version = "PineconeTestServer/1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # quiet: tests read .requests instead
-
-    def _serve(self) -> None:
-        url = urlsplit(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        body: Any = None
-        malformed_body = False
-        if raw:
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                malformed_body = True
-        request = RecordedRequest(
-            method=self.command,
-            path=url.path,
-            query=parse_qs(url.query, keep_blank_values=True),
-            headers={k.lower(): v for k, v in self.headers.items()},
-            body=body,
-        )
-        if malformed_body:
-            self.owner._record(request)
-            status, headers, payload = _error(400, "the request body is not valid JSON")
-        else:
-            status, headers, payload = self.owner._handle(request)
-        request.status = status
-        with contextlib.suppress(ConnectionError, OSError):
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(payload)))
-            self.send_header("x-pinecone-request-id", request.request_id)
-            self.end_headers()
-            self.wfile.write(payload)
-
-    do_GET = _serve
-    do_POST = _serve
-    do_DELETE = _serve
-    do_PATCH = _serve
-    do_PUT = _serve
+    return Reply.json(status, body, headers)

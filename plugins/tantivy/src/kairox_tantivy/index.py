@@ -36,7 +36,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kairox.retrieval import Document, QueryError
+from kairox import BackendError, Document, LazyImport, QueryError
 
 __all__ = [
     "MAX_QUERY_TERMS",
@@ -61,7 +61,7 @@ _SCALARS = (str, int, float, bool)
 _SEQUENCES = (list, tuple, set, frozenset)
 
 
-class TantivyIndexError(RuntimeError):
+class TantivyIndexError(BackendError):
     """The index directory is missing, unreadable, or not a kairox-tantivy index."""
 
 
@@ -69,15 +69,12 @@ class TantivyLockedError(TantivyIndexError):
     """Another writer (another process, or another index object) holds the writer lock."""
 
 
+TANTIVY = LazyImport("tantivy", needed_by="the tantivy knowledge-base kind", install=INSTALL_HINT)
+
+
 def load_tantivy() -> ModuleType:
     """Import tantivy-py, or raise an ImportError that says what to install."""
-    try:
-        import tantivy
-    except ImportError as exc:
-        raise ImportError(
-            f"the tantivy knowledge-base kind needs the `tantivy` package: {INSTALL_HINT}"
-        ) from exc
-    return tantivy
+    return TANTIVY.load()
 
 
 def _build_schema(tantivy: ModuleType) -> Any:

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import os
 
-from kairox import hookimpl
-from kairox.registry import BuildContext, KnowledgeBaseKind
+from kairox import BuildContext, KnowledgeBaseKind, hookimpl
 from kairox_weaviate.config import WeaviateConfig
 from kairox_weaviate.source import (
     INSTALL_HINT,
@@ -24,6 +23,7 @@ from kairox_weaviate.source import (
     WeaviateReplyError,
     WeaviateSource,
     WeaviateSourceError,
+    WeaviateTimeoutError,
     build_filter,
     load_client,
     require_client,
@@ -38,6 +38,7 @@ __all__ = [
     "WeaviateReplyError",
     "WeaviateSource",
     "WeaviateSourceError",
+    "WeaviateTimeoutError",
     "build_filter",
     "build_source",
     "kairox_register_knowledge_base_kinds",

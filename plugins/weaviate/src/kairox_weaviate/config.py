@@ -17,7 +17,8 @@ from pydantic import (
     model_validator,
 )
 
-from kairox.config import KnowledgeBaseConfig
+from kairox import KnowledgeBaseConfig
+from kairox.secrets import ENV_NAME_RE, EnvVarName
 
 __all__ = [
     "COLLECTION_NAME",
@@ -36,7 +37,8 @@ FilterValue = FilterScalar | list[FilterScalar]
 COLLECTION_NAME = re.compile(r"[A-Za-z][_0-9A-Za-z]*")
 #: Weaviate's property-name rule.
 PROPERTY_NAME = re.compile(r"[_A-Za-z][_0-9A-Za-z]{0,230}")
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: The old home of :data:`kairox.secrets.ENV_NAME_RE`.
+ENV_NAME = ENV_NAME_RE
 
 
 class WeaviateConfig(KnowledgeBaseConfig):
@@ -49,7 +51,7 @@ class WeaviateConfig(KnowledgeBaseConfig):
     grpc_host: StrictStr | None = Field(
         default=None, description="The gRPC host; defaults to the host of `url`."
     )
-    api_key_env: StrictStr | None = Field(
+    api_key_env: EnvVarName | None = Field(
         default=None, description="The environment variable holding the Weaviate API key."
     )
     collection: StrictStr = Field(description="The collection (class) to search.")
@@ -120,16 +122,6 @@ class WeaviateConfig(KnowledgeBaseConfig):
             raise ValueError(
                 f"{value!r} is not a Weaviate property name (a letter or _, then letters, "
                 "digits or _)"
-            )
-        return value
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _env_name(cls, value: str | None) -> str | None:
-        if value is not None and not ENV_NAME.fullmatch(value):
-            raise ValueError(
-                f"{value!r} is not an environment variable name; give the variable's name "
-                '(api_key_env = "WEAVIATE_API_KEY"), never the key itself'
             )
         return value
 

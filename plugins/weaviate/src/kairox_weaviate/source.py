@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as _dt
-import importlib.util
 import json
 import math
 import os
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from kairox.errors import KairoxError
+from kairox import BackendError, BackendTimeoutError, KairoxError, LazyImport
 from kairox.retrieval import Hit, Query, QueryError, ScoreKind, VectorRecord
 from kairox.retry import RetryPolicy, call_with_retries
 from kairox_weaviate.config import PROPERTY_NAME, WeaviateConfig
@@ -38,6 +37,7 @@ __all__ = [
     "WeaviateReplyError",
     "WeaviateSource",
     "WeaviateSourceError",
+    "WeaviateTimeoutError",
     "build_filter",
     "load_client",
     "require_client",
@@ -79,7 +79,7 @@ _MATCH_NOTHING = object()
 _RESERVED = frozenset({"id", "_id", "vector", "_additional"})
 
 
-class WeaviateSourceError(KairoxError, RuntimeError):
+class WeaviateSourceError(BackendError):
     """Weaviate could not answer; the message says what to check."""
 
 
@@ -91,27 +91,32 @@ class WeaviateNotFoundError(WeaviateSourceError):
     """The configured collection or tenant does not exist."""
 
 
-class WeaviateDeadlineError(WeaviateSourceError, TimeoutError):
+class WeaviateTimeoutError(WeaviateSourceError, BackendTimeoutError):
     """Weaviate did not answer within the knowledge base's ``timeout_ms``."""
+
+
+#: The old name of :class:`WeaviateTimeoutError`, kept for one release.
+WeaviateDeadlineError = WeaviateTimeoutError
 
 
 class WeaviateReplyError(WeaviateSourceError):
     """Weaviate's reply lacks something a hit needs (the text property, a score)."""
 
 
+# weaviate.classes: the v4 API the source uses
+CLIENT = LazyImport(
+    "weaviate",
+    "weaviate.classes",
+    needed_by="the 'weaviate' knowledge-base kind",
+    install=INSTALL_HINT,
+    distributions={"weaviate": "weaviate-client"},
+)
+
+
 def require_client() -> None:
     """Raise an ``ImportError`` with the install hint unless weaviate-client is installed
     (``find_spec``: nothing is imported)."""
-    try:
-        found = importlib.util.find_spec("weaviate") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
-        raise ImportError(
-            f"the 'weaviate' knowledge-base kind needs weaviate-client v4, which is not "
-            f"installed: {INSTALL_HINT}",
-            name="weaviate",
-        )
+    CLIENT.check()
 
 
 def load_client() -> Any:
@@ -120,16 +125,7 @@ def load_client() -> Any:
     The import takes about half a second, so the kind's factory calls this when a knowledge
     base is built rather than leaving it to the first query, whose deadline is meant for
     the network."""
-    try:
-        import weaviate
-        import weaviate.classes  # the v4 API the source uses
-    except ImportError as exc:
-        raise ImportError(
-            f"the 'weaviate' knowledge-base kind could not import weaviate-client ({exc}): "
-            f"{INSTALL_HINT}",
-            name=exc.name,
-        ) from exc
-    return weaviate
+    return CLIENT.load()
 
 
 # -- errors --------------------------------------------------------------------------------
@@ -528,7 +524,7 @@ class WeaviateSource:
             or type_name in {"WeaviateTimeoutError", "ReadTimeout", "TimeoutException"}
             or isinstance(exc, TimeoutError)
         ):
-            return WeaviateDeadlineError(
+            return WeaviateTimeoutError(
                 f"{self._where} did not answer within timeout_ms = {config.timeout_ms} ms "
                 f"({detail}); raise timeout_ms if the collection is large or the network slow"
             )
