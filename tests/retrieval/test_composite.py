@@ -337,7 +337,12 @@ def test_retrieve_sync_gives_every_blocking_source_a_thread_and_keeps_them() -> 
         first = {source.threads[0] for source in sources}
         second = {source.threads[1] for source in sources}
         assert len(first) == 12  # all at once, one thread each
-        assert second == first  # the second call reused the same threads
+        # The second call ran in the same, kept pool. Not "the very same threads": a worker
+        # marks itself idle only after its future is done, so on a loaded machine the pool
+        # may add a thread for the next call before an old one says it is free.
+        pools = {thread.name.rsplit("_", 1)[0] for thread in first | second}
+        assert len(pools) == 1
+        assert all(thread.is_alive() for thread in first)  # kept, not retired
     finally:
         composite.close()
 
