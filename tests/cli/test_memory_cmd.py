@@ -73,3 +73,25 @@ def test_bad_input_is_explained(invoke):
     assert "'!'" in result.output and "editor.font" in result.output
     empty = invoke("memory", "set", "--scope", "user", "--key", "k", "  ")
     assert empty.exit_code == 1 and "body is empty" in empty.output
+
+
+def test_escape_sequences_in_a_body_are_shown_not_obeyed(invoke, workspace):
+    facade = AppFacade(cwd=workspace)
+    _, markers, rejected = extract_memory_markers(
+        '<memory scope="user" key="x">visible \x1b[8mhidden \u202eevil</memory>'
+    )
+    outcome = facade.memory.handle_turn(
+        markers,
+        rejected,
+        session_id="c",
+        workspace_id=facade.workspace_id,
+        context_had_tool_output=True,
+    )
+    listed = invoke("memory", "list", "--pending").output
+    assert "\x1b" not in listed and "\u202e" not in listed
+    assert "\\x1b[8mhidden" in listed and "proposed after tool output" in listed
+    [record] = outcome.pending
+    shown = invoke("memory", "show", str(record.id)).output
+    assert "\x1b" not in shown and "\\u202eevil" in shown
+    exact = json.loads(invoke("memory", "show", str(record.id), "--json").output)
+    assert exact["body"] == "visible \x1b[8mhidden \u202eevil"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from kairox.default_plugins.scripted_model import ScriptedModel
 from kairox.events import ToolInvocationCompleted, UserMessageAdded
 from kairox.facade import AppFacade
@@ -61,26 +63,56 @@ def test_approving_a_proposed_workspace_memory(facade, ui):
     assert facade.memory.pending(facade.workspace_id) == []
 
 
+class GatedModel:
+    """A model backend that sends each chunk only when the test hands it over."""
+
+    name = "gated"
+
+    def __init__(self) -> None:
+        self.chunks: asyncio.Queue[str | None] = asyncio.Queue()
+
+    async def stream(self, messages, *, model: str, max_tokens: int | None = None):
+        while (chunk := await self.chunks.get()) is not None:
+            yield chunk
+
+
+async def _until(pilot, condition) -> None:
+    """Let the app run until ``condition()`` holds (the model waits for the test meanwhile)."""
+    for _ in range(500):
+        if condition():
+            return
+        await pilot.pause()
+    raise AssertionError("the screen never caught up")
+
+
 def test_the_reply_streams_in_live(facade, ui):
-    model = ScriptedModel(["one two three four five six seven eight"], chunk_size=4, delay_s=0.05)
+    model = GatedModel()
     app = KairoxApp(facade, backend=model)
-    seen: list[str] = []
+    seen: list[tuple[str, bool]] = []
 
     async def scenario(pilot):
         app.prompt_input.value = "count"
         await pilot.press("enter")
-        for _ in range(200):
-            await pilot.pause(0.02)
+        await _until(pilot, lambda: app.stream.query(AssistantMessage))
+        sent = ""
+        for chunk in ["one ", "two ", "three"]:
+            sent += chunk
+            await model.chunks.put(chunk)
             reply = app.stream.query(AssistantMessage).last()
-            seen.append(reply.text)
-            if not reply.has_class("streaming"):
-                break
+            await _until(pilot, lambda: reply.text == sent)  # noqa: B023 - awaited here
+            seen.append((reply.text, reply.has_class("streaming")))
+        await model.chunks.put(None)
         await ui.settle(pilot)
+        reply = app.stream.query(AssistantMessage).last()
+        seen.append((reply.text, reply.has_class("streaming")))
 
     ui.run(app, scenario)
-    partial = [text for text in seen if text and text != seen[-1]]
-    assert partial, "the reply should show up chunk by chunk, not only once complete"
-    assert seen[-1] == "one two three four five six seven eight"
+    assert seen == [
+        ("one ", True),
+        ("one two ", True),
+        ("one two three", True),
+        ("one two three", False),
+    ]
 
 
 def test_r_rejects_and_the_store_keeps_it_rejected(facade, ui):

@@ -8,7 +8,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -183,42 +182,54 @@ def test_vectors_load_the_same_whether_read_through_or_looked_up(database, tmp_p
     assert [s for _, s in beside] == pytest.approx([s for _, s in alone], abs=1e-6)
 
 
-SLOW_INDEXER = """
-import sys, time
+GATED_INDEXER = """
+import sys
 from pathlib import Path
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.workspace import rag_index
 
 rag_index.FILES_PER_BATCH = 2
 
-class Slow(HashingEmbedder):
+class Gated(HashingEmbedder):
     def embed(self, texts):
-        time.sleep(float(sys.argv[3]))
+        # The test lets each embedding through with a line on stdin (EOF lets all through),
+        # so where the run is when the test looks never depends on the machine's speed.
+        print("embedding", flush=True)
+        sys.stdin.readline()
         return super().embed(texts)
 
-index = rag_index.WorkspaceRagIndex(Path(sys.argv[1]), Path(sys.argv[2]), Slow())
+index = rag_index.WorkspaceRagIndex(Path(sys.argv[1]), Path(sys.argv[2]), Gated())
 print("started", flush=True)
 index.index()
 print("finished", flush=True)
 """
 
 
-def start_slow_indexer(database, root, delay):
+def start_gated_indexer(database, root):
     return subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(SLOW_INDEXER), str(database), str(root), str(delay)],
+        [sys.executable, "-c", textwrap.dedent(GATED_INDEXER), str(database), str(root)],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
 
 
-def wait_for_files(database, workspace, at_least, process, limit=60.0):
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
+def next_line(process) -> str:
+    line = process.stdout.readline().strip()
+    assert line, "the indexer ended early"
+    return line
+
+
+def run_until_files(database, workspace, at_least, process) -> None:
+    """Let embeddings through one at a time until ``at_least`` files are committed; the
+    indexer is then blocked in its next embedding."""
+    assert next_line(process) == "started"
+    while True:
+        assert next_line(process) == "embedding"
         if database.exists() and len(indexed_paths(database, workspace)) >= at_least:
             return
-        assert process.poll() is None, "the indexer ended before it was killed"
-        time.sleep(0.05)
-    raise AssertionError("the indexer made no progress")
+        process.stdin.write("\n")
+        process.stdin.flush()
 
 
 def test_killed_run_leaves_a_consistent_index_and_the_next_run_completes(
@@ -228,8 +239,8 @@ def test_killed_run_leaves_a_consistent_index_and_the_next_run_completes(
     root.mkdir()
     for i in range(12):
         (root / f"doc{i:02}.txt").write_text(f"document {i} " + "word " * 200)
-    indexer = start_slow_indexer(database, root, 0.3)
-    wait_for_files(database, str(root), 2, indexer)
+    indexer = start_gated_indexer(database, root)
+    run_until_files(database, str(root), 2, indexer)
     indexer.send_signal(signal.SIGKILL)
     indexer.wait()
 
@@ -266,16 +277,15 @@ def test_a_second_run_waits_or_says_one_is_busy(database, tmp_path, embedder):
     root.mkdir()
     for i in range(6):
         (root / f"doc{i}.txt").write_text(f"text {i} " * 50)
-    indexer = start_slow_indexer(database, root, 0.4)
+    indexer = start_gated_indexer(database, root)
     try:
-        assert indexer.stdout.readline().strip() == "started"
+        assert next_line(indexer) == "started"
+        assert next_line(indexer) == "embedding"  # the first run holds the lock, blocked
         index = WorkspaceRagIndex(database, root, embedder)
-        deadline = time.monotonic() + 30
-        while not index.is_busy():
-            assert time.monotonic() < deadline, "the first run never took the lock"
-            time.sleep(0.02)
+        assert index.is_busy()
         with pytest.raises(IndexBusyError, match="another `kairox index` is running"):
             index.index(wait=False)
+        indexer.stdin.close()  # let the first run finish
         stats = index.index(wait=True)  # blocks until the first run is done
         assert indexer.wait(timeout=60) == 0
         assert stats.unchanged == 6 and stats.added == 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -13,6 +15,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from kairox.terminal import SafeConsole
+
 if TYPE_CHECKING:
     from kairox.config import KairoxConfig
     from kairox.facade import AppFacade
@@ -20,7 +24,8 @@ if TYPE_CHECKING:
 
 
 def _console(stderr: bool = False) -> Console:
-    made = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    # SafeConsole: what commands print comes from files, models and servers (see terminal.py).
+    made = SafeConsole(stderr=stderr, highlight=False, soft_wrap=True)
     if not made.is_terminal and "COLUMNS" not in os.environ:
         # Piped output is read by grep and scripts, not eyes: don't fold it at 80 columns.
         made.width = 160
@@ -92,6 +97,22 @@ class KairoxGroup(click.Group):
             console_err.print("[bold red]error:[/] ", end="")
             console_err.print(str(exc), markup=False)
             ctx.exit(1)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
+def print_json(data: Any, **options: Any) -> None:
+    """Print ``data`` as strict JSON: ASCII only, so no control or bidi character reaches the
+    terminal unescaped, and a non-finite float (which JSON cannot spell) as ``null``."""
+    click.echo(json.dumps(_finite(data), indent=2, allow_nan=False, **options))
 
 
 def warn_plugin_failures(app: AppContext) -> None:

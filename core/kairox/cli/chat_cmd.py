@@ -13,6 +13,7 @@ from rich.text import Text
 
 from kairox.cli.app import AppContext, console, console_err
 from kairox.cli.context_cmd import print_accounting
+from kairox.terminal import printable
 
 if TYPE_CHECKING:
     from kairox.facade import AppFacade
@@ -42,7 +43,7 @@ async def _review(session: Any, pending: list[Any]) -> None:
         )
         console.print(
             Text(f"remember this? [{record.scope}] {record.key}: ", style="bold")
-            + Text(record.body)
+            + Text(printable(record.body))
             + Text(warning, style="yellow")
         )
         while True:
@@ -111,7 +112,7 @@ async def chat_loop(session: Any) -> None:
         sys.stdout.write("kairox> ")
         try:
             last = await session.turn(
-                line, on_text=lambda text: (sys.stdout.write(text), sys.stdout.flush())
+                line, on_text=lambda text: (sys.stdout.write(printable(text)), sys.stdout.flush())
             )
         except Exception as exc:
             sys.stdout.write("\n")

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 from rich.table import Table
 from rich.text import Text
 
-from kairox.cli.app import AppContext, console, console_err, fold_long_values, warn_plugin_failures
+from kairox.cli.app import (
+    AppContext,
+    console,
+    console_err,
+    fold_long_values,
+    print_json,
+    warn_plugin_failures,
+)
 
 
 @click.group()
@@ -84,7 +90,7 @@ def check(app: AppContext, as_json: bool) -> None:
     """
     report = check_report(app)
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        print_json(report)
     else:
         warn_plugin_failures(app)
         files = ", ".join(report["files"]) or "none (built-in defaults)"

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import click
 from rich.table import Table
 from rich.text import Text
 
-from kairox.cli.app import AppContext, console, fold_long_values
+from kairox.cli.app import AppContext, console, fold_long_values, print_json
+from kairox.terminal import printable
 
 
 def assembly_json(assembly: Any) -> dict[str, Any]:
@@ -58,9 +58,9 @@ def context(
 
     assembly = asyncio.run(build())
     if as_json:
-        click.echo(json.dumps(assembly_json(assembly), indent=2, ensure_ascii=False))
+        print_json(assembly_json(assembly))
         return
     for message in assembly.messages:
         console.print(Text(f"── {message.role} ──", style="bold"))
-        console.print(Text(message.content))
+        console.print(Text(printable(message.content)))
     print_accounting(assembly)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kairox.cli.app import AppContext, console, console_err
+from kairox.cli.app import AppContext, console, console_err, print_json
 
 
 @click.command()
@@ -44,7 +43,7 @@ def index(app: AppContext, path: Path | None, no_wait: bool, as_json: bool) -> N
             console_err.print("another `kairox index` is running here; waiting for it...")
         stats = facade.index_workspace(wait=not no_wait, progress=advance)
     if as_json:
-        click.echo(json.dumps({"workspace": str(root), **stats.as_json()}, indent=2))
+        print_json({"workspace": str(root), **stats.as_json()})
         return
     console.print(
         f"indexed {root}: {stats.added} added, {stats.updated} updated, "

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 from rich.progress import Progress
 
-from kairox.cli.app import AppContext, console, console_err
+from kairox.cli.app import AppContext, console, console_err, print_json
 
 
 @click.group()
@@ -37,7 +36,7 @@ def ingest(
             kb_id, list(inputs), prune=prune, progress=lambda n: progress.advance(task, n)
         )
     if as_json:
-        click.echo(json.dumps({"knowledge_base": kb_id, **stats.as_json()}, indent=2))
+        print_json({"knowledge_base": kb_id, **stats.as_json()})
         return
     console.print(
         f"{kb_id}: {stats.added} added, {stats.updated} updated, {stats.unchanged} unchanged"
@@ -67,7 +66,7 @@ def sync(app: AppContext, kb_id: str, full: bool, as_json: bool) -> None:
             progress=lambda done, total: progress.update(task, completed=done, total=total),
         )
     if as_json:
-        click.echo(json.dumps({"knowledge_base": kb_id, **stats.as_json()}, indent=2))
+        print_json({"knowledge_base": kb_id, **stats.as_json()})
         return
     console.print(
         f"{kb_id}: {stats.upserted} chunks pushed, {stats.deleted} deleted, "

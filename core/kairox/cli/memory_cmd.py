@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 from rich.table import Table
 from rich.text import Text
 
-from kairox.cli.app import AppContext, console, fold_long_values
+from kairox.cli.app import AppContext, console, fold_long_values, print_json
 from kairox.memory.store import MemoryRecord
+from kairox.terminal import printable
 
 SCOPES = click.Choice(["user", "workspace", "session"])
 
@@ -22,8 +22,30 @@ def record_json(record: MemoryRecord) -> dict[str, Any]:
 def _show(record: MemoryRecord, verb: str) -> None:
     console.print(
         Text(f"{verb} {record.scope} memory {record.key or record.id} (#{record.id}): ")
-        + Text(record.body)
+        + Text(printable(record.body))
     )
+
+
+def print_records(records: list[MemoryRecord], *, pending: bool = False) -> None:
+    """The records as a table, flagging proposals made after tool output."""
+    if not records:
+        console.print("no pending proposals" if pending else "no memories yet", markup=False)
+        return
+    table = Table("id", "scope", "key", "body", "status", "updated")
+    fold_long_values(table)
+    for r in records:
+        status = Text(r.status)
+        if r.injection_warning:
+            status.append(f" ⚠ proposed after {', '.join(r.tainted_by)}", style="yellow")
+        key, body = Text(printable(r.key or "-")), Text(printable(r.body))
+        table.add_row(str(r.id), r.scope, key, body, status, r.updated_at)
+    console.print(table)
+
+
+def print_record(record: MemoryRecord) -> None:
+    """Every field of one record, one line each."""
+    for name, value in record_json(record).items():
+        console.print(Text(f"{name}: ", style="bold") + Text(printable(str(value))))
 
 
 @click.group()
@@ -40,19 +62,9 @@ def list_(app: AppContext, scope: str | None, pending: bool, as_json: bool) -> N
     """List the memories this workspace sees (user + workspace), or pending proposals."""
     records = app.facade().memories(scope=scope, pending=pending)
     if as_json:
-        click.echo(json.dumps([record_json(r) for r in records], indent=2))
+        print_json([record_json(r) for r in records])
         return
-    if not records:
-        console.print("no pending proposals" if pending else "no memories yet", markup=False)
-        return
-    table = Table("id", "scope", "key", "body", "status", "updated")
-    fold_long_values(table)
-    for r in records:
-        status = Text(r.status)
-        if r.injection_warning:
-            status.append(f" ⚠ proposed after {', '.join(r.tainted_by)}", style="yellow")
-        table.add_row(str(r.id), r.scope, Text(r.key or "-"), Text(r.body), status, r.updated_at)
-    console.print(table)
+    print_records(records, pending=pending)
 
 
 @memory.command()
@@ -66,12 +78,10 @@ def show(app: AppContext, memory_id: int, as_json: bool) -> None:
     record = app.facade().memory.get(memory_id)
     if record is None:
         raise MemoryNotFound(f"no memory #{memory_id}; `kairox memory list` shows the ids")
-    data = record_json(record)
     if as_json:
-        click.echo(json.dumps(data, indent=2))
+        print_json(record_json(record))
         return
-    for name, value in data.items():
-        console.print(Text(f"{name}: ", style="bold") + Text(str(value)))
+    print_record(record)
 
 
 @memory.command()
@@ -138,7 +148,9 @@ def forget(app: AppContext, key: str, scope: str | None, yes: bool) -> None:
     facade = app.facade()
     record = facade.memory.find(key, workspace_id=facade.workspace_id, scope=scope)
     if not yes:
-        click.confirm(f"forget {record.scope} memory {record.key!r}: {record.body!r}?", abort=True)
+        click.confirm(
+            printable(f"forget {record.scope} memory {record.key!r}: {record.body!r}?"), abort=True
+        )
     forgotten = facade.memory.forget(
         key, workspace_id=facade.workspace_id, scope=scope, actor="cli"
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from kairox.cli.app import AppContext, console, console_err, fold_long_values
+from kairox.cli.app import AppContext, console, console_err, fold_long_values, print_json
 
 # First-party plugins live in this repository; from a source checkout `kairox install`
 # installs them from their folder (they are not on the package index).
@@ -33,7 +32,7 @@ def plugins(app: AppContext, show_all: bool, as_json: bool) -> None:
     """List installed plugins: name, version, hooks and status."""
     infos = app.plugin_manager().plugin_infos(include_builtins=show_all)
     if as_json:
-        click.echo(json.dumps([info.as_json() for info in infos], indent=2))
+        print_json([info.as_json() for info in infos])
         return
     if not infos:
         console.print("No plugins installed. Use --all to include the built-ins.")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -10,9 +9,10 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from kairox.cli.app import AppContext, console, fold_long_values
+from kairox.cli.app import AppContext, console, fold_long_values, print_json
 from kairox.retrieval import FusedHit, RetrievalResult
 from kairox.retrieval.fusion import DEFAULT_FUSION, FUSION_METHODS
+from kairox.terminal import printable
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -65,6 +65,34 @@ def _provenance(hit: FusedHit) -> str:
     return ", ".join(f"{p.source}#{p.rank}" for p in hit.sources)
 
 
+def print_result(result: RetrievalResult, query: str) -> None:
+    """The hits as a table (snippets around the query's words), then one line per source."""
+    if result.hits:
+        table = Table("#", "score", "sources", "where", "snippet")
+        fold_long_values(table)
+        for rank, hit in enumerate(result.hits, start=1):
+            # Text(), not str: file contents may hold [brackets] that rich reads as markup.
+            table.add_row(
+                str(rank),
+                f"{hit.score:.4f}",
+                Text(printable(_provenance(hit))),
+                Text(printable(hit.uri or hit.id)),
+                Text(printable(snippet(hit.text, query))),
+            )
+        console.print(table)
+    else:
+        console.print("no hits", markup=False)
+    for report in result.reports:
+        line = (
+            f"{report.source}: {report.status} · {report.hit_count} hits · "
+            f"{report.latency_ms:.0f} ms"
+        )
+        if report.error:
+            line += f" · {report.error}"
+        style = "green" if str(report.status) == "ok" else "yellow"
+        console.print(Text(printable(line), style="" if report.error else style))
+
+
 @click.command()
 @click.argument("query")
 @click.option("-p", "--profile", default=None, help="Profile name or alias (default: default).")
@@ -95,29 +123,6 @@ def search(
     name = facade.resolve_profile(profile)
     result = facade.search_sync(query, profile=name, k=k, fusion=fusion, only=set(only) or None)
     if as_json:
-        click.echo(json.dumps(result_as_json(result, query, name), indent=2, default=str))
+        print_json(result_as_json(result, query, name), default=str)
         return
-    if result.hits:
-        table = Table("#", "score", "sources", "where", "snippet")
-        fold_long_values(table)
-        for rank, hit in enumerate(result.hits, start=1):
-            # Text(), not str: file contents may hold [brackets] that rich reads as markup.
-            table.add_row(
-                str(rank),
-                f"{hit.score:.4f}",
-                Text(_provenance(hit)),
-                Text(hit.uri or hit.id),
-                Text(snippet(hit.text, query)),
-            )
-        console.print(table)
-    else:
-        console.print("no hits", markup=False)
-    for report in result.reports:
-        line = (
-            f"{report.source}: {report.status} · {report.hit_count} hits · "
-            f"{report.latency_ms:.0f} ms"
-        )
-        if report.error:
-            line += f" · {report.error}"
-        style = "green" if str(report.status) == "ok" else "yellow"
-        console.print(f"[{style}]{line}[/]" if not report.error else line, markup=not report.error)
+    print_result(result, query)

@@ -2,9 +2,10 @@
 
 Every widget keeps the plain text it shows in ``.text`` (or ``.lines`` for the trace):
 the tests read that instead of scraping the screen, and it is the text the widget renders,
-so it cannot drift from what the user sees. Text always goes in as :class:`rich.text.Text`,
-never as a markup string: a model reply or a memory body holding ``[b]`` or ``[/]`` must be
-shown as typed, not interpreted (or fail to parse).
+so it cannot drift from what the user sees (except that terminal controls and bidi
+overrides are shown escaped, by :func:`kairox.terminal.printable`). Text always goes in as
+:class:`rich.text.Text`, never as a markup string: a model reply or a memory body holding
+``[b]`` or ``[/]`` must be shown as typed, not interpreted (or fail to parse).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, RichLog, Static
 
+from kairox.terminal import printable
 from kairox.tui.formatting import Line, injection_warning, provenance_line, scope_reach
 
 if TYPE_CHECKING:
@@ -51,7 +53,8 @@ class UserMessage(Static):
     def __init__(self, text: str, *, earlier: bool = False) -> None:
         self.text = text
         super().__init__(
-            Text("you  ", style="bold") + Text(text), classes="earlier" if earlier else ""
+            Text("you  ", style="bold") + Text(printable(text)),
+            classes="earlier" if earlier else "",
         )
 
 
@@ -79,7 +82,7 @@ class AssistantMessage(Static):
         label = Text("kairox  ", style="bold")
         if not self.text and self.has_class("streaming"):
             return label + Text("…", style="dim")
-        return label + Text(self.text)
+        return label + Text(printable(self.text))
 
     def append(self, chunk: str) -> None:
         """Add streamed visible text (markers were already stripped by the session)."""
@@ -106,7 +109,7 @@ class Note(Static):
 
     def __init__(self, text: str, *, style: str = "italic") -> None:
         self.text = text
-        super().__init__(Text(text, style=style))
+        super().__init__(Text(printable(text), style=style))
 
 
 class ErrorLine(Static):
@@ -122,7 +125,7 @@ class ErrorLine(Static):
 
     def __init__(self, text: str) -> None:
         self.text = f"error: {text}"
-        super().__init__(Text(self.text))
+        super().__init__(Text(printable(self.text)))
 
 
 class MemoryCard(Vertical, can_focus=True):
@@ -262,7 +265,7 @@ class MemoryCard(Vertical, can_focus=True):
 
     def _set_part(self, selector: str, text: str) -> None:
         part = self.query_one(selector, Static)
-        part.update(Text(text))
+        part.update(Text(printable(text)))
         part.display = bool(text)
 
     @property
@@ -338,7 +341,7 @@ class TracePanel(RichLog):
         """Append ``(text, style)`` lines."""
         for text, style in lines:
             self.lines_text.append(text)
-            self.write(Text(text, style=style))
+            self.write(Text(printable(text), style=style))
 
     def say(self, text: str, style: str = "") -> None:
         """Append one line."""
