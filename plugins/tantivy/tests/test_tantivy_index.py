@@ -3,6 +3,7 @@ objects and processes, the writer lock, errors, configuration, stemming and filt
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -15,9 +16,11 @@ from kairox_tantivy import TantivyIndex, TantivyIndexError, TantivyLockedError
 from pydantic import ValidationError
 
 from kairox.config import ConfigError, load_config
+from kairox.errors import KairoxError
 from kairox.plugins import KairoxPluginManager
 from kairox.retrieval import Document, IngestableSource, Query, QueryError
 from kairox.testing import CORPUS, registered_plugin, run
+from kairox.testing.unprivileged import require_permissions, run_unprivileged
 
 
 def ids(hits) -> list[str]:
@@ -493,3 +496,64 @@ def test_a_kairox_toml_table_builds_the_source(tmp_path, monkeypatch, corpus_doc
         )
         with pytest.raises(ConfigError, match="index_dir"):
             load_config(cwd=workspace, registry=pm.registry)
+
+
+# -- failures a user meets on the command line ---------------------------------------------
+
+KB_INGEST = "import sys; from kairox.cli import main; main(sys.argv[1:])"
+
+
+@pytest.fixture
+def tantivy_workspace(tmp_path):
+    """A workspace whose ``papers`` knowledge base is a tantivy index at ``index``."""
+    workspace = tmp_path / "ws"
+    (workspace / "docs").mkdir(parents=True)
+    (workspace / "docs" / "a.md").write_text("Saturn has rings.\n")
+    (workspace / "kairox.toml").write_text(
+        '[knowledge_bases.papers]\nkind = "tantivy"\nindex_dir = "index"\n'
+    )
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+        "KAIROX_HOME": str(tmp_path / "state"),
+    }
+    return workspace, env
+
+
+def test_index_errors_are_kairox_errors_the_cli_formats():
+    assert issubclass(TantivyIndexError, KairoxError)
+    assert issubclass(TantivyLockedError, KairoxError)
+
+
+def test_an_index_dir_that_is_a_file_is_a_message_not_a_traceback(tantivy_workspace):
+    workspace, env = tantivy_workspace
+    (workspace / "index").write_text("not a folder")
+    done = run_unprivileged(KB_INGEST, "kb", "ingest", "papers", "docs", cwd=workspace, env=env)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "cannot create the index folder" in done.stderr and "index" in done.stderr
+
+
+def test_an_unreadable_index_folder_is_a_message_not_a_traceback(tantivy_workspace, tmp_path):
+    require_permissions(tmp_path)
+    workspace, env = tantivy_workspace
+    TantivyIndex(workspace / "index", create=True).upsert([Document("a", "aardvark")])
+    (workspace / "index").chmod(0)
+    try:
+        done = run_unprivileged(KB_INGEST, "kb", "ingest", "papers", "docs", cwd=workspace, env=env)
+    finally:
+        (workspace / "index").chmod(0o755)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "cannot read the index folder" in done.stderr
+
+
+def test_a_temporary_file_left_by_a_killed_writer_is_cleared(filled):
+    leftover = filled.path / ".tmpAbC123"
+    leftover.write_text('{"half": "written')
+    reopened = TantivyIndex(filled.path)
+    assert leftover.exists()  # opening to read never touches the folder
+    reopened.upsert([Document("z", "zebra")])
+    assert not leftover.exists()
+    assert search_ids(reopened, "zebra") == ["z"]

@@ -33,6 +33,7 @@ from kairox_tantivy.index import (
     TantivyIndexError,
     TantivyLockedError,
     filter_term,
+    has_index,
     load_tantivy,
 )
 
@@ -93,7 +94,7 @@ class TantivySource:
         return f"TantivySource({self.name!r}, {str(self.path)!r})"
 
     def _exists(self) -> bool:
-        return (self.path / "meta.json").is_file()
+        return has_index(self.path)
 
     def _open(self, *, create: bool = False) -> TantivyIndex:
         with self._open_lock:

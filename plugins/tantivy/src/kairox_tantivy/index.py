@@ -72,6 +72,22 @@ class TantivyLockedError(TantivyIndexError):
 TANTIVY = LazyImport("tantivy", needed_by="the tantivy knowledge-base kind", install=INSTALL_HINT)
 
 
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, but an unreadable folder is a clear error, not a traceback."""
+    try:
+        return path.is_file()
+    except OSError as exc:
+        raise TantivyIndexError(
+            f"cannot read the index folder {path.parent}: {exc.strerror or exc}. Check its "
+            "permissions, or correct `index_dir`."
+        ) from exc
+
+
+def has_index(folder: Path) -> bool:
+    """Whether ``folder`` holds a tantivy index (a ``meta.json``)."""
+    return _is_file(folder / "meta.json")
+
+
 def load_tantivy() -> ModuleType:
     """Import tantivy-py, or raise an ImportError that says what to install."""
     return TANTIVY.load()
@@ -190,7 +206,7 @@ class TantivyIndex:
         self._write_lock = threading.Lock()
         self._loaded: tuple[tuple[int, ...] | None, float] = (None, 0.0)
         meta = self.path / "meta.json"
-        if not meta.is_file():
+        if not _is_file(meta):
             if not create:
                 raise TantivyIndexError(f"no tantivy index at {self.path} (no meta.json)")
             try:
@@ -200,7 +216,7 @@ class TantivyIndex:
                     f"cannot create the index folder {self.path}: {exc}"
                 ) from exc
         try:
-            if meta.is_file():
+            if _is_file(meta):
                 is_compatible = getattr(tantivy.Index, "is_compatible", None)
                 if is_compatible is not None and not is_compatible(str(self.path)):
                     raise TantivyIndexError(
@@ -219,8 +235,12 @@ class TantivyIndex:
             # changed) instead of relying on a file watcher thread: deterministic.
             index.config_reader(reload_policy="Manual")
         except (ValueError, OSError) as exc:
-            raise TantivyIndexError(f"{self.path} is not a readable tantivy index: {exc}") from exc
+            raise TantivyIndexError(
+                f"{self.path} is not a readable tantivy index: {exc}. Check that the folder "
+                "and its files can be read and written, or correct `index_dir`."
+            ) from exc
         self._index = index
+        self._temporaries_cleared = False
 
     def __repr__(self) -> str:
         return f"TantivyIndex({str(self.path)!r})"
@@ -240,6 +260,8 @@ class TantivyIndex:
                         "(tantivy writer lock held); wait for it to finish or stop it"
                     ) from exc
                 raise TantivyIndexError(f"cannot write to the index at {self.path}: {exc}") from exc
+            if not self._temporaries_cleared:
+                self._clear_temporaries()
             committed = False
             try:
                 yield writer
@@ -259,6 +281,19 @@ class TantivyIndex:
                         ) from exc
                 del writer
             self._reload()
+
+    def _clear_temporaries(self) -> None:
+        """Delete the ``.tmpXXXX`` files a writer killed mid-write left behind.
+
+        Tantivy writes meta.json and managed.json through a temporary file in the index
+        folder and renames it; only a writer does that, so while we hold the writer lock
+        no temporary file there belongs to a live process.
+        """
+        for leftover in self.path.glob(".tmp*"):
+            with contextlib.suppress(OSError):
+                if leftover.is_file():
+                    leftover.unlink()
+        self._temporaries_cleared = True
 
     def _document(self, doc: Document) -> Any:
         out = self._tantivy.Document()
