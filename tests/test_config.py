@@ -402,6 +402,46 @@ def test_other_secret_names_are_rejected(env: Path, registry: Registry, key: str
     assert [p.key for p in err.problems] == [key]
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://user:sk-live-123@api.example.com/v1",
+        "http://sk-live-123@127.0.0.1:8080",
+        "  https://:sk-live-123@host",
+    ],
+)
+def test_credentials_in_a_url_are_rejected(env: Path, registry: Registry, url: str) -> None:
+    err, _ = problems_of(
+        env,
+        f"""
+        [profiles.default]
+        base_url = "{url}"
+
+        [knowledge_bases.vec]
+        kind = "vectors"
+        index = "docs"
+        api_key_env = "VEC_KEY"
+        host = "{url}"
+        """,
+        registry,
+    )
+    assert [(p.table, p.key) for p in err.problems] == [
+        ("profiles.default", "base_url"),
+        ("knowledge_bases.vec", "host"),
+    ]
+    assert all("holds credentials" in p.problem for p in err.problems)
+    assert "sk-live-123" not in str(err)
+
+
+def test_a_url_with_an_at_sign_after_the_host_is_fine(env: Path, registry: Registry) -> None:
+    config = load_ws(
+        env, '[profiles.default]\nbase_url = "https://api.example.com/v1/@me?x=a@b"\n', registry
+    )
+    assert (
+        config.profiles["default"].plugin_keys["base_url"] == "https://api.example.com/v1/@me?x=a@b"
+    )
+
+
 def test_api_key_env_is_accepted(env: Path, registry: Registry) -> None:
     config = load_ws(
         env,
@@ -709,6 +749,21 @@ def test_workspace_sentence_weight_default_and_range(env: Path, registry: Regist
     [problem] = err.problems
     assert problem.key == "sentence_weight"
     assert "sentence_weight = 0.5" in problem.fix
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "+inf"])
+@pytest.mark.parametrize(
+    "table",
+    [
+        '[knowledge_bases.kb]\nkind = "sqlite-fts"\npath = "kb.db"\nweight',
+        "[workspace]\nsentence_weight",
+    ],
+)
+def test_floats_must_be_finite(env: Path, registry: Registry, table: str, value: str) -> None:
+    err, _ = problems_of(env, f"{table} = {value}\n", registry)
+    [problem] = err.problems
+    assert problem.key in ("weight", "sentence_weight")
+    assert "finite" in problem.problem + problem.fix
 
 
 def test_workspace_vector_pack_is_on_by_default_and_a_boolean(

@@ -102,6 +102,8 @@ SECRET_KEY_SUFFIXES: tuple[str, ...] = (
 
 _ID_RE = re.compile(r"[A-Za-z0-9_.-]+")
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: ``scheme://user:password@host``: credentials before the host of a URL.
+_URL_CREDENTIALS_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s]*@")
 
 
 # ---------------------------------------------------------------------------
@@ -170,7 +172,7 @@ class ProfileConfig(BaseModel):
     are kept, as written, in :attr:`plugin_keys`.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     model: StrictStr = "gpt-4o"
     encoding: Literal["o200k_base", "cl100k_base"] = "o200k_base"
@@ -209,9 +211,10 @@ class PluginSettings(BaseModel):
     Subclass it with the plugin's own keys (defaults included) and register it as the
     spec's ``config_model``; ``kairox config check`` then reports a wrong key or value in
     ``[profiles.<name>]`` with the file, table, key and fix, like any built-in key.
+    Float keys must be finite (``inf`` and ``nan`` are refused).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class KnowledgeBaseConfig(BaseModel):
@@ -219,9 +222,10 @@ class KnowledgeBaseConfig(BaseModel):
 
     Plugins subclass this to add their kind-specific keys; the subclass is the
     ``config_model`` of the :class:`~kairox.registry.KnowledgeBaseKind` they register.
+    Every float key of a subclass must be finite too (``inf`` and ``nan`` are refused).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     kind: StrictStr
     enabled: StrictBool = True
@@ -233,7 +237,7 @@ class KnowledgeBaseConfig(BaseModel):
 class WorkspaceConfig(BaseModel):
     """Workspace-wide settings: ``[workspace]``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     embedding_backend: StrictStr = "hashing"
     disabled_retrievers: list[StrictStr] = Field(default_factory=list)
@@ -606,6 +610,17 @@ class _Loader:
                     "secrets are not stored in config files",
                     "set the secret in an environment variable and reference it: "
                     f'{key}_env = "NAME"',
+                )
+            elif isinstance(value, str) and _URL_CREDENTIALS_RE.match(value.strip()):
+                flagged.add(dotted)
+                self.add(
+                    origin,
+                    table,
+                    dotted,
+                    "the URL holds credentials (user:password@ before the host); secrets "
+                    "are not stored in config files",
+                    "remove them from the URL and give the secret through an environment "
+                    'variable named by the table\'s *_env key, e.g. api_key_env = "NAME"',
                 )
         return flagged
 
@@ -1137,6 +1152,8 @@ def _generic_fix(etype: str, ctx: Mapping[str, Any]) -> str | None:
         return "use a whole number (no quotes, no decimal point)"
     if etype.startswith("float_"):
         return "use a number (no quotes)"
+    if etype == "finite_number":
+        return "use a finite number (not inf or nan)"
     if etype.startswith("bool_"):
         return "use true or false (no quotes)"
     if etype.startswith("string_"):

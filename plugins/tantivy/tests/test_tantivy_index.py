@@ -454,6 +454,9 @@ def test_config_rejects_bad_boosts(make_source, tmp_path):
         make_source(tmp_path, title_boost=0, body_boost=0)
     with pytest.raises(ValidationError):
         make_source(tmp_path, title_boost=-1)
+    for value in (float("inf"), float("nan")):
+        with pytest.raises(ValidationError, match="finite"):
+            make_source(tmp_path, title_boost=value)
 
 
 def test_a_kairox_toml_table_builds_the_source(tmp_path, monkeypatch, corpus_docs):
