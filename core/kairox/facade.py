@@ -404,6 +404,7 @@ class AppFacade:
             root=self.workspace_root,
             prune=prune,
             progress=progress,
+            max_bytes=self.config.workspace.max_file_bytes,
         )
 
     def sync(

@@ -128,3 +128,18 @@ def test_search_output_shows_brackets_literally(invoke, workspace):
     result = invoke("search", "bracketed section header")
     assert result.exit_code == 0
     assert "[profiles.default]" in result.output
+
+
+def test_the_cap_comes_from_workspace_max_file_bytes(invoke, workspace):
+    (workspace / "kairox.toml").write_text(
+        '[workspace]\nmax_file_bytes = 100\n\n[knowledge_bases.kb]\nkind = "sqlite-fts"\n'
+        'path = "kb.db"\n'
+    )
+    (workspace / "big.txt").write_text("z" * 200)
+    (workspace / "small.txt").write_text("small")
+    result = invoke("kb", "ingest", "kb", "big.txt", "small.txt")
+    assert result.exit_code == 0, result.output
+    assert "skipped big.txt: too large (200 bytes, the cap is 100)" in result.output
+    assert "1 added" in result.output and "1 skipped (1 too large)" in result.output
+    as_json = json.loads(invoke("kb", "ingest", "kb", "big.txt", "--json").output)
+    assert as_json["skipped_reasons"] == {"too large": 1}

@@ -324,3 +324,34 @@ def test_package_reexports_lazily() -> None:
         assert getattr(workspace, name) is getattr(module, name)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         _ = workspace.nope
+
+
+# -- read_file_text: never blocks, never reads past the cap ----------------------------
+
+
+def test_read_file_text_refuses_what_is_not_a_small_regular_text_file(tmp_path):
+    from kairox.workspace.files import Skipped, read_file_text
+
+    (tmp_path / "ok.txt").write_text("\ufeffhello")
+    (tmp_path / "big.txt").write_text("x" * 100)
+    (tmp_path / "blob").write_bytes(b"\x00\x01")
+    os.mkfifo(tmp_path / "pipe")
+    assert read_file_text(tmp_path / "ok.txt") == "hello"
+    assert read_file_text(tmp_path / "big.txt", max_bytes=99) == Skipped(
+        "too large", "100 bytes, the cap is 99"
+    )
+    assert read_file_text(tmp_path / "blob") == Skipped("binary")
+    assert read_file_text(tmp_path / "pipe") == Skipped("not a regular file")
+    assert read_file_text(Path("/dev/zero")) == Skipped("not a regular file")
+    assert read_file_text(tmp_path / "gone.txt").reason == "vanished"
+
+
+def test_the_walk_reports_files_over_the_cap(tmp_path):
+    (tmp_path / "small.txt").write_text("s")
+    (tmp_path / "large.txt").write_text("l" * 50)
+    (tmp_path / ".gitignore").write_text("ignored.txt\n")
+    (tmp_path / "ignored.txt").write_text("i" * 50)
+    heard: list[tuple[str, str]] = []
+    walked = iter_workspace_files(tmp_path, max_bytes=20, on_skip=lambda *a: heard.append(a))
+    assert [f.relpath for f in walked] == [".gitignore", "small.txt"]
+    assert heard == [("large.txt", "too large")]  # ignored files are not "skipped"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -15,6 +16,7 @@ import pytest
 from kairox.events import SqliteEventStore
 from kairox.retrieval import Query
 from kairox.testing import CountingEmbedder, run
+from kairox.testing.unprivileged import require_permissions, run_unprivileged
 from kairox.workspace.chunking import chunk_text
 from kairox.workspace.rag_index import (
     IndexBusyError,
@@ -115,6 +117,71 @@ def test_file_that_becomes_binary_leaves_the_index(index, project, database):
     stats = index.index()
     assert stats.removed == 1 and stats.skipped == 2
     assert "notes/garden.txt" not in indexed_paths(database, str(project))
+
+
+def test_each_skipped_file_is_counted_under_its_reason(database, project, embedder):
+    (project / "huge.txt").write_text("w" * 5000)
+    index = WorkspaceRagIndex(database, project, embedder, max_file_bytes=4096)
+    stats = index.index()
+    assert stats.skipped_reasons == {"binary": 1, "too large": 1}
+    assert stats.skipped == 2 and sorted(stats.skipped_files) == ["huge.txt", "logo.png"]
+    assert stats.as_json()["skipped_reasons"] == {"binary": 1, "too large": 1}
+
+
+def test_a_path_too_long_to_open_is_counted(database, project, embedder):
+    # A folder whose own path fits in PATH_MAX (4096) but whose file's path does not.
+    folder = os.open(project, os.O_RDONLY)
+    try:
+        for _ in range((4090 - len(str(project))) // 201):
+            os.mkdir("d" * 200, dir_fd=folder)
+            inner = os.open("d" * 200, os.O_RDONLY, dir_fd=folder)
+            os.close(folder)
+            folder = inner
+        os.close(os.open("f" * 200 + ".txt", os.O_CREAT | os.O_WRONLY, dir_fd=folder))
+    finally:
+        os.close(folder)
+    stats = WorkspaceRagIndex(database, project, embedder).index()
+    assert stats.skipped_reasons == {"binary": 1, "path too long": 1}
+    assert stats.added == 5
+
+
+def test_a_file_gone_between_the_walk_and_the_read_is_skipped(database, project, embedder):
+    index = WorkspaceRagIndex(database, project, embedder)
+
+    def delete_the_next_file(relpath: str, done: int, total: int) -> None:
+        if relpath == "README.md":
+            (project / "notes" / "garden.txt").unlink()
+
+    stats = index.index(progress=delete_the_next_file)
+    assert stats.skipped_reasons == {"binary": 1, "vanished": 1}
+    assert "notes/garden.txt" not in indexed_paths(database, str(project))
+    assert stats.added == 4
+
+
+UNREADABLE_INDEX = """
+import json, sys
+from pathlib import Path
+from kairox.default_plugins.hashing_embedder import HashingEmbedder
+from kairox.workspace.rag_index import WorkspaceRagIndex
+
+index = WorkspaceRagIndex(Path(sys.argv[1]), Path(sys.argv[2]), HashingEmbedder())
+print(json.dumps(index.index().as_json()))
+"""
+
+
+def test_an_unreadable_file_is_skipped_and_the_rest_indexed(database, project, tmp_path):
+    require_permissions(tmp_path)
+    secret = project / "notes" / "garden.txt"
+    secret.chmod(0)
+    done = run_unprivileged(UNREADABLE_INDEX, str(database), str(project))
+    assert done.returncode == 0, done.stderr
+    stats = json.loads(done.stdout)
+    assert stats["skipped_reasons"] == {"binary": 1, "unreadable": 1}
+    assert stats["added"] == 4
+    # Readable again: the next run picks it up.
+    secret.chmod(0o644)
+    again = json.loads(run_unprivileged(UNREADABLE_INDEX, str(database), str(project)).stdout)
+    assert again["added"] == 1 and again["skipped_reasons"] == {"binary": 1}
 
 
 def test_vector_and_word_search_with_filters(index, embedder):

@@ -115,6 +115,14 @@ def print_json(data: Any, **options: Any) -> None:
     click.echo(json.dumps(_finite(data), indent=2, allow_nan=False, **options))
 
 
+def skipped_summary(reasons: dict[str, int]) -> str:
+    """``", 3 skipped (2 binary, 1 too large)"``, or ``""`` when nothing was skipped."""
+    if not reasons:
+        return ""
+    parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+    return f", {sum(reasons.values())} skipped ({parts})"
+
+
 def warn_plugin_failures(app: AppContext) -> None:
     """One stderr line per failed plugin, so a broken install is never silent."""
     for info in app.plugin_manager().failures():

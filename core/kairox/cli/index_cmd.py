@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kairox.cli.app import AppContext, console, console_err, print_json
+from kairox.cli.app import AppContext, console, console_err, print_json, skipped_summary
 
 
 @click.command()
@@ -48,7 +48,7 @@ def index(app: AppContext, path: Path | None, no_wait: bool, as_json: bool) -> N
     console.print(
         f"indexed {root}: {stats.added} added, {stats.updated} updated, "
         f"{stats.removed} removed, {stats.unchanged} unchanged"
-        + (f", {stats.skipped} skipped (binary)" if stats.skipped else "")
+        + skipped_summary(stats.skipped_reasons)
         + f"; {stats.chunks_embedded} chunks"
         + (f" and {stats.sentences_embedded} sentences" if stats.sentences_embedded else "")
         + f" embedded, {stats.chunks_total} chunks in the index"

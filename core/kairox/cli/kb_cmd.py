@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from rich.progress import Progress
 
-from kairox.cli.app import AppContext, console, console_err, print_json
+from kairox.cli.app import AppContext, console, console_err, print_json, skipped_summary
 
 
 @click.group()
@@ -27,7 +27,8 @@ def ingest(
     """Fill knowledge base KB_ID from files, folders or JSONL records, incrementally.
 
     JSONL lines hold "id" and "text", optionally "title", "uri" and "metadata".
-    Unchanged documents are not rewritten.
+    Unchanged documents are not rewritten. Only regular files are read, text files up to
+    [workspace] max_file_bytes (default 2 MB); each skipped input gets a line on stderr.
     """
     facade = app.facade()
     with Progress(console=console_err, transient=True, disable=as_json) as progress:
@@ -38,10 +39,12 @@ def ingest(
     if as_json:
         print_json({"knowledge_base": kb_id, **stats.as_json()})
         return
+    for path, why in stats.skipped:
+        console_err.print(f"skipped {path}: {why}", markup=False)
     console.print(
         f"{kb_id}: {stats.added} added, {stats.updated} updated, {stats.unchanged} unchanged"
         + (f", {stats.deleted} deleted" if prune else "")
-        + (f", {len(stats.skipped_files)} binary files skipped" if stats.skipped_files else ""),
+        + skipped_summary(stats.skipped_reasons),
         markup=False,
     )
 

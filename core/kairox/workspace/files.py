@@ -16,9 +16,10 @@ construction (like git, ripgrep and fd by default).
 from __future__ import annotations
 
 import codecs
+import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,10 +27,13 @@ from pathspec import GitIgnoreSpec
 
 __all__ = [
     "ALWAYS_SKIPPED",
+    "DEFAULT_MAX_BYTES",
     "SNIFF_BYTES",
+    "Skipped",
     "WorkspaceFile",
     "is_binary",
     "iter_workspace_files",
+    "read_file_text",
     "read_text",
 ]
 
@@ -38,6 +42,35 @@ __all__ = [
 ALWAYS_SKIPPED = frozenset({".git", ".kairox"})
 #: How much of a file is inspected to decide whether it is binary (git sniffs 8000 bytes).
 SNIFF_BYTES = 8192
+#: The default size cap of the walk and of ``kairox kb ingest`` (``[workspace] max_file_bytes``).
+DEFAULT_MAX_BYTES = 2_000_000
+
+#: Why a file was skipped, as counted in index and ingest summaries.
+BINARY = "binary"
+TOO_LARGE = "too large"
+UNREADABLE = "unreadable"
+VANISHED = "vanished"
+PATH_TOO_LONG = "path too long"
+NOT_REGULAR = "not a regular file"
+
+#: ``on_skip(relpath, reason)``: told about each file the walk or a read skipped.
+SkipCallback = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file that was not read, and why (one of the reasons above, plus detail)."""
+
+    reason: str
+    detail: str = ""
+
+
+def _os_reason(exc: OSError) -> str:
+    if exc.errno == errno.ENAMETOOLONG:
+        return PATH_TOO_LONG
+    if isinstance(exc, FileNotFoundError | NotADirectoryError):
+        return VANISHED
+    return UNREADABLE
 
 
 @dataclass(frozen=True)
@@ -129,13 +162,17 @@ def _inside(root: Path, target: str) -> bool:
     return not ALWAYS_SKIPPED.intersection(relative.parts)
 
 
-def iter_workspace_files(root: Path, *, max_bytes: int = 2_000_000) -> Iterator[WorkspaceFile]:
+def iter_workspace_files(
+    root: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, on_skip: SkipCallback | None = None
+) -> Iterator[WorkspaceFile]:
     """Yield the workspace's files under ``root`` in sorted ``relpath`` order.
 
     Files ignored by the ``.gitignore`` files or ``.git/info/exclude``, anything under
     ``.git`` or ``.kairox``, non-regular files (sockets, FIFOs, devices), links leading
     outside ``root`` and files larger than ``max_bytes`` are skipped. Folders that cannot
-    be read are skipped silently. ``root`` must be an existing folder.
+    be read are skipped silently. ``on_skip(relpath, reason)`` hears of the files that
+    are part of the workspace but cannot be taken: too large, or failing to ``stat``
+    (unreadable, vanished, path too long). ``root`` must be an existing folder.
     """
     if max_bytes < 0:
         raise ValueError(f"max_bytes must not be negative, got {max_bytes}")
@@ -187,9 +224,16 @@ def iter_workspace_files(root: Path, *, max_bytes: int = 2_000_000) -> Iterator[
                 info = entry.stat(follow_symlinks=False)
                 if not stat.S_ISREG(info.st_mode):
                     continue
-        except OSError:
-            continue  # vanished or unreadable mid-walk: not part of this snapshot
-        if info.st_size > max_bytes or _is_ignored(levels, relpath, is_dir=False):
+        except OSError as exc:
+            # Vanished or unreadable mid-walk: not part of this snapshot, but said so.
+            if on_skip is not None and not _is_ignored(levels, relpath, is_dir=False):
+                on_skip(relpath, _os_reason(exc))
+            continue
+        if _is_ignored(levels, relpath, is_dir=False):
+            continue
+        if info.st_size > max_bytes:
+            if on_skip is not None:
+                on_skip(relpath, TOO_LARGE)
             continue
         yield WorkspaceFile(
             path=Path(entry.path), relpath=relpath, size=info.st_size, mtime_ns=info.st_mtime_ns
@@ -236,3 +280,37 @@ def read_text(path: Path) -> str | None:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         return None
+
+
+def read_file_text(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str | Skipped:
+    """The UTF-8 text of the regular file ``path``, or why it was not read.
+
+    Never blocks and never reads more than ``max_bytes`` + 1 bytes: the file is opened
+    without blocking and checked through its own descriptor, so a FIFO, a device such as
+    ``/dev/zero``, or a file swapped for one after a walk is refused, not read. Unreadable,
+    vanished, binary and over-size files come back as :class:`Skipped`; nothing raises.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        return Skipped(_os_reason(exc), exc.strerror or str(exc))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return Skipped(NOT_REGULAR)
+        if info.st_size > max_bytes:
+            return Skipped(TOO_LARGE, f"{info.st_size:,} bytes, the cap is {max_bytes:,}")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        return Skipped(_os_reason(exc), exc.strerror or str(exc))
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:  # grew since it was opened
+        return Skipped(TOO_LARGE, f"over {max_bytes:,} bytes, the cap")
+    if _looks_binary(data[:SNIFF_BYTES], complete=len(data) <= SNIFF_BYTES):
+        return Skipped(BINARY)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return Skipped(BINARY, "not valid UTF-8")

@@ -47,7 +47,7 @@ from kairox.retrieval.vectors import (
 )
 from kairox.storage import enable_wal, ensure_component_schema
 from kairox.workspace.chunking import chunk_text, split_sentences
-from kairox.workspace.files import WorkspaceFile, iter_workspace_files, read_text
+from kairox.workspace.files import Skipped, WorkspaceFile, iter_workspace_files, read_file_text
 from kairox.workspace.vector_pack import (
     VectorPack,
     pack_key,
@@ -153,6 +153,14 @@ class IndexStats:
     #: packs are off or could not be written).
     pack_bytes: int | None = None
     skipped_files: list[str] = field(default_factory=list)
+    #: How many files were skipped for each reason (``binary``, ``too large``, ...).
+    skipped_reasons: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, relpath: str, reason: str) -> None:
+        """Count one skipped file under its reason."""
+        self.skipped += 1
+        self.skipped_files.append(relpath)
+        self.skipped_reasons[reason] = self.skipped_reasons.get(reason, 0) + 1
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -161,6 +169,7 @@ class IndexStats:
             "removed": self.removed,
             "unchanged": self.unchanged,
             "skipped": self.skipped,
+            "skipped_reasons": dict(sorted(self.skipped_reasons.items())),
             "chunks_embedded": self.chunks_embedded,
             "chunks_total": self.chunks_total,
             "sentences_embedded": self.sentences_embedded,
@@ -338,7 +347,9 @@ class WorkspaceRagIndex:
                 (self.workspace_id,),
             )
         }
-        files = list(iter_workspace_files(self.root, max_bytes=self.max_file_bytes))
+        files = list(
+            iter_workspace_files(self.root, max_bytes=self.max_file_bytes, on_skip=stats.skip)
+        )
         seen: set[str] = set()
         batch: list[_PendingFile] = []
         touched: list[tuple[int, int, str, str]] = []  # new stat of unchanged content
@@ -348,10 +359,10 @@ class WorkspaceRagIndex:
                 seen.add(file.relpath)
                 stats.unchanged += 1
             else:
-                text = read_text(file.path)
-                if text is None:  # binary or undecodable: not indexed (and leaves if it was)
-                    stats.skipped += 1
-                    stats.skipped_files.append(file.relpath)
+                # Binary, unreadable or gone since the walk: not indexed (leaves if it was).
+                text = read_file_text(file.path, max_bytes=self.max_file_bytes)
+                if isinstance(text, Skipped):
+                    stats.skip(file.relpath, text.reason)
                 else:
                     seen.add(file.relpath)
                     content_hash = _text_hash(text)
