@@ -317,3 +317,18 @@ def test_an_untainted_session_memory_is_still_accepted_at_once(database):
         shared_approvals(database), '<memory scope="session">Likes tables.</memory>', []
     )
     assert [r.status for r in outcome.accepted] == ["approved"] and outcome.pending == []
+
+
+def test_lone_surrogates_and_impossible_ids_are_clear_errors(database):
+    flow = approvals(database)
+    with pytest.raises(MemoryInputError, match=r"body holds a lone surrogate \(\\ud800\)"):
+        flow.set("user", "k", "half \ud800", workspace_id=WS)
+    with pytest.raises(MemoryInputError, match="key holds a lone surrogate"):
+        flow.set("user", "k\udcff", "body", workspace_id=WS)
+    flow.set("user", "k", "fine", workspace_id=WS)
+    with pytest.raises(MemoryInputError, match="new body holds a lone surrogate"):
+        flow.edit("k", "\ud800", workspace_id=WS)
+    assert flow.store.get(99999999999999999999999) is None
+    assert flow.store.get(-1) is None
+    with pytest.raises(MemoryNotFound):
+        flow.approve(2**64)

@@ -151,6 +151,20 @@ def test_set_rejects_bad_input_with_400(web, facade, body, message):
     assert facade.memories() == []
 
 
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (rb'{"scope": "user", "key": "k", "body": "\ud800"}', "body"),
+        (rb'{"scope": "user", "key": "k\udfff", "body": "b"}', "key"),
+    ],
+)
+def test_a_lone_surrogate_is_400_not_500(web, facade, raw, field):
+    response = web.send("POST", "/api/memories", content=raw)
+    assert response.status_code == 400
+    assert f"field {field!r} holds a lone surrogate" in response.json()["error"]
+    assert facade.memories() == []
+
+
 @pytest.mark.parametrize("raw", [b"{not json", b"", b"\xff\xfe"])
 def test_bad_json_is_400(web, facade, raw):
     response = web.send("POST", "/api/memories", content=raw)
@@ -319,7 +333,7 @@ def test_unknown_ids_and_other_workspaces_are_404(web, facade, method, path, bod
     elsewhere = AppFacade(cwd=facade.workspace_root).memory.store.propose(
         "workspace", "secret", key="k", workspace_id="/other/workspace"
     )
-    for memory_id in (9999, elsewhere.id):
+    for memory_id in (9999, elsewhere.id, 99999999999999999999999, 2**63):
         response = web.send(method, path.format(id=memory_id), body)
         assert response.status_code == 404
         assert "error" in response.json()

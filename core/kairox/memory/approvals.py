@@ -47,9 +47,22 @@ class MemoryInputError(KairoxError, ValueError):
     """A key, scope or body a person typed is not valid; the message says why."""
 
 
+def _text(value: str, what: str) -> str:
+    """``value`` if it is valid text; a lone surrogate (from a bad escape or undecodable
+    command-line bytes) could not be stored."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise MemoryInputError(
+            f"the {what} holds a lone surrogate (\\u{ord(value[exc.start]):04x}) at character "
+            f"{exc.start}, which is not text; write it again as plain UTF-8"
+        ) from None
+    return value
+
+
 def _key(key: str) -> str:
     try:
-        return normalize_key(key)
+        return normalize_key(_text(key, "key"))
     except ValueError as exc:
         raise MemoryInputError(
             f"{exc}; keys are short dotted names such as 'editor.font' or 'commit.style'"
@@ -257,7 +270,7 @@ class MemoryApprovals:
             raise MemoryInputError(
                 f"a memory you write yourself is 'user' or 'workspace', not {scope!r}"
             )
-        if not body.strip():
+        if not _text(body, "body").strip():
             raise MemoryInputError("the body is empty; write what should be remembered")
         with self._atomic():
             record = self.store.put(
@@ -301,7 +314,7 @@ class MemoryApprovals:
         actor: str = "api",
     ) -> MemoryRecord:
         """Replace the body stored under ``key``."""
-        if not body.strip():
+        if not _text(body, "new body").strip():
             raise MemoryInputError("the new body is empty; use `forget` to delete a memory")
         record = self.find(key, workspace_id=workspace_id, scope=scope)
         return self.edit_by_id(record.id, body, actor=actor)

@@ -474,6 +474,8 @@ class SqliteMemoryStore(SqliteComponentStore):
 
     def get(self, memory_id: int) -> MemoryRecord | None:
         """The record with this id, whatever its status, or ``None``."""
+        if not 0 <= memory_id < 2**63:  # no SQLite rowid; binding it would overflow
+            return None
         with self._lock:
             return self._get_locked(memory_id)
 

@@ -267,6 +267,10 @@ def _string(data: dict[str, Any], name: str, *, required: bool = True) -> str:
         return ""
     if not isinstance(value, str):
         raise ApiError(400, f"field {name!r} must be a string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(400, f"field {name!r} holds a lone surrogate (a bad \\u escape)") from None
     return value
 
 
