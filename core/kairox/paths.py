@@ -2,10 +2,36 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
+from kairox.errors import KairoxError
+
 WORKSPACE_CONFIG_NAME = "kairox.toml"
+
+
+class StateError(KairoxError):
+    """Kairox's state folder or database cannot be created, opened or written."""
+
+
+@contextlib.contextmanager
+def state_errors(database: Path | str) -> Iterator[None]:
+    """Turn an OS or SQLite failure to create or open ``database`` into a :class:`StateError`
+    that names the file and what to do (an unwritable or non-folder ``KAIROX_HOME``)."""
+    try:
+        yield
+    except (OSError, sqlite3.OperationalError) as exc:
+        folder = Path(database).parent
+        reason = getattr(exc, "strerror", None) or str(exc)
+        if folder.exists() and not folder.is_dir():
+            reason = f"{folder} is a file, not a folder"
+        raise StateError(
+            f"cannot open Kairox's database {database}: {reason}. Kairox keeps its state in "
+            f"{folder}; make that a folder you can write to, or set KAIROX_HOME to one."
+        ) from exc
 
 
 def kairox_home() -> Path:

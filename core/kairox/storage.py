@@ -30,6 +30,8 @@ from os import PathLike
 from pathlib import Path
 from typing import ClassVar, Final, Self
 
+from kairox.paths import state_errors
+
 __all__ = [
     "DATABASE_FORMAT_VERSION",
     "DEFAULT_BUSY_TIMEOUT_MS",
@@ -67,20 +69,22 @@ def connect_database(
     Also checks ``PRAGMA user_version``: a newer layout raises :class:`SchemaVersionError`.
     """
     target = str(path)
-    if target != ":memory:" and not target.startswith("file:"):
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(
-        target,
-        timeout=busy_timeout_ms / 1000,
-        isolation_level=None,
-        check_same_thread=False,
-        uri=target.startswith("file:"),
-    )
+    with state_errors(target):
+        if target != ":memory:" and not target.startswith("file:"):
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            target,
+            timeout=busy_timeout_ms / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+            uri=target.startswith("file:"),
+        )
     try:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        # Check before switching to WAL, so a newer database is refused without being touched.
-        _check_format(conn)
-        enable_wal(conn, busy_timeout_ms / 1000)
+        with state_errors(target):
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            # Check before switching to WAL, so a newer database is refused untouched.
+            _check_format(conn)
+            enable_wal(conn, busy_timeout_ms / 1000)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
     except BaseException:

@@ -36,6 +36,7 @@ import numpy as np
 
 from kairox.embedding import EmbeddingBackend
 from kairox.errors import KairoxError
+from kairox.paths import state_errors
 from kairox.retrieval import Hit, Query, QueryError, ScoreKind
 from kairox.retrieval.fts5 import match_expression
 from kairox.retrieval.vectors import (
@@ -231,13 +232,15 @@ def _text_hash(text: str) -> str:
 
 def open_database(path: Path) -> sqlite3.Connection:
     """Open (creating if needed) the state database with the RAG tables in place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path, check_same_thread=False, timeout=30)
+    with state_errors(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(path, check_same_thread=False, timeout=30)
     try:
-        db.execute("PRAGMA busy_timeout=30000")
-        # Versioned per component: the database is shared with events and memories.
-        ensure_component_schema(db, "workspace_index", _SCHEMA_VERSION, _SCHEMA)
-        enable_wal(db, 30)
+        with state_errors(path):
+            db.execute("PRAGMA busy_timeout=30000")
+            # Versioned per component: the database is shared with events and memories.
+            ensure_component_schema(db, "workspace_index", _SCHEMA_VERSION, _SCHEMA)
+            enable_wal(db, 30)
     except BaseException:
         db.close()
         raise
