@@ -53,6 +53,7 @@ from pydantic import (
 )
 
 from kairox.paths import WORKSPACE_CONFIG_NAME
+from kairox.secrets import register_env_keys
 
 if TYPE_CHECKING:
     from kairox.registry import Registry
@@ -718,7 +719,7 @@ class _Loader:
             known += sorted(fields - set(known))
             claimed |= fields
             mine = {k: v for k, v in keys.items() if k in fields}
-            self.validate(
+            settings = self.validate(
                 model,
                 mine,
                 origin,
@@ -727,6 +728,9 @@ class _Loader:
                 plugin=specs.provider(name),
                 kind=f"{what} {name}",
             )
+            if settings is not None:
+                # The backend's secret variables, defaults included, to keep out of errors.
+                register_env_keys(settings.model_dump())
         if not resolved:
             return
         for key in sorted(set(keys) - claimed - skip):
@@ -986,6 +990,16 @@ def load_config(
 
     if loader.problems:
         raise ConfigError(loader.problems)
+    # Every variable a *_env key names (defaults too) holds a secret to keep out of errors;
+    # a profile's backend keys were registered as they were validated, and the defaults of
+    # its backend's schema count too (the built-in default profile has no table at all).
+    for entry in knowledge_bases.values():
+        register_env_keys(entry.config.model_dump())
+    for profile in profiles.values():
+        spec = registry.model_backends.get(profile.backend)
+        if spec is not None and spec.config_model is not None:
+            fields = spec.config_model.model_fields
+            register_env_keys({key: field.default for key, field in fields.items()})
     return KairoxConfig(
         profiles=profiles,
         knowledge_bases=knowledge_bases,

@@ -4,8 +4,8 @@ Memory bodies, hits, snippets and error bodies come from files, models and serve
 as they are, ``ESC [ 8 m`` hides the rest of a line, a C1 ``CSI`` does the same on terminals
 that honour 8-bit controls, and a bidi override (U+202E) shows text in an order other than
 the one it is stored in. :func:`printable` turns each such character into a visible escape
-(``\\x1b``, ``\\u202e``); :class:`SafeConsole` applies it to everything a Rich console
-renders, so no command has to remember. JSON output is not made printable: it escapes
+(``\\x1b``, ``\\u202e``) and masks known secrets; :class:`SafeConsole` applies it to
+everything a Rich console renders, so no command has to remember. JSON output is not made printable: it escapes
 control characters itself and stays exact.
 """
 
@@ -17,6 +17,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.segment import Segment
+
+from kairox.secrets import scrub
 
 __all__ = ["UNSAFE", "SafeConsole", "printable"]
 
@@ -33,8 +35,9 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` with every terminal control, bidi control and lone surrogate escaped."""
-    return UNSAFE.sub(_escape, text)
+    """``text`` with every terminal control, bidi control and lone surrogate escaped, and
+    every known secret masked (:func:`kairox.secrets.scrub`)."""
+    return UNSAFE.sub(_escape, scrub(text))
 
 
 class SafeConsole(Console):
@@ -46,7 +49,8 @@ class SafeConsole(Console):
 
     def render(self, renderable: Any, options: Any = None) -> Iterable[Segment]:
         for segment in super().render(renderable, options):
-            if segment.control or not UNSAFE.search(segment.text):
+            if segment.control:
                 yield segment
-            else:
-                yield Segment(printable(segment.text), segment.style)
+                continue
+            clean = printable(segment.text)
+            yield segment if clean == segment.text else Segment(clean, segment.style)

@@ -89,3 +89,20 @@ def test_chat_reports_a_backend_error_and_goes_on(invoke, workspace, tmp_path):
     result = invoke("chat", "--script", str(script), input="first\nsecond\n/quit\n")
     assert result.exit_code == 0, result.output
     assert "model overloaded" in result.output and "ok now" in result.output
+
+
+def test_a_key_echoed_in_an_error_body_is_masked(invoke, workspace, monkeypatch):
+    from kairox.testing.openai_server import OpenAITestServer
+
+    key = "sk-live-0123456789abcdef"
+    monkeypatch.setenv("CHAT_TEST_KEY", key)
+    with OpenAITestServer(["never"], api_key=key) as server:
+        (workspace / "kairox.toml").write_text(
+            f'[profiles.default]\nbase_url = "{server.base_url}"\napi_key_env = "CHAT_TEST_KEY"\n'
+        )
+        # A server that echoes the request headers in its error body, as some proxies do.
+        server.fail_next(400, message=f"bad request; headers: Authorization: Bearer {key}")
+        result = invoke("chat", input="hello\n/quit\n")
+    assert result.exit_code == 0, result.output
+    assert "bad request; headers: Authorization: Bearer ***" in result.output
+    assert key not in result.output

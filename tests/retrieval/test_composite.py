@@ -565,3 +565,20 @@ def test_sources_and_the_query_embedding_see_how_many_run_at_once() -> None:
     run(CompositeWorkspaceRetriever([alone]).retrieve(Query("q")))
     assert alone.widths == [1]
     assert FAN_OUT.get() == 1  # the caller's own context is left as it was
+
+
+def test_a_secret_in_a_source_error_is_masked(monkeypatch) -> None:
+    from kairox.secrets import register_env
+
+    key = "pc-live-9f8e7d6c5b4a"
+    monkeypatch.setenv("COMPOSITE_TEST_KEY", key)
+    register_env("COMPOSITE_TEST_KEY")
+
+    class EchoingSource(StaticSource):
+        async def retrieve(self, query: Query) -> list[Hit]:
+            raise RuntimeError(f"HTTP 401: {{'Api-Key': '{key}'}} was refused")
+
+    result = retrieve(CompositeWorkspaceRetriever([EchoingSource("remote", ["x"])]))
+    assert (
+        report(result, "remote").error == "RuntimeError: HTTP 401: {'Api-Key': '***'} was refused"
+    )

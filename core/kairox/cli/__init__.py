@@ -27,6 +27,7 @@ def build_cli(pm: Any = None) -> click.Group:
         serve_cmd,
         tui_cmd,
     )
+    from kairox.secrets import install_log_scrubbing
 
     @click.group(cls=KairoxGroup, context_settings={"help_option_names": ["-h", "--help"]})
     @click.version_option(__version__, "--version", prog_name="kairox")
@@ -44,6 +45,7 @@ def build_cli(pm: Any = None) -> click.Group:
         # Sources, the workspace index and the database are closed when the command ends.
         ctx.call_on_close(ctx.obj.close)
 
+    install_log_scrubbing()
     cli.add_command(plugins_cmd.plugins)
     cli.add_command(plugins_cmd.install)
     cli.add_command(config_cmd.config)

@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from kairox.secrets import scrub
 from kairox.terminal import SafeConsole
 
 if TYPE_CHECKING:
@@ -111,8 +112,9 @@ def _finite(value: Any) -> Any:
 
 def print_json(data: Any, **options: Any) -> None:
     """Print ``data`` as strict JSON: ASCII only, so no control or bidi character reaches the
-    terminal unescaped, and a non-finite float (which JSON cannot spell) as ``null``."""
-    click.echo(json.dumps(_finite(data), indent=2, allow_nan=False, **options))
+    terminal unescaped, a non-finite float (which JSON cannot spell) as ``null``, and known
+    secrets masked."""
+    click.echo(scrub(json.dumps(_finite(data), indent=2, allow_nan=False, **options)))
 
 
 def skipped_summary(reasons: dict[str, int]) -> str:

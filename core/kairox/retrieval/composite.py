@@ -35,6 +35,7 @@ from kairox.retrieval.model import (
     SourceStatus,
     WorkspaceRetriever,
 )
+from kairox.secrets import scrub
 
 __all__ = ["CompositeWorkspaceRetriever", "QueryEmbeddingError"]
 
@@ -375,7 +376,8 @@ class CompositeWorkspaceRetriever:
                 exc = bad
             else:
                 return _Outcome(SourceReport(name, SourceStatus.OK, latency_ms, len(hits)), hits)
-        error = f"{type(exc).__name__}: {exc}"
+        # A server may echo the request's headers in its error body: mask the key.
+        error = scrub(f"{type(exc).__name__}: {exc}")
         return _Outcome(SourceReport(name, SourceStatus.ERROR, latency_ms, error=error), [])
 
     async def _call(

@@ -40,6 +40,7 @@ from starlette.routing import Route
 
 from kairox.errors import KairoxError
 from kairox.memory.approvals import MemoryInputError, MemoryNotFound
+from kairox.secrets import scrub
 from kairox.web.security import CSRF_HEADER, Origin, SecurityGuard, new_csrf_token
 
 if TYPE_CHECKING:
@@ -293,7 +294,7 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 
 async def _kairox_error(request: Request, exc: Exception) -> Response:
     # A broken kairox.toml or database: say what is wrong instead of a bare 500.
-    return JSONResponse({"error": str(exc)}, status_code=500)
+    return JSONResponse({"error": scrub(str(exc))}, status_code=500)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
