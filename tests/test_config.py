@@ -796,3 +796,16 @@ def test_load_config_needs_the_registry_given(env: Path) -> None:
     # No fallback to the process-wide plugin manager: config sits below the plugin host.
     with pytest.raises(TypeError, match="registry"):
         load_config(cwd=env)  # type: ignore[call-arg]
+
+
+def test_a_folder_named_kairox_toml_is_reported_not_passed_over(
+    env: Path, registry: Registry
+) -> None:
+    write(env / "kairox.toml", '[profiles.default]\nmodel = "outer"\n')
+    inner = env / "project"
+    (inner / "kairox.toml").mkdir(parents=True)
+    with pytest.raises(ConfigError) as info:
+        load_config(cwd=inner, registry=registry)
+    [problem] = info.value.problems
+    assert problem.file == inner / "kairox.toml"
+    assert problem.problem == "is a folder, not a config file"

@@ -447,13 +447,17 @@ def user_config_path() -> Path:
 
 
 def find_workspace_config(start: Path) -> Path | None:
-    """The first ``kairox.toml`` in ``start`` or one of its parents, up to ``/``."""
+    """The first ``kairox.toml`` in ``start`` or one of its parents, up to ``/``.
+
+    Anything by that name counts, so that a folder called ``kairox.toml`` is reported
+    when it is read instead of being passed over for a file further up.
+    """
     here = Path(os.path.abspath(start))
     if here.is_file():
         here = here.parent
     for folder in (here, *here.parents):
         candidate = folder / WORKSPACE_CONFIG_NAME
-        if candidate.is_file():
+        if os.path.lexists(candidate):
             return candidate
     return None
 
@@ -484,6 +488,16 @@ class _Loader:
     # -- files ------------------------------------------------------------
 
     def read(self, path: Path) -> dict[str, Any] | None:
+        if path.is_dir():
+            self.add(
+                path,
+                None,
+                None,
+                "is a folder, not a config file",
+                f"rename or remove the folder, or put the settings in a file named "
+                f"{WORKSPACE_CONFIG_NAME}",
+            )
+            return None
         try:
             text = path.read_bytes().decode("utf-8")
         except FileNotFoundError:

@@ -143,3 +143,18 @@ def test_the_cap_comes_from_workspace_max_file_bytes(invoke, workspace):
     assert "1 added" in result.output and "1 skipped (1 too large)" in result.output
     as_json = json.loads(invoke("kb", "ingest", "kb", "big.txt", "--json").output)
     assert as_json["skipped_reasons"] == {"too large": 1}
+
+
+def test_a_source_the_profile_does_not_search_is_exit_2(invoke, workspace_with_kb):
+    unknown = invoke("search", "rocket", "--source", "nope")
+    assert unknown.exit_code == 2
+    assert "'nope' is not a source" in unknown.output
+    assert "Profile 'default' searches: workspace, workspace-fts, broken" in unknown.output
+    hidden = invoke("search", "rocket", "--source", "papers")
+    assert hidden.exit_code == 2
+    assert "'papers' is a knowledge base profile 'default' does not see" in hidden.output
+    assert "no hits" not in hidden.output
+    invoke("kb", "ingest", "papers", "papers.jsonl")
+    seen = invoke("search", "oxygen", "-p", "r", "--source", "papers", "--json")
+    assert seen.exit_code == 0, seen.output
+    assert [h["id"] for h in json.loads(seen.output)["hits"]] == ["p2"]

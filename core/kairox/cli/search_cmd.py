@@ -93,6 +93,31 @@ def print_result(result: RetrievalResult, query: str) -> None:
         console.print(Text(printable(line), style="" if report.error else style))
 
 
+def check_sources(facade: Any, profile: str, only: set[str]) -> None:
+    """Refuse (exit 2) a ``--source`` the profile does not search, saying why."""
+    config = facade.config
+    disabled = set(config.workspace.disabled_retrievers)
+    workspace = [n for n in facade.registry.workspace_retrievers if n not in disabled]
+    visible = workspace + [e.id for e in config.visible_knowledge_bases(profile)]
+    problems = []
+    for name in sorted(only - set(visible)):
+        entry = config.knowledge_bases.get(name)
+        if name in disabled:
+            why = "is switched off by [workspace] disabled_retrievers"
+        elif entry is not None and not entry.config.enabled:
+            why = "is a knowledge base with enabled = false"
+        elif entry is not None:
+            why = f"is a knowledge base profile {profile!r} does not see (its profile_aliases)"
+        else:
+            why = "is not a source"
+        problems.append(f"{name!r} {why}")
+    if problems:
+        raise click.BadParameter(
+            "; ".join(problems) + f". Profile {profile!r} searches: {', '.join(visible)}",
+            param_hint="'--source'",
+        )
+
+
 @click.command()
 @click.argument("query")
 @click.option("-p", "--profile", default=None, help="Profile name or alias (default: default).")
@@ -121,6 +146,8 @@ def search(
     """Search the workspace index and every knowledge base the profile sees."""
     facade = app.facade()
     name = facade.resolve_profile(profile)
+    if only:
+        check_sources(facade, name, set(only))
     result = facade.search_sync(query, profile=name, k=k, fusion=fusion, only=set(only) or None)
     if as_json:
         print_json(result_as_json(result, query, name), default=str)
