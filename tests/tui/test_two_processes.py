@@ -73,7 +73,9 @@ def test_a_proposal_decided_in_another_process_shows_as_decided(facade, workspac
             workspace,
             f"facade.memory.approve({card.memory_id})",
         )
-        for _ in range(100):  # the periodic refresh re-reads the store
+        # The periodic refresh re-reads the store; the bound only stops a broken refresh
+        # from hanging the test, so it is generous for a loaded machine.
+        for _ in range(600):
             await pilot.pause(0.05)
             if not card.is_pending() and "elsewhere" in card.text:
                 break
