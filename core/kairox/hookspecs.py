@@ -72,7 +72,10 @@ def kairox_register_workspace_retrievers(
     Each registered :class:`~kairox.registry.WorkspaceRetrieverSpec` has a ``factory``
     taking a :class:`~kairox.registry.BuildContext` and returning a
     :class:`~kairox.retrieval.WorkspaceRetriever`. The built-in workspace RAG index is one;
-    a plugin could add code-symbol or git-history search. Users disable one with
+    a plugin could add code-symbol or git-history search. Its hits go to the prompt's
+    workspace section (the spec's ``group``, :class:`~kairox.registry.SourceGroup`). The
+    factory runs once per facade; the source is reused for every search and closed (its
+    ``close()``, if any) when the facade closes. Users disable one with
     ``[workspace] disabled_retrievers = ["name"]``.
 
     :param register: call ``register(WorkspaceRetrieverSpec(name=..., factory=...))``.
@@ -112,7 +115,9 @@ def kairox_register_summarizers(register: Callable[[SummarizerSpec], None]) -> N
 
     Called as a register-callback; a summariser is built when a session first compacts.
 
-    :param register: call ``register(SummarizerSpec(name=..., factory=...))``. A name
+    :param register: call ``register(SummarizerSpec(name=..., factory=...))``; the
+        factory takes a :class:`~kairox.registry.SummarizerContext`, and an optional
+        ``config_model`` validates the summariser's keys in ``[profiles.<name>]``. A name
         another plugin already registered is rejected.
 
     .. versionadded:: 0.1
@@ -125,8 +130,11 @@ def kairox_register_model_backends(register: Callable[[ModelBackendSpec], None])
 
     Called as a register-callback; a backend is built when a profile's model is first used.
 
-    :param register: call ``register(ModelBackendSpec(name=..., factory=...))``. A name
-        another plugin already registered is rejected.
+    :param register: call ``register(ModelBackendSpec(name=..., factory=...))``; the
+        factory takes a :class:`~kairox.registry.ModelBackendContext` (the profile, its
+        validated ``settings``, per-call ``options``), and an optional ``config_model``
+        validates the backend's keys in ``[profiles.<name>]``. A name another plugin
+        already registered is rejected.
 
     .. versionadded:: 0.1
     """
