@@ -36,13 +36,13 @@ async def _review(session: Any, pending: list[Any]) -> None:
     """Inline approval: a / r / s for each pending proposal of the turn."""
     for record in pending:
         warning = (
-            f" ⚠ proposed after {', '.join(record.tainted_by)} was in the prompt: "
+            f" ⚠ proposed after {printable(', '.join(record.tainted_by))} was in the prompt: "
             "could be prompt injection"
             if record.injection_warning
             else ""
         )
         console.print(
-            Text(f"remember this? [{record.scope}] {record.key}: ", style="bold")
+            Text(f"remember this? [{record.scope}] {record.key or '(no key)'}: ", style="bold")
             + Text(printable(record.body))
             + Text(warning, style="yellow")
         )

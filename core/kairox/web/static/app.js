@@ -92,13 +92,17 @@
     return el("span", { class: `badge scope-${scope}`, text: scope });
   }
 
-  function injectionWarning() {
+  function taintedBy(record) {
+    return (record.tainted_by && record.tainted_by.length ? record.tainted_by : ["tool output"]).join(", ");
+  }
+
+  function injectionWarning(record) {
     return el(
       "div",
       { class: "warning", role: "alert" },
       el("strong", { text: "⚠ Possible prompt injection." }),
-      " This was proposed in a turn whose context held tool output. A web page, file or command " +
-        "result may have steered the model. Approve only if you asked for it."
+      ` This was proposed in a turn whose prompt held ${taintedBy(record)}. A web page, file, ` +
+        "retrieved document or command result may have steered the model. Approve only if you asked for it."
     );
   }
 
@@ -109,7 +113,7 @@
     const card = el(
       "article",
       { class: `card proposal${record.injection_warning ? " flagged" : ""}`, "data-id": record.id, "data-key": record.key || "" },
-      record.injection_warning ? injectionWarning() : null,
+      record.injection_warning ? injectionWarning(record) : null,
       el("div", { class: "card-head" }, scopeBadge(record.scope), el("code", { class: "key", text: record.key || "(no key)" })),
       el("p", { class: "body", text: record.body }),
       current
@@ -146,7 +150,7 @@
         "div",
         { class: "card-head" },
         record.key ? el("code", { class: "key", text: record.key }) : el("span", { class: "key none", text: "no key" }),
-        record.injection_warning ? el("span", { class: "badge flag", title: "Proposed after tool output", text: "⚠ after tool output" }) : null
+        record.injection_warning ? el("span", { class: "badge flag", title: `Proposed after ${taintedBy(record)}`, text: "⚠ after unvetted text" }) : null
       )
     );
     if (editing) {
