@@ -30,6 +30,10 @@ if TYPE_CHECKING:
     from kairox.retrieval.composite import CompositeWorkspaceRetriever
 
 
+#: First-party embedding backends and the package that provides each (for the install hint).
+KNOWN_EMBEDDING_PACKAGES: dict[str, str] = {"minilm": "kairox-sentence-transformers"}
+
+
 class SourceError(KairoxError, RuntimeError):
     """A source cannot be built as configured (the message says how to fix it)."""
 
@@ -80,11 +84,8 @@ class SourceFactory:
                 spec = self.registry.embedding_backends.get(name)
                 if spec is None:
                     known = ", ".join(sorted(self.registry.embedding_backends)) or "none"
-                    hint = (
-                        " (install it: kairox install kairox-sentence-transformers)"
-                        if name == "minilm"
-                        else ""
-                    )
+                    package = KNOWN_EMBEDDING_PACKAGES.get(name)
+                    hint = f" (install it: kairox install {package})" if package else ""
                     raise SourceError(
                         f"no embedding backend named {name!r}{hint}; installed backends: {known}"
                     )
