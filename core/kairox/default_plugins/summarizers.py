@@ -34,6 +34,7 @@ from kairox.context.tokens import count_tokens, get_encoding
 from kairox.errors import KairoxError
 from kairox.models import ChatMessage, ModelBackend, ModelError
 from kairox.registry import SummarizerContext, SummarizerSpec
+from kairox.retry import RetryPolicy, async_call_with_retries
 
 __all__ = [
     "SECTION_DECISIONS",
@@ -719,30 +720,41 @@ class LlmSummarizer:
         return fit_to_budget(summary, max_tokens, encoding)
 
     async def _ask(self, prompt: list[ChatMessage], max_tokens: int) -> str:
-        """The model's whole reply, retried with bounded backoff on :class:`ModelError`."""
+        """The model's whole reply; with ``retries``, retried on :class:`ModelError` by the
+        one retry policy (:mod:`kairox.retry`), pausing :meth:`backoff` between calls."""
         attempts = self.retries + 1
-        last: ModelError | None = None
-        for attempt in range(1, attempts + 1):
-            if attempt > 1:
-                await self._sleep(self.backoff(attempt - 1))
-            try:
-                pieces = [
-                    piece
-                    async for piece in self.backend.stream(
-                        prompt, model=self.model, max_tokens=max_tokens
-                    )
-                ]
-            except ModelError as exc:
-                last = exc
-                continue
+
+        async def once() -> str:
+            pieces = [
+                piece
+                async for piece in self.backend.stream(
+                    prompt, model=self.model, max_tokens=max_tokens
+                )
+            ]
             reply = "".join(pieces)
-            if reply.strip():
-                return reply
-            last = ModelError(f"model {self.model!r} returned an empty summary")
-        raise ModelError(
-            f"the llm summarizer gave up after {attempts} attempt(s) with model "
-            f"{self.model!r}: {last}"
-        ) from last
+            if not reply.strip():
+                raise ModelError(f"model {self.model!r} returned an empty summary")
+            return reply
+
+        policy = RetryPolicy(
+            attempts=attempts,
+            base_delay=self.retry_delay,
+            max_delay=self.max_retry_delay,
+            budget=math.inf,
+            jitter=0,
+        )
+        try:
+            return await async_call_with_retries(
+                once,
+                retryable=lambda exc: isinstance(exc, ModelError),
+                policy=policy,
+                sleep=self._sleep,
+            )
+        except ModelError as last:
+            raise ModelError(
+                f"the llm summarizer gave up after {attempts} attempt(s) with model "
+                f"{self.model!r}: {last}"
+            ) from last
 
 
 # -- registration -------------------------------------------------------------------------------
