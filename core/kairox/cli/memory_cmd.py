@@ -36,7 +36,7 @@ def print_records(records: list[MemoryRecord], *, pending: bool = False) -> None
     for r in records:
         status = Text(r.status)
         if r.injection_warning:
-            status.append(f" ⚠ proposed after {', '.join(r.tainted_by)}", style="yellow")
+            status.append(f" ⚠ proposed after {printable(', '.join(r.tainted_by))}", style="yellow")
         key, body = Text(printable(r.key or "-")), Text(printable(r.body))
         table.add_row(str(r.id), r.scope, key, body, status, r.updated_at)
     console.print(table)
