@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import html
-import ipaddress
 import json
 import secrets
 from dataclasses import dataclass
@@ -34,7 +33,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kairox.errors import KairoxError
+from kairox.listening import (
+    MIN_TOKEN_LENGTH,
+    ServeError,
+    is_loopback,
+    is_wildcard,
+    same_secret,
+)
+from kairox.listening import check_bind as _check_bind
 
 __all__ = [
     "COOKIE_NAME",
@@ -52,8 +58,6 @@ __all__ = [
 COOKIE_NAME: Final = "kairox_token"
 CSRF_HEADER: Final = "X-CSRF-Token"
 TOKEN_ENV: Final = "KAIROX_SERVE_TOKEN"
-# A token guards memories that steer every future session; a short one can be guessed.
-MIN_TOKEN_LENGTH: Final = 16
 SAFE_METHODS: Final = frozenset({"GET", "HEAD"})
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _COOKIE_CONTEXT: Final = b"kairox-serve-cookie-v1"
@@ -74,53 +78,14 @@ SECURITY_HEADERS: Final = {
 }
 
 
-class ServeError(KairoxError):
-    """The server cannot start as asked (no token on a network address, port taken, bad origin)."""
-
-
 def new_csrf_token() -> str:
     """A fresh random CSRF token (one per server start)."""
     return secrets.token_urlsafe(32)
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is a loopback address (``127.0.0.0/8``, ``::1`` or ``localhost``).
-
-    Any other name counts as non-loopback: a hostname may resolve to a network address.
-    """
-    name = host.strip().strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
-
-def is_wildcard(host: str) -> bool:
-    """Whether ``host`` means "every interface" (``0.0.0.0``, ``::`` or empty)."""
-    name = host.strip().strip("[]")
-    if not name:
-        return True
-    try:
-        return ipaddress.ip_address(name).is_unspecified
-    except ValueError:
-        return False
-
-
 def check_bind(host: str, token: str | None) -> None:
     """Refuse to serve on a network address without a token, or with a guessable one."""
-    if token is not None and len(token) < MIN_TOKEN_LENGTH:
-        raise ServeError(
-            f"the token is too short ({len(token)} characters; at least {MIN_TOKEN_LENGTH}). "
-            'Make one with: python -c "import secrets; print(secrets.token_urlsafe(24))"'
-        )
-    if token is None and not is_loopback(host):
-        raise ServeError(
-            f"refusing to serve on {host!r} without a token: anyone who can reach that address "
-            "could read and approve your memories. Pass --token (or set "
-            f"{TOKEN_ENV}) to a long random string, or bind to 127.0.0.1 (the default)."
-        )
+    _check_bind(host, token, token_env=TOKEN_ENV)
 
 
 @dataclass(frozen=True)
@@ -182,11 +147,7 @@ class Origin:
         return f"{self.scheme}://{host}:{self.port}"
 
 
-def _same(given: str | None, expected: str) -> bool:
-    """Constant-time equality of two secrets (so response timing leaks nothing)."""
-    if given is None:
-        return False
-    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+_same = same_secret
 
 
 def cookie_value(token: str) -> str:
