@@ -332,3 +332,76 @@ def test_lone_surrogates_and_impossible_ids_are_clear_errors(database):
     assert flow.store.get(-1) is None
     with pytest.raises(MemoryNotFound):
         flow.approve(2**64)
+
+
+# -- proposals from outside a turn (MCP, the Python API) ----------------------------------
+
+
+def test_propose_takes_the_marker_path_and_records_who(database):
+    flow = approvals(database)
+    outcome = flow.propose(
+        "workspace",
+        "  Run `make test` before pushing. ",
+        key="Pre Push",
+        session_id="s1",
+        workspace_id=WS,
+        via="mcp",
+        tainted_by=["workspace:workspace"],
+    )
+    (record,) = outcome.pending
+    assert (record.key, record.body, record.status) == (
+        "pre.push",
+        "Run `make test` before pushing.",
+        "pending",
+    )
+    assert record.provenance["via"] == "mcp" and record.injection_warning
+    assert record.provenance["tainted_by"] == ["workspace:workspace"]
+    assert event_types(flow) == ["MemoryProposed"]
+    session = flow.propose("session", "On call.", session_id="s1", workspace_id=WS, via="api")
+    assert [r.status for r in session.accepted] == ["approved"]
+    # A tainted session proposal waits, as a tainted marker's does.
+    held = flow.propose(
+        "session", "Trust x.", session_id="s1", workspace_id=WS, via="mcp", tainted_by=["t"]
+    )
+    assert [r.status for r in held.pending] == ["pending"]
+
+
+@pytest.mark.parametrize(
+    ("scope", "key", "body", "reason"),
+    [
+        ("galaxy", "k", "b", "unknown scope"),
+        ("user", None, "b", "needs a key"),
+        ("user", "bad key!", "b", "outside [a-z0-9._-]"),
+        ("user", "k", "   ", "the body is empty"),
+        ("user", "k", "x" * 9000, "at most 8000"),
+        ("user", "k", "half \ud800", "lone surrogate"),
+        ("user", "k\udcff", "b", "lone surrogate"),
+    ],
+)
+def test_propose_rejects_with_a_reason_and_an_event(database, scope, key, body, reason):
+    flow = approvals(database)
+    outcome = flow.propose(scope, body, key=key, session_id="s1", workspace_id=WS, via="mcp")
+    assert outcome.accepted == outcome.pending == []
+    assert reason in outcome.rejected[0][1]
+    assert event_types(flow) == ["MemoryRejected"]
+    assert flow.store.list(status=None) == []
+
+
+def test_forget_waits_for_approval(database):
+    flow = approvals(database)
+    kept = flow.set("user", "editor.font", "Iosevka", workspace_id=WS)
+    request = flow.propose_forget("editor.font", session_id="s1", workspace_id=WS, via="mcp")
+    assert request.status == "pending" and request.provenance["action"] == "forget"
+    assert flow.find("editor.font", workspace_id=WS).body == "Iosevka"  # still there
+    flow.reject(request.id)
+    assert flow.find("editor.font", workspace_id=WS).id == kept.id  # rejecting keeps it
+
+    again = flow.propose_forget("editor.font", session_id="s1", workspace_id=WS, via="mcp")
+    flow.approve(again.id, actor="cli")
+    forgotten = flow.events.list(types=["MemoryForgotten"])
+    assert [(e.payload["memory_id"], e.payload["actor"]) for e in forgotten] == [(kept.id, "cli")]
+    with pytest.raises(MemoryNotFound):
+        flow.find("editor.font", workspace_id=WS)
+    assert flow.store.get(again.id) is None and flow.pending(WS) == []
+    with pytest.raises(MemoryNotFound, match="no workspace or user memory"):
+        flow.propose_forget("editor.font", session_id="s1", workspace_id=WS, via="mcp")

@@ -12,14 +12,17 @@ an injection warning naming what tainted it, and a session memory proposed there
 for approval too (``[memory] hold_tainted_session``, default true). Edits and deletions
 by a person are ``MemoryEdited`` / ``MemoryForgotten`` events naming who (``actor``:
 ``cli``, ``tui``, ``web`` or ``api``) and the previous body. This is the one path every
-surface takes to change memories.
+surface takes to change memories, and the path proposals from outside a chat take (the MCP
+server, the Python API): :meth:`MemoryApprovals.propose` treats one like a marker, and
+:meth:`MemoryApprovals.propose_forget` asks a person to delete a memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from typing import Any, Final
 
 from kairox.errors import KairoxError
 from kairox.events import (
@@ -30,13 +33,17 @@ from kairox.events import (
     MemoryRejected,
     SqliteEventStore,
 )
-from kairox.memory.markers import MemoryMarker, RejectedMarker, normalize_key
+from kairox.memory.markers import SCOPES, MemoryMarker, RejectedMarker, normalize_key
 from kairox.memory.store import MemoryRecord, MemoryStore
 from kairox.storage import Database
 
 DEFAULT_MAX_PROPOSALS_PER_TURN = 5
 # Events of actions a person takes outside any chat session (the CLI, the web page).
 USER_ACTIONS_SESSION = "kairox-user-actions"
+# A memory is a short fact; a proposal from an agent longer than this is a mistake or an attack.
+MAX_PROPOSAL_CHARS: Final = 8000
+# ``provenance["action"]`` of a proposal to delete a memory rather than write one.
+FORGET_ACTION: Final = "forget"
 
 
 class MemoryNotFound(KairoxError, LookupError):
@@ -126,12 +133,15 @@ class MemoryApprovals:
         turn_id: str | None = None,
         context_had_tool_output: bool = False,
         tainted_by: Sequence[str] = (),
+        origin: Mapping[str, Any] | None = None,
     ) -> TurnProposals:
         """Record one turn's markers: accept, queue or reject each, with events.
 
         ``tainted_by`` names what in the turn's prompt nobody vetted (``tool output``,
         ``workspace:<source>``, ``knowledge_base:<source>``); ``context_had_tool_output``
-        is the older spelling of ``tainted_by=["tool output"]``.
+        is the older spelling of ``tainted_by=["tool output"]``. ``origin`` is extra
+        provenance for every record, e.g. ``{"via": "mcp"}`` for a proposal an agent made
+        through the MCP server rather than in a chat turn.
         """
         taint = list(
             dict.fromkeys([*(["tool output"] if context_had_tool_output else []), *tainted_by])
@@ -150,6 +160,7 @@ class MemoryApprovals:
                 outcome.rejected.append((marker.raw, reason))
                 continue
             provenance = {
+                **(origin or {}),
                 "session_id": session_id,
                 "workspace_id": workspace_id,
                 "turn_id": turn_id,
@@ -203,6 +214,96 @@ class MemoryApprovals:
             ),
         )
 
+    # -- proposals from outside a model turn (the MCP server, the Python API) -------
+
+    def propose(
+        self,
+        scope: str,
+        body: str,
+        *,
+        key: str | None = None,
+        session_id: str,
+        workspace_id: str,
+        via: str,
+        tainted_by: Sequence[str] = (),
+    ) -> TurnProposals:
+        """Propose one memory exactly as a ``<memory>`` marker in a turn would.
+
+        Session memories are kept at once (held for approval when ``tainted_by`` names
+        something and ``hold_tainted_session`` is on), user and workspace ones wait for a
+        person; a bad scope, key or body comes back in ``rejected`` with the reason (and a
+        ``MemoryRejected`` event), never as a downgraded session memory.
+
+        :param via: who proposed it (``"mcp"``, ``"api"``), kept in the provenance.
+        """
+        raw = f"<memory scope={scope!r} key={key!r}> ({len(body)} characters) via {via}"
+        marker, reason = _marker(scope, key, body, raw)
+        if marker is None:
+            return self.handle_turn(
+                [],
+                [RejectedMarker(reason=reason, raw=raw)],
+                session_id=session_id,
+                workspace_id=workspace_id,
+            )
+        return self.handle_turn(
+            [marker],
+            [],
+            session_id=session_id,
+            workspace_id=workspace_id,
+            tainted_by=tainted_by,
+            origin={"via": via},
+        )
+
+    def propose_forget(
+        self,
+        key: str,
+        *,
+        scope: str | None = None,
+        session_id: str,
+        workspace_id: str,
+        via: str,
+        tainted_by: Sequence[str] = (),
+    ) -> MemoryRecord:
+        """Ask a person to delete the memory under ``key``; nothing is deleted until approved.
+
+        The request waits as a pending proposal in the memory's scope and key (replacing a
+        pending proposal for the same key: the latest request wins); approving it deletes
+        the memory, rejecting it keeps the memory. Raises :class:`MemoryNotFound` when no
+        memory has the key.
+        """
+        target = self.find(key, workspace_id=workspace_id, scope=scope)
+        taint = list(dict.fromkeys(tainted_by))
+        provenance = {
+            "via": via,
+            "action": FORGET_ACTION,
+            "forget_memory_id": target.id,
+            "session_id": session_id,
+            "workspace_id": workspace_id,
+            "injection_warning": bool(taint),
+            "tainted_by": taint,
+        }
+        with self._atomic():
+            record = self.store.propose(
+                target.scope,
+                f"Forget this memory: {target.body}",
+                key=target.key,
+                workspace_id=target.workspace_id,
+                provenance=provenance,
+            )
+            self.events.append(
+                session_id,
+                workspace_id,
+                MemoryProposed(
+                    scope=target.scope,
+                    body=record.body,
+                    key=target.key,
+                    memory_id=record.id,
+                    injection_warning=bool(taint),
+                    tainted_by=taint,
+                ),
+            )
+        return record
+
     # -- decisions by a person ------------------------------------------------------
 
     def pending(self, workspace_id: str | None = None) -> list[MemoryRecord]:
@@ -230,6 +331,8 @@ class MemoryApprovals:
         """Accept a pending proposal; it overwrites any memory with the same key."""
         with self._atomic():
             record = self._pending_record(memory_id)
+            if record.provenance.get("action") == FORGET_ACTION:
+                return self._approve_forget(record, actor)
             accepted = self.store.set_status(memory_id, "approved")
             self.events.append(
                 _session_of(record),
@@ -239,6 +342,29 @@ class MemoryApprovals:
                 ),
             )
         return accepted
+
+    def _approve_forget(self, request: MemoryRecord, actor: str) -> MemoryRecord:
+        """Carry out an approved request to forget: the memory and the request both go."""
+        target = self.store.get_by_key(
+            request.scope, request.key or "", workspace_id=request.workspace_id
+        )
+        workspace_id = request.workspace_id or request.provenance.get("workspace_id")
+        self.store.forget(request.id)
+        decided = [
+            MemoryAccepted(scope=request.scope, key=request.key, memory_id=request.id, actor=actor)
+        ]
+        if target is not None and self.store.forget(target.id):
+            decided.append(
+                MemoryForgotten(
+                    memory_id=target.id,
+                    scope=target.scope,
+                    key=target.key,
+                    previous_body=target.body,
+                    actor=actor,
+                )
+            )
+        self.events.append_many(_session_of(request), workspace_id, decided)
+        return request
 
     def reject(
         self, memory_id: int, reason: str = "rejected by the user", *, actor: str = "api"
@@ -367,6 +493,34 @@ class MemoryApprovals:
                 ),
             )
         return before
+
+
+def _marker(scope: str, key: str | None, body: str, raw: str) -> tuple[MemoryMarker | None, str]:
+    """The marker a proposal stands for, or ``None`` and the reason it is not valid."""
+    if scope not in SCOPES:
+        return None, f"unknown scope {scope!r}; use one of {', '.join(SCOPES)}"
+    if not isinstance(body, str) or not body.strip():
+        return None, "the body is empty; say what should be remembered"
+    try:
+        _text(body, "body")
+        if key is not None:
+            _text(key, "key")
+    except MemoryInputError as exc:
+        return None, str(exc)
+    if len(body) > MAX_PROPOSAL_CHARS:
+        return None, (
+            f"the body is {len(body)} characters long (at most {MAX_PROPOSAL_CHARS}); "
+            "a memory is one short fact"
+        )
+    normal = None
+    if key is not None and key.strip():
+        try:
+            normal = normalize_key(key)
+        except ValueError as exc:
+            return None, f"{exc}; keys are short dotted names such as 'editor.font'"
+    elif scope != "session":
+        return None, f"a {scope} memory needs a key, so a later proposal can replace it"
+    return MemoryMarker(scope=scope, key=normal, body=body.strip(), raw=raw), ""
 
 
 def _session_of(record: MemoryRecord) -> str:
