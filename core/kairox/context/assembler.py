@@ -212,6 +212,10 @@ class Assembly:
         found += [f"{hit['group']}:{hit['source']}" for hit in self.hits if hit["included"]]
         return list(dict.fromkeys(found))
 
+    def openai_messages(self) -> list[dict[str, str]]:
+        """The messages as OpenAI-style chat dicts (see :meth:`ChatMessage.to_openai`)."""
+        return [message.to_openai() for message in self.messages]
+
     def trace(self) -> dict[str, Any]:
         """JSON-ready summary: what the ``ContextAssembled`` event stores."""
         return {
