@@ -8,7 +8,18 @@ import sys
 
 import pytest
 
-HEAVY = ("torch", "sentence_transformers", "boto3", "grpc", "pinecone", "weaviate", "tantivy")
+HEAVY = (
+    "torch",
+    "sentence_transformers",
+    "boto3",
+    "grpc",
+    "pinecone",
+    "weaviate",
+    "tantivy",
+    "mcp",
+    "langchain_core",
+    "llama_index",
+)
 
 SCRIPT = """
 import json, sys
@@ -23,7 +34,8 @@ print("\\nHEAVY=" + json.dumps(heavy))
 
 
 @pytest.mark.parametrize(
-    "args", [["--help"], ["plugins"], ["plugins", "--all"], ["config", "check"]]
+    "args",
+    [["--help"], ["plugins"], ["plugins", "--all"], ["config", "check"], ["mcp", "--help"]],
 )
 def test_command_imports_no_heavy_backend(args, workspace):
     result = subprocess.run(
@@ -45,3 +57,19 @@ def test_the_check_itself_can_fail(workspace):
         [sys.executable, "-c", script, "--help"], cwd=workspace, capture_output=True, text=True
     )
     assert "click" in json.loads(result.stdout.rsplit("HEAVY=", 1)[1])
+
+
+def test_the_python_api_imports_no_heavy_backend(workspace):
+    """`import kairox` and `kairox.open()` stay light: the SDKs load only when used."""
+    script = (
+        "import json, sys, kairox\n"
+        "kx = kairox.open('.')\n"
+        "kx.memories()\n"
+        f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {set(HEAVY)!r})\n"
+        "print('HEAVY=' + json.dumps(heavy))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=workspace, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.rsplit("HEAVY=", 1)[1]) == []

@@ -21,6 +21,7 @@ def build_cli(pm: Any = None) -> click.Group:
         context_cmd,
         index_cmd,
         kb_cmd,
+        mcp_cmd,
         memory_cmd,
         plugins_cmd,
         search_cmd,
@@ -57,6 +58,7 @@ def build_cli(pm: Any = None) -> click.Group:
     cli.add_command(context_cmd.context)
     cli.add_command(chat_cmd.chat)
     cli.add_command(serve_cmd.serve)
+    cli.add_command(mcp_cmd.mcp)
     cli.add_command(tui_cmd.tui)
     plugins_cmd.add_plugin_commands(cli, pm)
     return cli

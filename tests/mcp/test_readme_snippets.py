@@ -1,0 +1,44 @@
+"""The README's client configurations parse and start the command this package installs."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from kairox.cli import build_cli
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _section() -> str:
+    text = README.read_text()
+    start = text.index("## Use it from any agent")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def _blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", _section(), re.DOTALL)
+
+
+def test_every_client_snippet_parses_and_names_a_real_command():
+    servers = [json.loads(block)["mcpServers"]["kairox"] for block in _blocks("json")]
+    servers += [tomllib.loads(block)["mcp_servers"]["kairox"] for block in _blocks("toml")]
+    assert len(servers) == 4
+    stdio = [s for s in servers if "command" in s]
+    http = [s for s in servers if "url" in s]
+    assert len(stdio) == 2 and len(http) == 2
+    for server in stdio:
+        assert server["command"] == "kairox"
+        result = CliRunner().invoke(build_cli(), [*server["args"], "--help"])
+        assert result.exit_code == 0 and "MCP client" in result.output
+    for server in http:
+        assert re.fullmatch(r"http://[\d.]+:8766/mcp", server["url"])
+
+
+def test_the_documented_default_port_is_the_real_default():
+    result = CliRunner().invoke(build_cli(), ["mcp", "--help"])
+    assert re.search(r"--port.*\[default: 8766;", " ".join(result.output.split()))
