@@ -11,10 +11,10 @@ failure mode a client must survive can be switched on per test::
 
     with OpenAITestServer(["Hello!"], api_key="sk-test") as server:
         model = OpenAICompatibleModel(server.base_url, api_key_env="MY_KEY")
-        server.fail_next(503, times=2, retry_after=0)   # then the reply
+        server.fail(503, times=2, retry_after=0)        # then the reply
         server.cut_off_after = 3                         # close mid-reply, no [DONE]
         ...
-        assert server.chat_requests[0].body["stream"] is True
+        assert server.chat_requests[0].json["stream"] is True
 
 Behaviour attributes (``first_byte_delay_s``, ``chunk_delay_s``, ``keepalive``, ``crlf``,
 ``split_bytes``, ``multiline_data``, ``cut_off_after``, ``cut_off_mode``, ``error_after``,

@@ -379,23 +379,10 @@ class _RestHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def do_GET(self) -> None:
-        self._handle("GET")
+    def _serve(self) -> None:
+        self._handle(self.command)
 
-    def do_POST(self) -> None:
-        self._handle("POST")
-
-    def do_PUT(self) -> None:
-        self._handle("PUT")
-
-    def do_DELETE(self) -> None:
-        self._handle("DELETE")
-
-    def do_PATCH(self) -> None:
-        self._handle("PATCH")
-
-    def do_HEAD(self) -> None:
-        self._handle("HEAD")
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _serve
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
