@@ -101,7 +101,7 @@ def test_a_key_echoed_in_an_error_body_is_masked(invoke, workspace, monkeypatch)
             f'[profiles.default]\nbase_url = "{server.base_url}"\napi_key_env = "CHAT_TEST_KEY"\n'
         )
         # A server that echoes the request headers in its error body, as some proxies do.
-        server.fail_next(400, message=f"bad request; headers: Authorization: Bearer {key}")
+        server.fail(400, message=f"bad request; headers: Authorization: Bearer {key}")
         result = invoke("chat", input="hello\n/quit\n")
     assert result.exit_code == 0, result.output
     assert "bad request; headers: Authorization: Bearer ***" in result.output

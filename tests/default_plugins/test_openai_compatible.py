@@ -210,7 +210,7 @@ def test_request_body_and_headers(monkeypatch):
         assert error is None and pieces == ["ok"]
         request = server.chat_requests[0]
     assert request.method == "POST" and request.path == "/v1/chat/completions"
-    assert request.body == {
+    assert request.json == {
         "model": "test-model",
         "messages": [{"role": m.role, "content": m.content} for m in messages],
         "stream": True,
@@ -228,13 +228,13 @@ def test_no_key_means_no_authorization_header_and_no_max_tokens():
         assert stream(model_for(server))[1] is None
         request = server.chat_requests[0]
     assert "authorization" not in request.headers
-    assert "max_tokens" not in request.body
+    assert "max_tokens" not in request.json
 
 
 def test_a_tool_message_name_is_sent():
     with OpenAITestServer(["ok"]) as server:
         stream(model_for(server), [ChatMessage("user", "x", name="alice")])
-        assert server.chat_requests[0].body["messages"] == [
+        assert server.chat_requests[0].json["messages"] == [
             {"role": "user", "content": "x", "name": "alice"}
         ]
 
@@ -321,7 +321,7 @@ def test_401_when_the_profile_names_no_key_variable():
 def test_403_names_the_variable(monkeypatch):
     monkeypatch.setenv(KEY_ENV, "sk-limited")
     with OpenAITestServer(["ok"]) as server:
-        server.fail_next(403)
+        server.fail(403)
         _, error = stream(model_for(server))
         assert len(server.chat_requests) == 1
     assert isinstance(error, ModelHTTPError) and error.status == 403
@@ -340,7 +340,7 @@ def test_404_unknown_model_names_the_model_and_the_base_url():
 
 def test_404_when_base_url_lacks_v1():
     with OpenAITestServer(["ok"]) as server:
-        _, error = stream(model_for(server.root_url))
+        _, error = stream(model_for(server.url))
         assert server.requests[0].path == "/chat/completions"
     assert isinstance(error, ModelHTTPError) and error.status == 404
     assert "check base_url ends with /v1" in str(error)
@@ -348,7 +348,7 @@ def test_404_when_base_url_lacks_v1():
 
 def test_400_is_not_retried():
     with OpenAITestServer(["ok"]) as server:
-        server.fail_next(400, times=3, message="context length exceeded")
+        server.fail(400, times=3, message="context length exceeded")
         _, error = stream(model_for(server))
         assert len(server.chat_requests) == 1
     assert isinstance(error, ModelHTTPError) and error.status == 400
@@ -358,7 +358,7 @@ def test_400_is_not_retried():
 @pytest.mark.parametrize("status", [429, 500, 503])
 def test_throttling_and_server_errors_are_retried_then_succeed(status):
     with OpenAITestServer([UNICODE_REPLY]) as server:
-        server.fail_next(status, times=2, retry_after=0)
+        server.fail(status, times=2, retry_after=0)
         pieces, error = stream(model_for(server))
         assert error is None and "".join(pieces) == UNICODE_REPLY
         assert len(server.chat_requests) == 3
@@ -368,7 +368,7 @@ def test_throttling_and_server_errors_are_retried_then_succeed(status):
 @pytest.mark.parametrize("status", [429, 500, 502, 503])
 def test_retries_are_bounded(status):
     with OpenAITestServer(["never"]) as server:
-        server.fail_next(status, times=10)
+        server.fail(status, times=10)
         pieces, error = stream(model_for(server))
         assert len(server.chat_requests) == FAST.attempts
     assert pieces == [] and isinstance(error, ModelHTTPError) and error.status == status
@@ -386,8 +386,8 @@ def test_retry_after_is_honoured_up_to_the_cap():
     with OpenAITestServer(["ok"]) as server:
         model = model_for(server, retry=policy)
         model._sleep = record
-        server.fail_next(429, retry_after=1)  # one second asked; the cap is 0.02
-        server.fail_next(503)  # no Retry-After: the policy's own second delay
+        server.fail(429, retry_after=1)  # one second asked; the cap is 0.02
+        server.fail(503)  # no Retry-After: the policy's own second delay
         pieces, error = stream(model)
         assert error is None and pieces == ["ok"]
     assert pauses == [0.02, 0.002]
@@ -530,7 +530,7 @@ def test_server_models_errors_and_whole_completions():
         status, _, raw = raw_request(server, "POST", "/v1/nope", {}, auth)
         assert status == 404 and "Invalid URL" in json.loads(raw)["error"]["message"]
         body = {"model": "a", "messages": []}
-        server.fail_next(429, retry_after=7)
+        server.fail(429, retry_after=7)
         status, headers, raw = raw_request(server, "POST", "/v1/chat/completions", body, auth)
         assert status == 429 and headers["Retry-After"] == "7"
         assert json.loads(raw)["error"]["code"] == "rate_limit_exceeded"

@@ -27,17 +27,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import pytest
 
 from kairox.embedding import EmbeddingBackend
-from kairox.plugins import KairoxPluginManager, PluginInfo, get_plugin_manager
-from kairox.registry import KnowledgeBaseKind
 from kairox.retrieval import Hit, Query, QueryError, ScoreKind, WorkspaceRetriever
-from kairox.testing.build import CountingEmbedder, build_source
+from kairox.testing.build import (
+    CountingEmbedder,
+    build_source,
+    check_kind_registration,
+    registered_plugin,
+)
 from kairox.testing.corpus import CORPUS, EXPECTED, HOSTILE_QUERIES, CorpusDocument
 
 __all__ = [
@@ -64,39 +67,6 @@ _BUG_ERRORS = (AttributeError, IndexError, KeyError, NameError, TypeError, Unbou
 def run(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run one coroutine to completion on a fresh event loop."""
     return asyncio.run(coroutine)
-
-
-@contextlib.contextmanager
-def registered_plugin(
-    plugin: object, name: str, pm: KairoxPluginManager | None = None
-) -> Iterator[KairoxPluginManager]:
-    """Register ``plugin`` for the duration of a ``with`` block, and always unregister it."""
-    manager = pm if pm is not None else get_plugin_manager()
-    manager.add_plugin(plugin, PluginInfo(name, package=None, version=None, builtin=False))
-    try:
-        yield manager
-    finally:
-        manager.remove_plugin(name)
-
-
-def check_kind_registration(plugin: object, kind: str) -> KnowledgeBaseKind:
-    """Assert that ``plugin`` registers the knowledge-base ``kind`` cleanly; return it."""
-    from kairox.config import KnowledgeBaseConfig
-
-    pm = KairoxPluginManager()
-    with registered_plugin(plugin, "plugin-under-test", pm):
-        failures = pm.failures()
-        assert not failures, f"plugin failed to register: {failures[0].error}"
-        registry = pm.registry
-        assert kind in registry.knowledge_base_kinds, (
-            f"kind {kind!r} not registered; got {sorted(registry.knowledge_base_kinds)}"
-        )
-        registered = registry.knowledge_base_kinds[kind]
-    assert issubclass(registered.config_model, KnowledgeBaseConfig), (
-        "config_model must subclass kairox.config.KnowledgeBaseConfig"
-    )
-    assert callable(registered.factory)
-    return registered
 
 
 def check_listed_by_kairox_plugins(name: str, package: str, hook: str) -> dict[str, Any]:

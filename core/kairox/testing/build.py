@@ -1,24 +1,59 @@
-"""Building sources in a plugin's tests the way Kairox builds them, and an embedder that
-counts what it is asked to embed."""
+"""Registering a plugin and building its sources in tests the way Kairox does, and an
+embedder that counts what it is asked to embed."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from kairox.embedding import EmbeddingBackend
-from kairox.registry import BuildContext
+from kairox.plugins import KairoxPluginManager, PluginInfo, get_plugin_manager
+from kairox.registry import BuildContext, KnowledgeBaseKind
 
 if TYPE_CHECKING:
     from kairox.config import WorkspaceConfig
 
-__all__ = ["CountingEmbedder", "build_source"]
+__all__ = ["CountingEmbedder", "build_source", "check_kind_registration", "registered_plugin"]
 
 Embedders = Mapping[str, EmbeddingBackend] | Callable[[str], EmbeddingBackend]
+
+
+@contextlib.contextmanager
+def registered_plugin(
+    plugin: object, name: str, pm: KairoxPluginManager | None = None
+) -> Iterator[KairoxPluginManager]:
+    """Register ``plugin`` for the duration of a ``with`` block, and always unregister it."""
+    manager = pm if pm is not None else get_plugin_manager()
+    manager.add_plugin(plugin, PluginInfo(name, package=None, version=None, builtin=False))
+    try:
+        yield manager
+    finally:
+        manager.remove_plugin(name)
+
+
+def check_kind_registration(plugin: object, kind: str) -> KnowledgeBaseKind:
+    """Assert that ``plugin`` registers the knowledge-base ``kind`` cleanly; return it."""
+    from kairox.config import KnowledgeBaseConfig
+
+    pm = KairoxPluginManager()
+    with registered_plugin(plugin, "plugin-under-test", pm):
+        failures = pm.failures()
+        assert not failures, f"plugin failed to register: {failures[0].error}"
+        registry = pm.registry
+        assert kind in registry.knowledge_base_kinds, (
+            f"kind {kind!r} not registered; got {sorted(registry.knowledge_base_kinds)}"
+        )
+        registered = registry.knowledge_base_kinds[kind]
+    assert issubclass(registered.config_model, KnowledgeBaseConfig), (
+        "config_model must subclass kairox.config.KnowledgeBaseConfig"
+    )
+    assert callable(registered.factory)
+    return registered
 
 
 def build_source(
@@ -43,8 +78,6 @@ def build_source(
         or a function of the name); asking for another is a ``KeyError`` naming it.
     :param workspace: the ``[workspace]`` settings the factory sees, if any.
     """
-    from kairox.testing import check_kind_registration
-
     registered = check_kind_registration(plugin, kind)
     config = registered.config_model(kind=kind, **options)
     base = Path(base_dir) if base_dir is not None else Path.cwd()

@@ -11,10 +11,10 @@ failure mode a client must survive can be switched on per test::
 
     with OpenAITestServer(["Hello!"], api_key="sk-test") as server:
         model = OpenAICompatibleModel(server.base_url, api_key_env="MY_KEY")
-        server.fail_next(503, times=2, retry_after=0)   # then the reply
+        server.fail(503, times=2, retry_after=0)        # then the reply
         server.cut_off_after = 3                         # close mid-reply, no [DONE]
         ...
-        assert server.chat_requests[0].body["stream"] is True
+        assert server.chat_requests[0].json["stream"] is True
 
 Behaviour attributes (``first_byte_delay_s``, ``chunk_delay_s``, ``keepalive``, ``crlf``,
 ``split_bytes``, ``multiline_data``, ``cut_off_after``, ``cut_off_mode``, ``error_after``,
@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
+
+from kairox.testing.loopback import LoopbackHTTPServer, RecordedRequest
 
 __all__ = ["OpenAITestServer", "RecordedRequest"]
 
@@ -63,28 +64,6 @@ def openai_error(message: str, type_: str, code: str | None = None) -> dict[str,
     return {"error": {"message": message, "type": type_, "param": None, "code": code}}
 
 
-@dataclass(frozen=True)
-class RecordedRequest:
-    """One request the server received.
-
-    :param headers: header names lower-cased (the last value wins for repeats).
-    :param body: the parsed JSON body, or ``None`` when there was none or it was not JSON.
-    """
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-    raw: bytes = b""
-
-
-@dataclass
-class _Failure:
-    status: int
-    retry_after: float | str | None
-    message: str | None
-
-
 @dataclass
 class _Plan:
     """What one streamed reply looks like on the wire (a snapshot of the server's switches)."""
@@ -105,21 +84,10 @@ class _Plan:
     include_usage: bool
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True  # a handler stuck in a slow reply never blocks shutdown
-    owner: OpenAITestServer
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # Clients hanging up mid-reply (timeouts, cancelled streams) are expected here;
-        # anything else is a bug in the server and should be seen.
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # each small write leaves at once, as split
-    server: _HTTPServer
+    server: Any  # the loopback base's HTTP server; .owner is the OpenAITestServer
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # keep test output clean
@@ -134,7 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         headers = {name.lower(): value for name, value in self.headers.items()}
-        recorded = RecordedRequest(self.command, self.path, headers, body, raw)
+        recorded = RecordedRequest(self.command, self.path, headers, raw, body, raw_path=self.path)
         self.server.owner._record(recorded)
         return recorded
 
@@ -210,19 +178,18 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not self._authorised():
             return
-        failure = owner._take_failure()
+        failure = owner.faults.take("fail", recorded)
         if failure is not None:
+            status = int(failure.error)
             message, type_, code = _STATUS_ERRORS.get(
-                failure.status, (f"HTTP {failure.status}", "server_error", None)
+                status, (f"HTTP {status}", "server_error", None)
             )
             headers = {}
             if failure.retry_after is not None:
                 headers["Retry-After"] = str(failure.retry_after)
-            self._send_json(
-                failure.status, openai_error(failure.message or message, type_, code), headers
-            )
+            self._send_json(status, openai_error(failure.message or message, type_, code), headers)
             return
-        body = recorded.body
+        body = recorded.json
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             self._send_json(
                 400,
@@ -365,7 +332,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-class OpenAITestServer:
+class OpenAITestServer(LoopbackHTTPServer):
     """An OpenAI-compatible chat server on loopback, for tests; use as a context manager.
 
     :param replies: the replies, in order, one per chat request; the last one repeats
@@ -395,8 +362,11 @@ class OpenAITestServer:
     * ``ignore_stream``: answer with one whole ``chat.completion`` JSON even when the
       request asked to stream, as some servers do.
 
-    :meth:`fail_next` answers the next requests with an HTTP error (429, 500, 503...).
+    :meth:`fail` answers the next chat requests with an HTTP error (429, 500, 503...);
+    lifecycle and records are :class:`~kairox.testing.loopback.LoopbackHTTPServer`'s.
     """
+
+    handler_class = _Handler
 
     def __init__(
         self,
@@ -426,6 +396,7 @@ class OpenAITestServer:
             raise ValueError(f"cut_off_mode must be 'close' or 'end', got {cut_off_mode!r}")
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+        super().__init__()
         self.replies = replies
         self.api_key = api_key
         self.models = tuple(models) if models is not None else None
@@ -443,94 +414,21 @@ class OpenAITestServer:
         self.finish_without_done = finish_without_done
         self.include_usage = include_usage
         self.ignore_stream = ignore_stream
-        #: Every request received, in order.
-        self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
-        self._failures: list[_Failure] = []
         self._served = 0
         self._completions = 0
-        self._stopping = threading.Event()
-        self._httpd: _HTTPServer | None = None
-        self._port: int | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle ---------------------------------------------------------------------
-
-    def start(self) -> OpenAITestServer:
-        """Bind 127.0.0.1 on a free port and serve in a background thread."""
-        if self._httpd is not None:
-            return self
-        self._stopping.clear()
-        httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
-        httpd.owner = self
-        self._httpd = httpd
-        self._port = int(httpd.server_address[1])
-        self._thread = threading.Thread(
-            target=httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="kairox-openai-test-server",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        """Stop serving and free the port; replies still sleeping give up at once."""
-        if self._httpd is None:
-            return
-        self._stopping.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._httpd = None
-        self._thread = None
-
-    def __enter__(self) -> OpenAITestServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    # -- addresses -----------------------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        """The port; kept after :meth:`close`, so a test can see that nothing listens."""
-        if self._port is None:
-            raise RuntimeError("the server was never started; use it as a context manager")
-        return self._port
-
-    @property
-    def root_url(self) -> str:
-        """``http://127.0.0.1:<port>``, without ``/v1``."""
-        return f"http://127.0.0.1:{self.port}"
 
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:<port>/v1``: what an OpenAI client takes as its base URL."""
-        return f"{self.root_url}/v1"
+        return f"{self.url}/v1"
 
     # -- switches and records ---------------------------------------------------------------
-
-    def fail_next(
-        self,
-        status: int,
-        times: int = 1,
-        *,
-        retry_after: float | str | None = None,
-        message: str | None = None,
-    ) -> None:
-        """Answer the next ``times`` chat requests with HTTP ``status`` and OpenAI's error
-        body, plus a ``Retry-After`` header when ``retry_after`` is given."""
-        with self._lock:
-            self._failures.extend(_Failure(status, retry_after, message) for _ in range(times))
 
     @property
     def chat_requests(self) -> list[RecordedRequest]:
         """The ``POST .../chat/completions`` requests, in order."""
-        with self._lock:
-            return [r for r in self.requests if r.method == "POST" and "chat" in r.path]
+        return [r for r in self.requests if r.method == "POST" and "chat" in r.path]
 
     @property
     def replies_served(self) -> int:
@@ -539,14 +437,6 @@ class OpenAITestServer:
             return self._served
 
     # -- used by the handler threads ---------------------------------------------------------
-
-    def _record(self, request: RecordedRequest) -> None:
-        with self._lock:
-            self.requests.append(request)
-
-    def _take_failure(self) -> _Failure | None:
-        with self._lock:
-            return self._failures.pop(0) if self._failures else None
 
     def _next_reply(self) -> str:
         with self._lock:
@@ -558,12 +448,6 @@ class OpenAITestServer:
         with self._lock:
             self._completions += 1
             return self._completions
-
-    def _pause(self, seconds: float) -> bool:
-        """Sleep, unless the server is closing; True means "stop, we are closing"."""
-        if seconds <= 0:
-            return self._stopping.is_set()
-        return self._stopping.wait(seconds)
 
     def _plan(self, reply: str, model: str, *, include_usage: bool) -> _Plan:
         return _Plan(

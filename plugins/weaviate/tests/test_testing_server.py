@@ -106,7 +106,7 @@ def test_writes_autoschema_and_counts(docs):
         assert stored["new"]["score"] == 7.0 and isinstance(stored["new"]["score"], float)
         assert coll.data.delete_many(where=Filter.by_property("rank").less_than(3)).successful == 2
         assert docs.count("BatchObjects") == 1 and docs.count("BatchDelete") == 1
-        docs.reset_counts()
+        docs.clear_requests()
         assert docs.requests == [] and docs.searches == []
 
 
@@ -123,16 +123,16 @@ def test_the_api_key_guards_rest_and_grpc(docs):
 
 def test_fault_injection_api(docs):
     with pytest.raises(ValueError, match="HTTP status"):
-        docs.fail("GET /v1/meta", "UNAVAILABLE")
+        docs.fail("UNAVAILABLE", target="GET /v1/meta")
     with pytest.raises(ValueError, match="gRPC status"):
-        docs.fail("Search", 503)
+        docs.fail(503, target="Search")
     with pytest.raises(ValueError, match="malform mode"):
-        docs.malform("Search", "weird")
-    docs.fail("GET /v1/meta", 503, times=1)
+        docs.malformed(None, target="Search", mode="weird")
+    docs.fail(503, target="GET /v1/meta", times=1)
     with pytest.raises(weaviate.exceptions.WeaviateBaseError):
         connect(docs)
     with connect(docs) as client:  # the fault was used up
-        docs.fail("Search", "INTERNAL", times=None, message="boom")
+        docs.fail("INTERNAL", target="Search", times=None, message="boom")
         for _ in range(2):
             with pytest.raises(weaviate.exceptions.WeaviateQueryError, match="boom"):
                 client.collections.get("Docs").query.bm25("alpha")

@@ -130,8 +130,8 @@ def test_named_target_vector_and_tenant_are_written(make_source):
 
 def test_throttled_batches_are_retried(empty_server, make_source):
     source = make_source(empty_server, collection="Chunks", mode="near_vector")
-    empty_server.fail("BatchObjects", "RESOURCE_EXHAUSTED", times=1)
-    empty_server.fail("BatchDelete", "UNAVAILABLE", times=1)
+    empty_server.fail("RESOURCE_EXHAUSTED", target="BatchObjects", times=1)
+    empty_server.fail("UNAVAILABLE", target="BatchDelete", times=1)
     source.upsert_vectors(records())
     source.delete_vectors(["ws:src/app.py#0"])
     assert len(empty_server.objects("Chunks")) == 2

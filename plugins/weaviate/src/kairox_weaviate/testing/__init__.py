@@ -30,7 +30,7 @@ What it implements, the way Weaviate does it where a client can tell:
   gRPC) when the server has a key.
 * Failure injection per target (a gRPC method name such as ``"Search"``, or ``"GET /v1/meta"``
   for REST): :meth:`~WeaviateTestServer.fail` (a gRPC status or an HTTP status, N times),
-  :meth:`~WeaviateTestServer.delay` (slow replies), :meth:`~WeaviateTestServer.malform`
+  :meth:`~WeaviateTestServer.delay` (slow replies), :meth:`~WeaviateTestServer.malformed`
   (replies missing properties or scores, or REST bodies that are not JSON); every request
   is counted (:meth:`~WeaviateTestServer.count`).
 

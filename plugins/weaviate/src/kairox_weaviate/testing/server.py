@@ -8,7 +8,6 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from concurrent import futures
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -18,6 +17,7 @@ from weaviate.proto.v1 import (
     weaviate_pb2_grpc,
 )
 
+from kairox.testing.loopback import Fault, LoopbackServer, RecordedRequest
 from kairox_weaviate.testing.engine import (
     _BM25_B,
     _BM25_K1,
@@ -49,18 +49,7 @@ _HNSW_CONFIG = {
 }
 
 
-@dataclass
-class _Fault:
-    target: str
-    times: int | None  # None: every request from now on
-    code: grpc.StatusCode | None = None
-    status: int | None = None
-    message: str = ""
-    seconds: float = 0.0
-    malform: str | None = None
-
-
-class WeaviateTestServer(WeaviateStore):
+class WeaviateTestServer(WeaviateStore, LoopbackServer):
     """A Weaviate stand-in on two loopback ports (REST and gRPC); a context manager.
 
     :param collections: the collections that exist from the start: names, or
@@ -70,7 +59,19 @@ class WeaviateTestServer(WeaviateStore):
     :param version: the Weaviate version ``/v1/meta`` reports; the client picks its
         request encoding from it (named-vector ``vectors`` from 1.29, ``alpha_param``
         from 1.36.6...).
+
+    Lifecycle, records and faults are :class:`~kairox.testing.loopback.LoopbackServer`'s;
+    :attr:`url` is the REST endpoint (``http_port``), ``grpc_port`` the gRPC one. A fault's
+    ``target`` is a gRPC method (``"Search"``, ``"BatchObjects"``, ``"BatchDelete"``,
+    ``"TenantsGet"``, ``"Health"``) or a REST ``"METHOD /path"`` prefix; :meth:`fail` takes a
+    gRPC status (``"UNAVAILABLE"``, ``grpc.StatusCode.RESOURCE_EXHAUSTED``) for a gRPC
+    target and an HTTP status for a REST one; :meth:`malformed` takes a ``mode``:
+    ``"drop_properties"`` (search results without any property), ``"no_score"`` (without
+    score or distance) or ``"bad_json"`` (a REST body that is not JSON).
     """
+
+    THROTTLE_ERROR = "RESOURCE_EXHAUSTED"
+    MALFORMED_MODES = frozenset({"drop_properties", "no_score", "bad_json"})
 
     def __init__(
         self,
@@ -79,13 +80,10 @@ class WeaviateTestServer(WeaviateStore):
         *,
         version: str = DEFAULT_VERSION,
     ) -> None:
-        super().__init__(collections)
+        WeaviateStore.__init__(self, collections)
+        LoopbackServer.__init__(self)
         self.api_key = api_key
         self.version = version
-        self.host = "127.0.0.1"
-        self.requests: list[str] = []
-        self._stopping = threading.Event()
-        self._faults: list[_Fault] = []
         self._pool: futures.ThreadPoolExecutor | None = None
         self._grpc: grpc.Server | None = None
         self._http: ThreadingHTTPServer | None = None
@@ -95,9 +93,7 @@ class WeaviateTestServer(WeaviateStore):
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    def start(self) -> WeaviateTestServer:
-        """Bind both ports and start serving (``with`` does this)."""
-        self._stopping.clear()
+    def _serve(self) -> int:
         self._pool = futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="wv-grpc")
         server = grpc.server(self._pool)
         weaviate_pb2_grpc.add_WeaviateServicer_to_server(_Servicer(self), server)
@@ -114,11 +110,10 @@ class WeaviateTestServer(WeaviateStore):
             target=self._http.serve_forever, args=(0.02,), name="wv-rest", daemon=True
         )
         self._http_thread.start()
-        return self
+        return self.http_port
 
-    def stop(self) -> None:
-        """Stop serving and free both ports; requests in flight are cut off."""
-        self._stopping.set()
+    def _shutdown(self) -> None:
+        # Requests in flight are cut off.
         if self._grpc is not None:
             self._grpc.stop(grace=0).wait(5)
             self._grpc = None
@@ -133,96 +128,40 @@ class WeaviateTestServer(WeaviateStore):
             self._http_thread.join(5)
             self._http_thread = None
 
-    def __enter__(self) -> WeaviateTestServer:
-        return self.start()
+    # -- faults and records ------------------------------------------------------------------
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        """The REST base url, ``http://127.0.0.1:<http_port>``."""
-        return f"http://{self.host}:{self.http_port}"
-
-    # -- failure injection ---------------------------------------------------------------------
-
-    def fail(
-        self,
-        target: str,
-        error: grpc.StatusCode | str | int,
-        *,
-        times: int | None = 1,
-        message: str | None = None,
-    ) -> None:
-        """Fail the next ``times`` requests to ``target`` (``None``: all of them).
-
-        :param target: a gRPC method (``"Search"``, ``"BatchObjects"``, ``"BatchDelete"``,
-            ``"Health"``) or a REST ``"METHOD /path"`` prefix (``"GET /v1/schema"``).
-        :param error: a gRPC status (``"UNAVAILABLE"``, ``grpc.StatusCode.RESOURCE_EXHAUSTED``)
-            for a gRPC target, an HTTP status (``503``, ``429``) for a REST one.
-        """
-        rest = " " in target
-        if isinstance(error, int) != rest:
-            kind = "an HTTP status" if rest else "a gRPC status"
-            raise ValueError(f"target {target!r} needs {kind}, got {error!r}")
+    def _check_error(self, error: int | str | grpc.StatusCode, target: str | None) -> Any:
+        rest = target is not None and " " in target
+        grpc_target = target is not None and not rest
         if isinstance(error, int):
-            fault = _Fault(target, times, status=error)
-        else:
-            code = error if isinstance(error, grpc.StatusCode) else grpc.StatusCode[error]
-            fault = _Fault(target, times, code=code)
-        fault.message = message or "injected by WeaviateTestServer"
-        with self._lock:
-            self._faults.append(fault)
+            if grpc_target:
+                raise ValueError(f"target {target!r} needs a gRPC status, got {error!r}")
+            return error
+        if rest:
+            raise ValueError(f"target {target!r} needs an HTTP status, got {error!r}")
+        return error if isinstance(error, grpc.StatusCode) else grpc.StatusCode[error]
 
-    def delay(self, target: str, seconds: float, *, times: int | None = None) -> None:
-        """Answer the next ``times`` requests to ``target`` only after ``seconds``."""
-        with self._lock:
-            self._faults.append(_Fault(target, times, seconds=seconds))
+    def malformed(
+        self,
+        times: int | None = 1,
+        *,
+        target: str | None = "Search",
+        after: int = 0,
+        body: bytes | str | None = None,
+        mode: str = "drop_properties",
+        **details: Any,
+    ) -> None:
+        """Send broken replies to ``target`` (see the class docs for the modes)."""
+        if mode not in self.MALFORMED_MODES:
+            raise ValueError(
+                f"unknown malform mode {mode!r}; one of {sorted(self.MALFORMED_MODES)}"
+            )
+        super().malformed(times, target=target, after=after, body=body, mode=mode, **details)
 
-    def malform(self, target: str = "Search", mode: str = "drop_properties", *, times=None):
-        """Send broken replies to ``target``.
-
-        Modes: ``"drop_properties"`` (search results without any property),
-        ``"no_score"`` (search results without score or distance), ``"bad_json"``
-        (a REST body that is not JSON).
-        """
-        if mode not in {"drop_properties", "no_score", "bad_json"}:
-            raise ValueError(f"unknown malform mode {mode!r}")
+    def clear_requests(self) -> None:
+        super().clear_requests()
         with self._lock:
-            self._faults.append(_Fault(target, times, malform=mode))
-
-    def clear_faults(self) -> None:
-        with self._lock:
-            self._faults.clear()
-
-    def count(self, target: str) -> int:
-        """Requests received for ``target`` (rejected ones included): a gRPC method name,
-        or a REST ``"METHOD /path"`` prefix."""
-        with self._lock:
-            if " " in target:
-                return sum(1 for r in self.requests if r.startswith(target))
-            return sum(1 for r in self.requests if r == target)
-
-    def reset_counts(self) -> None:
-        with self._lock:
-            self.requests.clear()
             self.searches.clear()
-
-    def _take_faults(self, name: str) -> list[_Fault]:
-        with self._lock:
-            taken = []
-            for fault in list(self._faults):
-                hit = name == fault.target or (
-                    " " in fault.target and name.startswith(fault.target)
-                )
-                if not hit:
-                    continue
-                taken.append(fault)
-                if fault.times is not None:
-                    fault.times -= 1
-                    if fault.times <= 0:
-                        self._faults.remove(fault)
-            return taken
 
     def _sleep(self, seconds: float, alive=lambda: True) -> None:
         deadline = time.monotonic() + seconds
@@ -248,22 +187,23 @@ class WeaviateTestServer(WeaviateStore):
 
     def _grpc_enter(self, name: str, context: grpc.ServicerContext) -> set[str]:
         """Count, authenticate and apply faults; returns the malform modes in force."""
-        with self._lock:
-            self.requests.append(name)
+        metadata = {key.lower(): value for key, value in context.invocation_metadata()}
+        request = RecordedRequest("GRPC", name, headers=metadata)
+        self._record(request)
         if name != "Health":
-            header = dict(context.invocation_metadata()).get("authorization")
-            problem = self._auth_error(header)
+            problem = self._auth_error(metadata.get("authorization"))
             if problem is not None:
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, problem)
-        malformed: set[str] = set()
-        for fault in self._take_faults(name):
-            if fault.seconds:
-                self._sleep(fault.seconds, context.is_active)
-            if fault.code is not None:
-                context.abort(fault.code, fault.message)
-            if fault.malform:
-                malformed.add(fault.malform)
-        return malformed
+        delay = self.faults.take("delay", request)
+        if delay is not None:
+            self._sleep(delay.seconds, context.is_active)
+        if self.faults.take("disconnect", request) is not None:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "Connection reset by peer")
+        failure = self.faults.take("fail", request, accepts=_grpc_fault)
+        if failure is not None:
+            context.abort(failure.error, failure.message or "injected by WeaviateTestServer")
+        bad = self.faults.take("malformed", request)
+        return {bad.details["mode"]} if bad is not None else set()
 
     # -- REST (called by _RestHandler) ---------------------------------------------------------
 
@@ -317,23 +257,24 @@ class WeaviateTestServer(WeaviateStore):
 
     def _rest(self, method: str, path: str, headers: Mapping[str, str]):
         """(status, body or None) for one REST request."""
-        name = f"{method} {path}"
-        with self._lock:
-            self.requests.append(name)
+        request = RecordedRequest(method, path, headers=dict(headers))
+        self._record(request)
         public = path.startswith("/v1/.well-known/")
         if not public:
             problem = self._auth_error(headers.get("authorization"))
             if problem is not None:
                 return 401, {"code": 401, "message": problem}
-        bad_json = False
-        for fault in self._take_faults(name):
-            if fault.seconds:
-                self._sleep(fault.seconds)
-            if fault.status is not None:
-                return fault.status, {"error": [{"message": fault.message}]}
-            if fault.malform == "bad_json":
-                bad_json = True
-        if bad_json:
+        delay = self.faults.take("delay", request)
+        if delay is not None:
+            self._sleep(delay.seconds)
+        if self.faults.take("disconnect", request) is not None:
+            return 0, None
+        failure = self.faults.take("fail", request, accepts=_rest_fault)
+        if failure is not None:
+            message = failure.message or "injected by WeaviateTestServer"
+            return failure.error, {"error": [{"message": message}]}
+        bad = self.faults.take("malformed", request)
+        if bad is not None and bad.details["mode"] == "bad_json":
             return 200, b"<html>not json</html>"
         if method != "GET":
             return 405, {"error": [{"message": f"method {method} not allowed on {path}"}]}
@@ -357,6 +298,14 @@ class WeaviateTestServer(WeaviateStore):
                     return 404, None
                 return 200, self._class_json(coll)
         return 404, {"error": [{"message": f"no route for {method} {path}"}]}
+
+
+def _grpc_fault(fault: Fault) -> bool:
+    return isinstance(fault.error, grpc.StatusCode)
+
+
+def _rest_fault(fault: Fault) -> bool:
+    return isinstance(fault.error, int)
 
 
 # -- gRPC plumbing ------------------------------------------------------------------------------
@@ -416,6 +365,9 @@ class _RestHandler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         headers = {k.lower(): v for k, v in self.headers.items()}
         status, body = self.server_state._rest(method, path, headers)
+        if status == 0:  # disconnect(): no reply at all
+            self.close_connection = True
+            return
         payload = (
             body if isinstance(body, bytes) else b"" if body is None else json.dumps(body).encode()
         )
@@ -427,23 +379,10 @@ class _RestHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def do_GET(self) -> None:
-        self._handle("GET")
+    def _serve(self) -> None:
+        self._handle(self.command)
 
-    def do_POST(self) -> None:
-        self._handle("POST")
-
-    def do_PUT(self) -> None:
-        self._handle("PUT")
-
-    def do_DELETE(self) -> None:
-        self._handle("DELETE")
-
-    def do_PATCH(self) -> None:
-        self._handle("PATCH")
-
-    def do_HEAD(self) -> None:
-        self._handle("HEAD")
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _serve
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass

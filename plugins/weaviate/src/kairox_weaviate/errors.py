@@ -1,0 +1,158 @@
+"""What goes wrong with a ``weaviate`` knowledge base: its errors, the client loaded on first
+use, and reading the gRPC or HTTP status out of whatever the client raised."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kairox import BackendError, BackendTimeoutError, LazyImport
+
+if TYPE_CHECKING:
+    pass
+
+INSTALL_HINT = "pip install kairox-weaviate (or pip install 'weaviate-client>=4.9,<5')"
+
+
+#: gRPC statuses and HTTP statuses worth another try.
+RETRYABLE_GRPC = frozenset({"UNAVAILABLE", "RESOURCE_EXHAUSTED"})
+
+
+RETRYABLE_HTTP = frozenset({429, 500, 502, 503, 504})
+
+
+AUTH_GRPC = frozenset({"UNAUTHENTICATED", "PERMISSION_DENIED"})
+
+
+_CONNECTION_ERRORS = frozenset({"WeaviateStartUpError", "WeaviateConnectionError", "ConnectError"})
+
+
+class WeaviateSourceError(BackendError):
+    """Weaviate could not answer; the message says what to check."""
+
+
+class WeaviateAuthError(WeaviateSourceError):
+    """Weaviate refused the credentials (401/403, UNAUTHENTICATED/PERMISSION_DENIED)."""
+
+
+class WeaviateNotFoundError(WeaviateSourceError):
+    """The configured collection or tenant does not exist."""
+
+
+class WeaviateTimeoutError(WeaviateSourceError, BackendTimeoutError):
+    """Weaviate did not answer within the knowledge base's ``timeout_ms``."""
+
+
+#: The old name of :class:`WeaviateTimeoutError`, kept for one release.
+WeaviateDeadlineError = WeaviateTimeoutError
+
+
+class WeaviateReplyError(WeaviateSourceError):
+    """Weaviate's reply lacks something a hit needs (the text property, a score)."""
+
+
+# weaviate.classes: the v4 API the source uses
+CLIENT = LazyImport(
+    "weaviate",
+    "weaviate.classes",
+    needed_by="the 'weaviate' knowledge-base kind",
+    install=INSTALL_HINT,
+    distributions={"weaviate": "weaviate-client"},
+)
+
+
+def require_client() -> None:
+    """Raise an ``ImportError`` with the install hint unless weaviate-client is installed
+    (``find_spec``: nothing is imported)."""
+    CLIENT.check()
+
+
+def load_client() -> Any:
+    """The ``weaviate`` package, imported on first use (with the install hint if missing).
+
+    The import takes about half a second, so the kind's factory calls this when a knowledge
+    base is built rather than leaving it to the first query, whose deadline is meant for
+    the network."""
+    return CLIENT.load()
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        if current.__cause__ is not None or current.__suppress_context__:
+            current = current.__cause__
+        else:
+            current = current.__context__
+
+
+def grpc_status(exc: BaseException) -> str | None:
+    """The gRPC status name (``"UNAVAILABLE"``) behind a client error, if any."""
+    for error in _chain(exc):
+        code = getattr(error, "code", None)
+        if callable(code):
+            try:
+                value = code()
+            except Exception:
+                continue
+            name = getattr(value, "name", None)
+            if isinstance(name, str):
+                return name
+    return None
+
+
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP error status (4xx, 5xx) behind a client error (REST calls only), if any."""
+    if grpc_status(exc) is not None:
+        return None  # UnexpectedStatusCodeError also wraps gRPC calls, with gRPC codes
+    for error in _chain(exc):
+        status = getattr(error, "status_code", None)
+        if not isinstance(status, int):
+            status = getattr(getattr(error, "response", None), "status_code", None)
+        if isinstance(status, int) and 400 <= status <= 599:
+            return status
+    return None
+
+
+def is_retryable(exc: Exception) -> bool:
+    """Throttling (RESOURCE_EXHAUSTED, 429) and unavailability (UNAVAILABLE, 5xx)."""
+    return grpc_status(exc) in RETRYABLE_GRPC or http_status(exc) in RETRYABLE_HTTP
+
+
+def _body_message(body: Any) -> str | None:
+    """The message in a Weaviate REST error body (``{"message": ...}`` or
+    ``{"error": [{"message": ...}]}``)."""
+    if isinstance(body, Mapping):
+        if isinstance(body.get("message"), str):
+            return body["message"]
+        errors = body.get("error")
+        if isinstance(errors, list) and errors and isinstance(errors[0], Mapping):
+            message = errors[0].get("message")
+            return message if isinstance(message, str) else None
+    return None
+
+
+def _detail(exc: BaseException) -> str:
+    """The most telling text about a client error: the gRPC status details, the REST
+    error body's message, the innermost error's text for a connection failure (the
+    client's own wrapper says little), else the error's own message."""
+    for error in _chain(exc):
+        details = getattr(error, "details", None)
+        if callable(details):
+            try:
+                text = details()
+            except Exception:
+                continue
+            if isinstance(text, str) and text:
+                return text.rstrip(". ")
+    for error in _chain(exc):
+        message = _body_message(getattr(error, "error", None))
+        if message:
+            return message.rstrip(". ")
+    texts = [str(getattr(e, "message", "") or e).strip() for e in _chain(exc)]
+    texts = [text for text in texts if text]
+    if type(exc).__name__ in _CONNECTION_ERRORS and texts:
+        return texts[-1].rstrip(". ")
+    return (texts[0] if texts else type(exc).__name__).rstrip(". ")
