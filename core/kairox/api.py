@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from kairox.errors import KairoxError
+from kairox.memory.marker_rules import SCOPES_WIDEST_FIRST
 
 if TYPE_CHECKING:
     from kairox.context.assembler import Assembly
@@ -213,8 +214,9 @@ class Kairox:
 
         ``scope="session"`` lists this workspace's session memories.
         """
-        if scope is not None and scope not in ("user", "workspace", "session"):
-            raise KairoxApiError(f"unknown scope {scope!r}; use 'user', 'workspace' or 'session'")
+        if scope is not None and scope not in SCOPES_WIDEST_FIRST:
+            shown = ", ".join(repr(s) for s in SCOPES_WIDEST_FIRST)
+            raise KairoxApiError(f"unknown scope {scope!r}; use one of {shown}")
         return self.facade.memories(scope=scope, pending=pending)
 
     def propose_memory(

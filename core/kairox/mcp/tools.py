@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from kairox.errors import KairoxError
 from kairox.memory.approvals import MAX_PROPOSAL_CHARS
+from kairox.memory.marker_rules import SCOPES
 
 if TYPE_CHECKING:
     from kairox.context.assembler import Assembly
@@ -45,7 +46,7 @@ MAX_K: Final = 50
 MAX_QUERY_CHARS: Final = 4000
 MAX_PROMPT_CHARS: Final = 32000
 MAX_FILTER_FIELDS: Final = 32
-MEMORY_SCOPES: Final = ("session", "user", "workspace")
+MEMORY_SCOPES: Final = SCOPES
 VIA: Final = "mcp"
 _PENDING_NOTE: Final = (
     "It waits for the user: they approve it in `kairox tui`, the `kairox serve` page or with "

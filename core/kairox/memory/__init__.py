@@ -7,6 +7,7 @@ stream (:mod:`kairox.memory.markers`); approved memories live in a :class:`Memor
 
 from __future__ import annotations
 
+from kairox.memory.marker_rules import SCOPES_WIDEST_FIRST
 from kairox.memory.markers import (
     KEY_MAX_LENGTH,
     SCOPES,
@@ -31,6 +32,7 @@ __all__ = [
     "KEY_MAX_LENGTH",
     "MEMORY_SCHEMA_VERSION",
     "SCOPES",
+    "SCOPES_WIDEST_FIRST",
     "STATUSES",
     "ExtractionResult",
     "MarkerExtractor",

@@ -43,6 +43,7 @@ from typing import Final, NamedTuple
 __all__ = [
     "KEY_MAX_LENGTH",
     "SCOPES",
+    "SCOPES_WIDEST_FIRST",
     "ExtractionResult",
     "MemoryMarker",
     "RejectedMarker",
@@ -50,6 +51,8 @@ __all__ = [
 ]
 
 SCOPES: Final = ("session", "user", "workspace")
+#: The scopes from the widest reach to the narrowest: how listings and prompts order them.
+SCOPES_WIDEST_FIRST: Final = ("user", "workspace", "session")
 KEY_MAX_LENGTH: Final = 128
 
 # XML-style whitespace. Unicode spaces are deliberately not tag syntax: they are likelier to be

@@ -40,6 +40,7 @@ from starlette.routing import Route
 
 from kairox.errors import KairoxError
 from kairox.memory.approvals import MemoryInputError, MemoryNotFound
+from kairox.memory.marker_rules import SCOPES_WIDEST_FIRST
 from kairox.secrets import scrub
 from kairox.web.security import CSRF_HEADER, Origin, SecurityGuard, new_csrf_token
 
@@ -52,7 +53,7 @@ __all__ = ["MAX_BODY_BYTES", "create_app"]
 FacadeFactory = Callable[[], "AppFacade"]
 T = TypeVar("T")
 
-LIST_SCOPES: Final = ("user", "workspace", "session")
+LIST_SCOPES: Final = SCOPES_WIDEST_FIRST
 # Who made a change, as the memory events record it.
 ACTOR: Final = "web"
 LIST_STATUSES: Final = ("approved", "pending")
