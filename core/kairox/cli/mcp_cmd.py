@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from kairox.cli.app import AppContext
+from kairox.cli.listen_options import listen_options
 from kairox.listening import ServeError
 
 TOKEN_ENV = "KAIROX_MCP_TOKEN"
@@ -25,25 +26,11 @@ TOKEN_ENV = "KAIROX_MCP_TOKEN"
     is_flag=True,
     help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.",
 )
-@click.option(
-    "--host",
-    default="127.0.0.1",
-    show_default=True,
-    help="With --http: address to listen on. Anything but a loopback address needs --token.",
-)
-@click.option(
-    "--port",
-    default=8766,
-    show_default=True,
-    type=click.IntRange(0, 65535),
-    help="With --http: port to listen on; 0 picks a free one.",
-)
-@click.option(
-    "--token",
-    envvar=TOKEN_ENV,
-    show_envvar=True,
-    default=None,
-    help="With --http: require 'Authorization: Bearer TOKEN' (16+ characters) on every request.",
+@listen_options(
+    port=8766,
+    token_env=TOKEN_ENV,
+    token_help="require 'Authorization: Bearer TOKEN' (16+ characters) on every request.",
+    when="With --http: ",
 )
 @click.option(
     "--workspace",

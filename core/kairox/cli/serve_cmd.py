@@ -12,28 +12,14 @@ import webbrowser
 import click
 
 from kairox.cli.app import AppContext
+from kairox.cli.listen_options import listen_options
 
 
 @click.command()
-@click.option(
-    "--host",
-    default="127.0.0.1",
-    show_default=True,
-    help="Address to listen on. Anything but a loopback address needs --token.",
-)
-@click.option(
-    "--port",
-    default=8765,
-    show_default=True,
-    type=click.IntRange(0, 65535),
-    help="Port to listen on; 0 picks a free one.",
-)
-@click.option(
-    "--token",
-    envvar="KAIROX_SERVE_TOKEN",
-    show_envvar=True,
-    default=None,
-    help="Require this secret (16+ characters) on every request; visit /?token=... once.",
+@listen_options(
+    port=8765,
+    token_env="KAIROX_SERVE_TOKEN",
+    token_help="Require this secret (16+ characters) on every request; visit /?token=... once.",
 )
 @click.option(
     "--origin",
