@@ -15,9 +15,9 @@ from kairox.config import (
     KnowledgeBaseConfig,
     ProfileConfig,
     find_workspace_config,
-    load_config,
     user_config_path,
 )
+from kairox.config_loader import load_config
 from kairox.registry import (
     EmbeddingBackendSpec,
     KnowledgeBaseKind,

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from kairox.config import load_config
+from kairox.config_loader import load_config
 from kairox.plugins import build_plugin_manager
 from kairox.secrets import (
     MASK,

@@ -132,7 +132,7 @@ class AppFacade:
         return self._config
 
     def _load_config(self) -> KairoxConfig:
-        from kairox.config import load_config
+        from kairox.config_loader import load_config
 
         loaded = load_config(cwd=self.cwd, config_path=self._config_path, registry=self.registry)
         self._config_stamp = _stamp(loaded.files)

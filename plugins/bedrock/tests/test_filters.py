@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from kairox_bedrock import translate_filters
 from pydantic import ValidationError
 
-from kairox.config import ConfigError, load_config
+from kairox.config import ConfigError
+from kairox.config_loader import load_config
 from kairox.plugins import KairoxPluginManager
 from kairox.retrieval import Query, QueryError
 from kairox.testing import CORPUS, registered_plugin, run

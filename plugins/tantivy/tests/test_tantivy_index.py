@@ -15,7 +15,8 @@ import pytest
 from kairox_tantivy import TantivyIndex, TantivyIndexError, TantivyLockedError
 from pydantic import ValidationError
 
-from kairox.config import ConfigError, load_config
+from kairox.config import ConfigError
+from kairox.config_loader import load_config
 from kairox.errors import KairoxError
 from kairox.plugins import KairoxPluginManager
 from kairox.retrieval import Document, IngestableSource, Query, QueryError

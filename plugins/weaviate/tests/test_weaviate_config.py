@@ -7,7 +7,8 @@ import pytest
 from kairox_weaviate import WeaviateConfig, build_filter
 from pydantic import ValidationError
 
-from kairox.config import ConfigError, load_config
+from kairox.config import ConfigError
+from kairox.config_loader import load_config
 from kairox.plugins import KairoxPluginManager
 from kairox.retrieval import QueryError
 from kairox.testing import registered_plugin
