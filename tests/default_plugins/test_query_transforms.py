@@ -49,7 +49,9 @@ def test_multi_query_with_no_rephrasing_is_an_error():
 def test_hyde_embeds_the_models_passage_and_searches_the_users_words():
     passage = "Failed uploads are retried three times with exponential backoff."
     with OpenAITestServer([f"  {passage}\n"]) as server:
-        planned = run(HydeTransform(backend(server), "test-model").transform(Query("upload retries?")))
+        planned = run(
+            HydeTransform(backend(server), "test-model").transform(Query("upload retries?"))
+        )
     assert planned.texts == ("upload retries?",)
     assert planned.embed_text == passage
     assert planned.note == "passage of 9 words"
