@@ -27,17 +27,17 @@ class MmrSettings(PluginSettings):
     """``mmr``'s keys in ``[profiles.<name>]``."""
 
     # 1.0 ranks by relevance alone, 0.0 by novelty alone.
-    mmr_lambda: float = Field(default=0.7, ge=0, le=1)
+    mmr_lambda: float = Field(default=0.5, ge=0, le=1)
 
 
 class MmrReranker:
-    """Maximal marginal relevance: each next hit is the one most relevant (its fused score,
-    min-max normalised) and least like the hits already chosen (cosine of the embedder's
+    """Maximal marginal relevance: each next hit is the one most relevant (its fused score
+    over the best one's) and least like the hits already chosen (cosine of the embedder's
     vectors), weighed by ``mmr_lambda``. Near-identical chunks stop crowding the top."""
 
     name = "mmr"
 
-    def __init__(self, embedder: Any, mmr_lambda: float = 0.7) -> None:
+    def __init__(self, embedder: Any, mmr_lambda: float = 0.5) -> None:
         self.embedder = embedder
         self.mmr_lambda = mmr_lambda
 
@@ -49,8 +49,11 @@ class MmrReranker:
         unit = vectors / np.where(norms == 0, 1.0, norms)
         similarity = unit @ unit.T
         scores = np.array([hit.score for hit in hits], dtype=np.float64)
-        spread = scores.max() - scores.min()
-        relevance = (scores - scores.min()) / spread if spread > 0 else np.ones_like(scores)
+        # Relative to the best score, not min-max: the last candidate is less relevant,
+        # not irrelevant (a floor only where fused scores go below zero).
+        floor = min(0.0, float(scores.min()))
+        top = float(scores.max()) - floor
+        relevance = (scores - floor) / top if top > 0 else np.ones_like(scores)
         chosen: list[int] = [int(np.argmax(relevance))]
         left = [i for i in range(len(hits)) if i != chosen[0]]
         closest = similarity[chosen[0]].astype(np.float64).copy()
