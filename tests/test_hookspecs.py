@@ -18,9 +18,12 @@ from kairox.registry import (
     EmbeddingBackendSpec,
     KnowledgeBaseKind,
     ModelBackendSpec,
+    QueryTransformSpec,
+    RerankerSpec,
     SummarizerSpec,
     WorkspaceRetrieverSpec,
 )
+from kairox.retrieval.stages import TransformedQuery
 from kairox.testing import registered_plugin
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,6 +146,87 @@ def test_hook_kairox_register_model_backends():
     with registered_plugin(Plugin(), "model-plugin", _pm()) as pm:
         assert pm.registry.model_backends.provider("echo") == "model-plugin"
         assert pm.registry.model_backends["echo"].factory() == "model"
+
+
+def _corpus(workspace: Path) -> None:
+    for number in range(4):
+        (workspace / f"note{number}.md").write_text(f"retry uploads note {number}\n")
+
+
+def test_hook_kairox_register_rerankers(workspace):
+    class Reverse:
+        name = "reverse"
+
+        def rerank(self, query, hits):
+            return list(reversed(hits))
+
+    class Plugin:
+        @hookimpl
+        def kairox_register_rerankers(self, register):
+            register(RerankerSpec(name="reverse", factory=lambda ctx: Reverse()))
+
+    _corpus(workspace)
+    (workspace / "kairox.toml").write_text('[profiles.default]\nrerank = "reverse"\n')
+    with registered_plugin(Plugin(), "rerank-plugin", _pm()) as pm:
+        cli = build_cli(pm)
+        assert CliRunner().invoke(cli, ["index", "."]).exit_code == 0
+        plain = json.loads(
+            CliRunner().invoke(cli, ["search", "retry", "--rerank", "none", "--json"]).output
+        )
+        result = CliRunner().invoke(cli, ["search", "retry", "--json"])
+        assert result.exit_code == 0, result.output
+        reranked = json.loads(result.output)
+        fused = [hit["uri"] for hit in plain["hits"]]
+        assert len(fused) >= 2
+        assert [hit["uri"] for hit in reranked["hits"]] == fused[::-1]
+        assert [hit["fused_rank"] for hit in reranked["hits"]] == list(range(len(fused), 0, -1))
+        assert reranked["stages"][0]["source"] == "rerank:reverse"
+        assert reranked["stages"][0]["status"] == "ok"
+
+
+def test_hook_kairox_register_query_transforms(workspace):
+    class Exact:
+        name = "exact"
+
+        def transform(self, query):
+            return TransformedQuery((query.text, "note 2"), note="one more")
+
+    class Plugin:
+        @hookimpl
+        def kairox_register_query_transforms(self, register):
+            register(QueryTransformSpec(name="exact", factory=lambda ctx: Exact()))
+
+    _corpus(workspace)
+    (workspace / "kairox.toml").write_text('[profiles.default]\nquery_transform = "exact"\n')
+    with registered_plugin(Plugin(), "transform-plugin", _pm()) as pm:
+        cli = build_cli(pm)
+        assert CliRunner().invoke(cli, ["index", "."]).exit_code == 0
+        result = CliRunner().invoke(cli, ["search", "zzz-nothing-matches", "--json"])
+        assert result.exit_code == 0, result.output
+        found = json.loads(result.output)
+        # only the transform's second text can find anything
+        assert found["hits"] and "note2.md" in found["hits"][0]["uri"]
+        assert found["stages"][0] == {
+            "source": "transform:exact",
+            "status": "ok",
+            "latency_ms": found["stages"][0]["latency_ms"],
+            "hits": 2,
+            "error": "one more",
+        }
+
+
+def test_a_profile_naming_an_unknown_stage_is_a_config_error(workspace):
+    (workspace / "kairox.toml").write_text('[profiles.default]\nrerank = "mrm"\n')
+    result = CliRunner().invoke(build_cli(_pm()), ["config", "check"])
+    assert result.exit_code == 2
+    assert "no reranker named 'mrm'; did you mean 'mmr'?" in result.output
+
+
+def test_a_stage_option_is_validated_by_the_stage_schema(workspace):
+    (workspace / "kairox.toml").write_text('[profiles.default]\nrerank = "mmr"\nmmr_lambda = 1.5\n')
+    result = CliRunner().invoke(build_cli(_pm()), ["config", "check"])
+    assert result.exit_code == 2
+    assert "mmr_lambda" in result.output and "1" in result.output
 
 
 def test_hook_kairox_register_commands():

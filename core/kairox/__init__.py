@@ -44,10 +44,15 @@ _PLUGIN_API = {
     "EmbeddingBackendSpec": "kairox.registry",
     "KnowledgeBaseKind": "kairox.registry",
     "ModelBackendSpec": "kairox.registry",
+    "QueryTransformSpec": "kairox.registry",
+    "RerankerSpec": "kairox.registry",
+    "StageContext": "kairox.registry",
     "SummarizerSpec": "kairox.registry",
     "WorkspaceRetrieverSpec": "kairox.registry",
     # the config base class of a knowledge-base kind's schema
     "KnowledgeBaseConfig": "kairox.config",
+    # the base of a backend's, summariser's or search stage's keys in a profile
+    "PluginSettings": "kairox.config",
     "EnvVarName": "kairox.secrets",
     # what a source takes and returns
     "Document": "kairox.retrieval",
@@ -55,7 +60,11 @@ _PLUGIN_API = {
     "Query": "kairox.retrieval",
     "QueryError": "kairox.retrieval",
     "ScoreKind": "kairox.retrieval",
+    "Source": "kairox.retrieval",
     "WorkspaceRetriever": "kairox.retrieval",
+    # what a search stage takes and returns
+    "FusedHit": "kairox.retrieval",
+    "TransformedQuery": "kairox.retrieval.stages",
     # errors and optional libraries
     "BackendError": "kairox.errors",
     "BackendTimeoutError": "kairox.errors",
@@ -65,7 +74,7 @@ _PLUGIN_API = {
 
 if TYPE_CHECKING:
     from kairox.api import Kairox
-    from kairox.config import KnowledgeBaseConfig
+    from kairox.config import KnowledgeBaseConfig, PluginSettings
     from kairox.errors import BackendError, BackendTimeoutError, KairoxError
     from kairox.lazy_imports import LazyImport
     from kairox.registry import (
@@ -73,10 +82,23 @@ if TYPE_CHECKING:
         EmbeddingBackendSpec,
         KnowledgeBaseKind,
         ModelBackendSpec,
+        QueryTransformSpec,
+        RerankerSpec,
+        StageContext,
         SummarizerSpec,
         WorkspaceRetrieverSpec,
     )
-    from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind, WorkspaceRetriever
+    from kairox.retrieval import (
+        Document,
+        FusedHit,
+        Hit,
+        Query,
+        QueryError,
+        ScoreKind,
+        Source,
+        WorkspaceRetriever,
+    )
+    from kairox.retrieval.stages import TransformedQuery
     from kairox.secrets import EnvVarName
 
 
@@ -100,16 +122,23 @@ __all__ = [
     "Document",
     "EmbeddingBackendSpec",
     "EnvVarName",
+    "FusedHit",
     "Hit",
     "KairoxError",
     "KnowledgeBaseConfig",
     "KnowledgeBaseKind",
     "LazyImport",
     "ModelBackendSpec",
+    "PluginSettings",
     "Query",
     "QueryError",
+    "QueryTransformSpec",
+    "RerankerSpec",
     "ScoreKind",
+    "Source",
+    "StageContext",
     "SummarizerSpec",
+    "TransformedQuery",
     "WorkspaceRetriever",
     "WorkspaceRetrieverSpec",
     "__version__",

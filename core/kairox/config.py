@@ -184,6 +184,11 @@ class ProfileConfig(BaseModel):
     summarizer: StrictStr = "extractive"
     auto_compact: StrictBool = True
     system_prompt: StrictStr = "You are a helpful assistant."
+    rerank: StrictStr | None = None
+    rerank_depth: StrictInt = Field(default=30, ge=1, le=1000)
+    rerank_timeout_ms: StrictInt = Field(default=2000, gt=0, le=600000)
+    query_transform: StrictStr | None = None
+    query_transform_timeout_ms: StrictInt = Field(default=3000, gt=0, le=600000)
     _plugin_keys: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @property
@@ -289,6 +294,11 @@ _FIELD_FIXES: dict[str, str] = {
     "base_url": 'use the API root, e.g. base_url = "http://127.0.0.1:11434/v1" for Ollama',
     "summarizer": 'use a summarizer name, e.g. summarizer = "extractive"',
     "auto_compact": "use true or false (no quotes)",
+    "rerank": 'use a reranker name, e.g. rerank = "mmr" (see `kairox plugins --all`)',
+    "rerank_depth": "use a whole number from 1 to 1000, e.g. rerank_depth = 30",
+    "rerank_timeout_ms": "use a whole number of milliseconds from 1 to 600000",
+    "query_transform": 'use a query transform name, e.g. query_transform = "multi-query"',
+    "query_transform_timeout_ms": "use a whole number of milliseconds from 1 to 600000",
     "kind": 'use the kind name in quotes, e.g. kind = "sqlite-fts"',
     "enabled": "use true or false (no quotes)",
     "profile_aliases": (

@@ -203,10 +203,38 @@ class _Loader(ConfigFileReader):
         While either of them is not installed, keys nobody claims are left alone: they
         may be that plugin's (its commands fail with an install hint when used).
         """
-        owners = (
+        owners: list[tuple[Any, str, str]] = [
             (self.registry.model_backends, profile.backend, "model backend"),
             (self.registry.summarizers, profile.summarizer, "summarizer"),
+        ]
+        stages = (
+            (self.registry.rerankers, profile.rerank, "reranker", "rerank"),
+            (
+                self.registry.query_transforms,
+                profile.query_transform,
+                "query transform",
+                "query_transform",
+            ),
         )
+        for specs, name, what, key in stages:
+            if name is None:
+                continue
+            if name not in specs:
+                # A stage is named by the user here, so an unknown name is this file's error.
+                suggestion = _did_you_mean(name, list(specs))
+                problem = f"no {what} named {name!r}"
+                if suggestion:
+                    problem += f"; did you mean {suggestion!r}?"
+                installed = ", ".join(sorted(specs)) or "none"
+                self.add(
+                    origin,
+                    table,
+                    key,
+                    problem,
+                    f"use one of: {installed}; or install the plugin that provides it",
+                )
+                continue
+            owners.append((specs, name, what))
         claimed: set[str] = set()
         known = list(_PROFILE_KEYS)
         resolved = True

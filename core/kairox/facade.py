@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from kairox.plugins import KairoxPluginManager
     from kairox.registry import Registry
     from kairox.retrieval.composite import CompositeWorkspaceRetriever
+    from kairox.retrieval.stages import StagedRetrieval
     from kairox.sources import SourceFactory
     from kairox.storage import Database
     from kairox.sync import SyncStats
@@ -246,7 +247,7 @@ class AppFacade:
         (``kairox chat --script FILE`` hands the scripted backend its script).
         """
         from kairox.registry import ModelBackendContext
-        from kairox.sources import SourceError
+        from kairox.sources import SourceError, plugin_settings
 
         if isinstance(profile, str):
             profile_name, profile = self.config.resolve_profile(profile)
@@ -257,7 +258,7 @@ class AppFacade:
                 f"no model backend named {profile.backend!r}; installed: {known}. "
                 "Set `backend` in the profile."
             )
-        settings = _plugin_settings(spec.config_model, profile, f"model backend {spec.name!r}")
+        settings = plugin_settings(spec.config_model, profile, f"model backend {spec.name!r}")
         return spec.factory(ModelBackendContext(profile_name, profile, settings, dict(options)))
 
     def summarizer(
@@ -266,13 +267,13 @@ class AppFacade:
         """The summariser ``name``, built by its spec; one that asks a model gets
         ``backend`` (default: the profile's)."""
         from kairox.registry import SummarizerContext
-        from kairox.sources import SourceError
+        from kairox.sources import SourceError, plugin_settings
 
         spec = self.registry.summarizers.get(name)
         if spec is None:
             known = ", ".join(sorted(self.registry.summarizers)) or "none"
             raise SourceError(f"no summarizer named {name!r}; installed: {known}")
-        settings = _plugin_settings(spec.config_model, profile, f"summarizer {name!r}")
+        settings = plugin_settings(spec.config_model, profile, f"summarizer {name!r}")
         return spec.factory(
             SummarizerContext(
                 profile=profile,
@@ -309,12 +310,16 @@ class AppFacade:
         filters: Mapping[str, Any] | None,
         fusion: str,
         only: set[str] | None,
-    ) -> tuple[CompositeWorkspaceRetriever, Query, dict[str, str]]:
+        rerank: str | None = None,
+        query_transform: str | None = None,
+    ) -> tuple[CompositeWorkspaceRetriever | StagedRetrieval, Query, dict[str, str]]:
         self.refresh()
-        composite, groups = self.sources.composite_and_groups(
-            self.resolve_profile(profile), fusion=fusion, only=only
+        name = self.resolve_profile(profile)
+        composite, groups = self.sources.composite_and_groups(name, fusion=fusion, only=only)
+        searcher = self.sources.with_stages(
+            composite, name, rerank, query_transform, model_backend=self.model_backend
         )
-        return composite, Query(text, k=k, filters=dict(filters or {})), dict(groups)
+        return searcher, Query(text, k=k, filters=dict(filters or {})), dict(groups)
 
     async def search(
         self,
@@ -325,14 +330,19 @@ class AppFacade:
         filters: Mapping[str, Any] | None = None,
         fusion: str = DEFAULT_FUSION,
         only: set[str] | None = None,
+        rerank: str | None = None,
+        query_transform: str | None = None,
     ) -> RetrievalResult:
         """Search the workspace and every knowledge base the profile sees, fused.
 
         The result's ``groups`` say which group (``workspace`` or ``knowledge_base``)
         each source belongs to, as its spec declared. Blocking sources run on the event
-        loop's default executor.
+        loop's default executor. ``rerank`` and ``query_transform`` name a search stage
+        instead of the profile's (``"none"``: no stage); ``result.stages`` reports them.
         """
-        composite, query, groups = self._prepared(text, profile, k, filters, fusion, only)
+        composite, query, groups = self._prepared(
+            text, profile, k, filters, fusion, only, rerank, query_transform
+        )
         result = await composite.retrieve(query)
         return dataclasses.replace(result, groups=groups)
 
@@ -345,12 +355,16 @@ class AppFacade:
         filters: Mapping[str, Any] | None = None,
         fusion: str = DEFAULT_FUSION,
         only: set[str] | None = None,
+        rerank: str | None = None,
+        query_transform: str | None = None,
     ) -> RetrievalResult:
         """:meth:`search` for synchronous callers; never waits on a source past its deadline.
 
         Runs on the composite's own worker threads, kept between calls.
         """
-        composite, query, groups = self._prepared(text, profile, k, filters, fusion, only)
+        composite, query, groups = self._prepared(
+            text, profile, k, filters, fusion, only, rerank, query_transform
+        )
         return dataclasses.replace(composite.retrieve_sync(query), groups=groups)
 
     # -- knowledge bases ----------------------------------------------------------
@@ -457,22 +471,3 @@ def _stamp(files: Sequence[Path]) -> tuple[Any, ...]:
         else:
             stamp.append((str(path), info.st_mtime_ns, info.st_size, info.st_ino))
     return tuple(stamp)
-
-
-def _plugin_settings(model: Any, profile: ProfileConfig, what: str) -> Any:
-    """The profile's keys for one plugin, validated by its ``config_model`` (or ``None``)."""
-    if model is None:
-        return None
-    from pydantic import ValidationError
-
-    from kairox.sources import SourceError
-
-    fields = set(model.model_fields)
-    mine = {k: v for k, v in profile.plugin_keys.items() if k in fields}
-    try:
-        return model.model_validate(mine)
-    except ValidationError as exc:
-        raise SourceError(
-            f"the profile's keys for the {what} are not valid: {exc}; "
-            "`kairox config check` says which and how to fix them"
-        ) from None

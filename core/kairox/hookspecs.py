@@ -27,6 +27,8 @@ if TYPE_CHECKING:
         EmbeddingBackendSpec,
         KnowledgeBaseKind,
         ModelBackendSpec,
+        QueryTransformSpec,
+        RerankerSpec,
         SummarizerSpec,
         WorkspaceRetrieverSpec,
     )
@@ -101,6 +103,48 @@ def kairox_register_knowledge_base_kinds(
         factory=...))``. A kind another plugin already registered is rejected.
 
     .. versionadded:: 0.1
+    """
+
+
+# -------------------------------------------------------------------------
+# Search stages: query transforms and rerankers
+# -------------------------------------------------------------------------
+
+
+@hookspec
+def kairox_register_query_transforms(register: Callable[[QueryTransformSpec], None]) -> None:
+    """Register query transforms: rewrites of a query before the sources are asked.
+
+    Called as a register-callback; a transform is built when a profile that names it
+    (``query_transform = "NAME"``) first searches. It runs under the profile's
+    ``query_transform_timeout_ms``: one that times out or raises leaves the user's query as
+    it was, and the search's stage report says ``timeout`` or ``error``.
+
+    :param register: call ``register(QueryTransformSpec(name=..., factory=...))``; the
+        factory takes a :class:`~kairox.registry.StageContext`, and an optional
+        ``config_model`` validates the transform's keys in ``[profiles.<name>]``. A name
+        another plugin already registered is rejected.
+
+    .. versionadded:: 0.2
+    """
+
+
+@hookspec
+def kairox_register_rerankers(register: Callable[[RerankerSpec], None]) -> None:
+    """Register rerankers: they reorder the fused candidates of a search.
+
+    Called as a register-callback; a reranker is built when a profile that names it
+    (``rerank = "NAME"``, or ``kairox search --rerank NAME``) first searches. It receives the
+    best ``rerank_depth`` fused hits and runs under ``rerank_timeout_ms``: one that times out,
+    raises or returns hits it was not given leaves the fused ranking as it was, and the
+    search's stage report says ``timeout`` or ``error``.
+
+    :param register: call ``register(RerankerSpec(name=..., factory=...))``; the factory
+        takes a :class:`~kairox.registry.StageContext`, and an optional ``config_model``
+        validates the reranker's keys in ``[profiles.<name>]``. A name another plugin
+        already registered is rejected.
+
+    .. versionadded:: 0.2
     """
 
 

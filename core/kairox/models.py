@@ -62,3 +62,15 @@ class ModelBackend(Protocol):
         model: str,
         max_tokens: int | None = None,
     ) -> AsyncIterator[str]: ...
+
+
+async def complete(
+    backend: ModelBackend,
+    messages: Sequence[ChatMessage],
+    *,
+    model: str,
+    max_tokens: int | None = None,
+) -> str:
+    """The whole reply of ``backend`` to ``messages``, for callers that need no streaming."""
+    pieces = [piece async for piece in backend.stream(messages, model=model, max_tokens=max_tokens)]
+    return "".join(pieces)

@@ -29,6 +29,8 @@ ALLOW_LIST_ENV = "KAIROX_LOAD_PLUGINS"
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "kairox.default_plugins.hashing_embedder",
     "kairox.default_plugins.openai_compatible",
+    "kairox.default_plugins.query_transforms",
+    "kairox.default_plugins.rerankers",
     "kairox.default_plugins.scripted_model",
     "kairox.default_plugins.sqlite_fts",
     "kairox.default_plugins.summarizers",
@@ -42,6 +44,8 @@ REGISTER_HOOKS: dict[str, str] = {
     "kairox_register_knowledge_base_kinds": "knowledge_base_kinds",
     "kairox_register_summarizers": "summarizers",
     "kairox_register_model_backends": "model_backends",
+    "kairox_register_rerankers": "rerankers",
+    "kairox_register_query_transforms": "query_transforms",
 }
 
 

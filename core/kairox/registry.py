@@ -169,6 +169,63 @@ class ModelBackendSpec:
     config_model: type[BaseModel] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class StageContext:
+    """What a reranker's or query transform's factory receives.
+
+    :param profile_name: the profile whose searches the stage serves.
+    :param profile: the profile's common keys (``rerank_depth``, ``model``...).
+    :param settings: the profile's keys for this stage, validated by the spec's
+        ``config_model`` (``None`` when the spec has none).
+    :param model_backend: returns the profile's model backend (built on first call), for
+        stages that ask a model.
+    :param embedding_backend: returns the shared embedding backend of a name.
+    :param embedding_name: the workspace's embedding backend (``[workspace]
+        embedding_backend``), the natural one for a stage that compares passages.
+    """
+
+    profile_name: str
+    profile: ProfileConfig
+    model_backend: Callable[[], ModelBackend]
+    embedding_backend: Callable[[str], EmbeddingBackend]
+    embedding_name: str = "hashing"
+    settings: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class RerankerSpec:
+    """A reranker: reorders the fused candidates of a search; ``factory(ctx)`` builds it.
+
+    The built object has ``rerank(query, hits) -> list[FusedHit]`` (sync or async), returning
+    some of the given hits, best first (see :mod:`kairox.retrieval.stages`).
+
+    :param config_model: a :class:`kairox.config.PluginSettings` subclass validating the
+        reranker's own keys in ``[profiles.<name>]``, or ``None`` (no keys).
+    """
+
+    name: str
+    factory: Callable[[StageContext], Any]
+    description: str = ""
+    config_model: type[BaseModel] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueryTransformSpec:
+    """A query transform: rewrites a query before retrieval; ``factory(ctx)`` builds it.
+
+    The built object has ``transform(query) -> TransformedQuery`` (sync or async): the
+    texts to search for, and optionally a text to embed for dense sources instead of the
+    user's (see :mod:`kairox.retrieval.stages`).
+
+    :param config_model: as for :class:`RerankerSpec`.
+    """
+
+    name: str
+    factory: Callable[[StageContext], Any]
+    description: str = ""
+    config_model: type[BaseModel] | None = None
+
+
 T = TypeVar("T")
 
 
@@ -249,4 +306,8 @@ class Registry:
     )
     model_backends: Table[ModelBackendSpec] = field(
         default_factory=lambda: Table("model backend", ModelBackendSpec)
+    )
+    rerankers: Table[RerankerSpec] = field(default_factory=lambda: Table("reranker", RerankerSpec))
+    query_transforms: Table[QueryTransformSpec] = field(
+        default_factory=lambda: Table("query transform", QueryTransformSpec)
     )

@@ -23,11 +23,13 @@ from kairox.errors import KairoxError
 from kairox.registry import BuildContext, SourceGroup
 
 if TYPE_CHECKING:
-    from kairox.config import KairoxConfig, KnowledgeBaseEntry
+    from kairox.config import KairoxConfig, KnowledgeBaseEntry, ProfileConfig
     from kairox.embedding import EmbeddingBackend
+    from kairox.models import ModelBackend
     from kairox.registry import Registry
     from kairox.retrieval import WorkspaceRetriever
     from kairox.retrieval.composite import CompositeWorkspaceRetriever
+    from kairox.retrieval.stages import StagedRetrieval
 
 
 #: First-party embedding backends and the package that provides each (for the install hint).
@@ -75,6 +77,7 @@ class SourceFactory:
         self._built: dict[str, WorkspaceRetriever] = {}
         self._shared: dict[str, Any] = {}
         self._composites: dict[tuple[Any, ...], CompositeWorkspaceRetriever] = {}
+        self._stages: dict[tuple[str, str, str], Any] = {}
         self._lock = threading.RLock()
 
     def embedding_backend(self, name: str) -> EmbeddingBackend:
@@ -256,6 +259,74 @@ class SourceFactory:
         if errors:
             raise SourceError("closing sources failed: " + "; ".join(errors))
 
+    def with_stages(
+        self,
+        composite: CompositeWorkspaceRetriever,
+        profile_name: str,
+        rerank: str | None,
+        query_transform: str | None,
+        *,
+        model_backend: Callable[..., ModelBackend],
+    ) -> CompositeWorkspaceRetriever | StagedRetrieval:
+        """The composite, wrapped in the profile's search stages when it has any.
+
+        ``rerank``/``query_transform`` override the profile's (``"none"`` switches off).
+        """
+        from kairox.retrieval.stages import StagedRetrieval
+
+        _, profile = self.config.resolve_profile(profile_name)
+        rerank = profile.rerank if rerank is None else rerank
+        query_transform = profile.query_transform if query_transform is None else query_transform
+        reranker = self._stage("rerankers", rerank, profile_name, profile, model_backend)
+        transform = self._stage(
+            "query_transforms", query_transform, profile_name, profile, model_backend
+        )
+        if reranker is None and transform is None:
+            return composite
+        return StagedRetrieval(
+            composite,
+            transform=transform,
+            transform_timeout_ms=profile.query_transform_timeout_ms,
+            reranker=reranker,
+            rerank_depth=profile.rerank_depth,
+            rerank_timeout_ms=profile.rerank_timeout_ms,
+        )
+
+    def _stage(
+        self,
+        table: str,
+        name: str | None,
+        profile_name: str,
+        profile: Any,
+        model_backend: Callable[..., ModelBackend],
+    ) -> Any:
+        """A reranker or query transform built by its spec, once per factory and profile."""
+        if name is None or name == "none":
+            return None
+        from kairox.registry import StageContext
+
+        key = (table, name, profile_name)
+        with self._lock:
+            built = self._stages.get(key)
+            if built is not None:
+                return built
+            specs = getattr(self.registry, table)
+            spec = specs.get(name)
+            if spec is None:
+                what = specs.what
+                known = ", ".join(sorted(specs)) or "none"
+                raise SourceError(f"no {what} named {name!r}; installed: {known}")
+            ctx = StageContext(
+                profile_name=profile_name,
+                profile=profile,
+                model_backend=lambda: model_backend(profile, profile_name=profile_name),
+                embedding_backend=self.embedding_backend,
+                embedding_name=self.config.workspace.embedding_backend,
+                settings=plugin_settings(spec.config_model, profile, f"{specs.what} {name!r}"),
+            )
+            built = self._stages[key] = spec.factory(ctx)
+            return built
+
     def close(self) -> None:
         """:meth:`aclose` for synchronous callers (from inside an event loop too: then the
         closing runs on a thread of its own, and this call waits for it)."""
@@ -277,3 +348,20 @@ class SourceFactory:
         worker.join()
         if failure:
             raise failure[0]
+
+
+def plugin_settings(model: Any, profile: ProfileConfig, what: str) -> Any:
+    """The profile's keys for one plugin, validated by its ``config_model`` (or ``None``)."""
+    if model is None:
+        return None
+    from pydantic import ValidationError
+
+    fields = set(model.model_fields)
+    mine = {k: v for k, v in profile.plugin_keys.items() if k in fields}
+    try:
+        return model.model_validate(mine)
+    except ValidationError as exc:
+        raise SourceError(
+            f"the profile's keys for the {what} are not valid: {exc}; "
+            "`kairox config check` says which and how to fix them"
+        ) from None

@@ -171,7 +171,13 @@ class Bench:
 
     def check(self, name: str) -> None:
         """Raise :class:`BenchError` (with an install hint) unless ``name`` can be built."""
-        if name in HYBRIDS:
+        if "+" in name:  # SYSTEM+rerank:NAME, SYSTEM+transform:NAME (kairox.bench.stages)
+            from kairox.bench.stages import check_stages, split_staged
+
+            base, stages = split_staged(name)
+            self.check(base)
+            check_stages(stages, self.registry)
+        elif name in HYBRIDS:
             self.check("sqlite-fts")
             self.check("dense")
         elif name in PEERS:
@@ -218,6 +224,8 @@ class Bench:
         return self._built[key]
 
     def _build(self, name: str) -> tuple[WorkspaceRetriever, float, bool]:
+        if "+" in name:
+            return self._staged(name)
         if name in HYBRIDS:
             return self._hybrid(name, "sqlite-fts", "dense")
         if name in PEERS:
@@ -225,6 +233,25 @@ class Bench:
         if name in DENSE_ALIASES or name.startswith("dense:"):
             return self._dense(DENSE_ALIASES.get(name) or name.split(":", 1)[1], name)
         return self._lexical(name)
+
+    def _staged(self, name: str) -> tuple[WorkspaceRetriever, float, bool]:
+        from kairox.bench.stages import build_staged, split_staged
+
+        base_name, stages = split_staged(name)
+        base, index_s, cached = self.system(base_name)
+        # A stage compares passages with the base system's model; hashing only if that is
+        # what the base searches with, or no other backend is installed.
+        hashing_only = "hashing" in base_name or "minilm" not in self.registry.embedding_backends
+        staged = build_staged(
+            base,
+            stages,
+            self.registry,
+            embedding_backend=self._backend,
+            embedding_name="hashing" if hashing_only else "minilm",
+            candidates=DEPTH,
+        )
+        staged.name = name  # type: ignore[attr-defined]
+        return staged, index_s, cached  # type: ignore[return-value]
 
     def _context(self, folder: Path) -> BuildContext:
         return BuildContext(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
 
@@ -10,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kairox.cli.app import AppContext, console, fold_long_values, print_json
-from kairox.retrieval import FusedHit, RetrievalResult
+from kairox.retrieval import FusedHit, RetrievalResult, SourceReport
 from kairox.retrieval.fusion import DEFAULT_FUSION, FUSION_METHODS
 from kairox.terminal import printable
 
@@ -28,6 +29,21 @@ def snippet(text: str, query: str, width: int = 160) -> str:
     return ("…" if start else "") + excerpt + ("…" if start + width < len(flat) else "")
 
 
+def _report_json(report: SourceReport) -> dict[str, Any]:
+    return {
+        "source": report.source,
+        "status": str(report.status),
+        "latency_ms": round(report.latency_ms, 2),
+        "hits": report.hit_count,
+        "error": report.error,
+    }
+
+
+def _ranks(hit: FusedHit) -> dict[str, int]:
+    ranks = {"fused_rank": hit.fused_rank, "reranked_rank": hit.reranked_rank}
+    return {key: value for key, value in ranks.items() if value is not None}
+
+
 def result_as_json(result: RetrievalResult, query: str, profile: str) -> dict[str, Any]:
     return {
         "query": query,
@@ -35,6 +51,7 @@ def result_as_json(result: RetrievalResult, query: str, profile: str) -> dict[st
         "hits": [
             {
                 "rank": rank,
+                **_ranks(hit),
                 "id": hit.id,
                 "score": hit.score,
                 "uri": hit.uri,
@@ -48,16 +65,8 @@ def result_as_json(result: RetrievalResult, query: str, profile: str) -> dict[st
             }
             for rank, hit in enumerate(result.hits, start=1)
         ],
-        "sources": [
-            {
-                "source": r.source,
-                "status": str(r.status),
-                "latency_ms": round(r.latency_ms, 2),
-                "hits": r.hit_count,
-                "error": r.error,
-            }
-            for r in result.reports
-        ],
+        "sources": [_report_json(r) for r in result.reports],
+        "stages": [_report_json(r) for r in result.stages],
     }
 
 
@@ -82,9 +91,10 @@ def print_result(result: RetrievalResult, query: str) -> None:
         console.print(table)
     else:
         console.print("no hits", markup=False)
-    for report in result.reports:
+    for report in [*result.reports, *result.stages]:
+        count = "queries" if report.source.startswith("transform:") else "hits"
         line = (
-            f"{report.source}: {report.status} · {report.hit_count} hits · "
+            f"{report.source}: {report.status} · {report.hit_count} {count} · "
             f"{report.latency_ms:.0f} ms"
         )
         if report.error:
@@ -118,6 +128,19 @@ def check_sources(facade: Any, profile: str, only: set[str]) -> None:
         )
 
 
+def check_stage(facade: Any, table: str, name: str | None, hint: str) -> None:
+    """Refuse (exit 2) a stage name nothing registered, with what is installed."""
+    specs = getattr(facade.registry, table)
+    if name is None or name == "none" or name in specs:
+        return
+    installed = ", ".join(sorted(specs)) or "none"
+    suggestion = difflib.get_close_matches(name, list(specs), n=1)
+    problem = f"no {specs.what} named {name!r}"
+    if suggestion:
+        problem += f"; did you mean {suggestion[0]!r}?"
+    raise click.BadParameter(f"{problem} Installed: {installed}, or none.", param_hint=hint)
+
+
 @click.command()
 @click.argument("query")
 @click.option("-p", "--profile", default=None, help="Profile name or alias (default: default).")
@@ -132,6 +155,20 @@ def check_sources(facade: Any, profile: str, only: set[str]) -> None:
     "fusions).",
 )
 @click.option("--source", "only", multiple=True, help="Search only this source (repeatable).")
+@click.option(
+    "--rerank",
+    metavar="NAME|none",
+    default=None,
+    help="Rerank the fused candidates with this reranker instead of the profile's "
+    "`rerank` (none: no reranking). Built in: mmr, llm.",
+)
+@click.option(
+    "--query-transform",
+    metavar="NAME|none",
+    default=None,
+    help="Rewrite the query with this transform instead of the profile's `query_transform` "
+    "(none: the query as typed). Built in: multi-query, hyde.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
 def search(
@@ -141,6 +178,8 @@ def search(
     k: int,
     fusion: str,
     only: tuple[str, ...],
+    rerank: str | None,
+    query_transform: str | None,
     as_json: bool,
 ) -> None:
     """Search the workspace index and every knowledge base the profile sees."""
@@ -148,7 +187,17 @@ def search(
     name = facade.resolve_profile(profile)
     if only:
         check_sources(facade, name, set(only))
-    result = facade.search_sync(query, profile=name, k=k, fusion=fusion, only=set(only) or None)
+    check_stage(facade, "rerankers", rerank, "'--rerank'")
+    check_stage(facade, "query_transforms", query_transform, "'--query-transform'")
+    result = facade.search_sync(
+        query,
+        profile=name,
+        k=k,
+        fusion=fusion,
+        only=set(only) or None,
+        rerank=rerank,
+        query_transform=query_transform,
+    )
     if as_json:
         print_json(result_as_json(result, query, name), default=str)
         return

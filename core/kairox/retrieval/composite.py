@@ -13,7 +13,7 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -234,6 +234,11 @@ class CompositeWorkspaceRetriever:
         source timed out, the pool is let go without waiting (a straggling thread finishes
         on its own and its result is dropped) and the next call starts a fresh one.
         """
+        return self.run_sync(lambda: self.retrieve(query))
+
+    def run_sync(self, work: Callable[[], Awaitable[RetrievalResult]]) -> RetrievalResult:
+        """Run ``work()`` (one or more :meth:`retrieve` calls, e.g. a staged search) as
+        :meth:`retrieve_sync` runs one: on a private loop over the kept worker threads."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -245,7 +250,7 @@ class CompositeWorkspaceRetriever:
         loop.set_default_executor(pool)
         result: RetrievalResult | None = None
         try:
-            result = loop.run_until_complete(self.retrieve(query))
+            result = loop.run_until_complete(work())
             return result
         finally:
             try:
@@ -258,7 +263,8 @@ class CompositeWorkspaceRetriever:
             finally:
                 loop.close()
                 stuck = result is None or any(
-                    report.status is SourceStatus.TIMEOUT for report in result.reports
+                    report.status is SourceStatus.TIMEOUT
+                    for report in (*result.reports, *result.stages)
                 )
                 self._give_back_pool(pool, retire=stuck)
 
@@ -308,7 +314,8 @@ class CompositeWorkspaceRetriever:
         tasks: dict[str, asyncio.Task[Any]] = {}
         for name, backend in backends.items():
             task = asyncio.create_task(
-                asyncio.to_thread(_embed_query, backend, query.text), name=f"kairox-embed-{name}"
+                asyncio.to_thread(_embed_query, backend, query.embed_text or query.text),
+                name=f"kairox-embed-{name}",
             )
             # If every source needing it timed out, no one reads the outcome; say so, or
             # asyncio logs "exception was never retrieved".

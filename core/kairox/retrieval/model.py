@@ -42,12 +42,15 @@ class Query:
     :param embeddings: the query text already embedded, by embedding-backend name. The
         composite fills it once per backend in use, so dense sources look their vector
         up here (``query.embeddings.get(self.embedder.name)``) instead of re-embedding.
+    :param embed_text: what dense sources embed instead of ``text`` (a query transform's
+        hypothetical passage, HyDE); lexical sources always search ``text``.
     """
 
     text: str
     k: int = 10
     filters: Mapping[str, Any] = field(default_factory=dict)
     embeddings: Mapping[str, Any] = field(default_factory=dict)
+    embed_text: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
@@ -125,6 +128,9 @@ class FusedHit:
     :param uri: the surviving copy's uri, if known.
     :param metadata: the surviving copy's metadata.
     :param sources: one :class:`Provenance` per source that returned the passage.
+    :param fused_rank: its 1-based place in the fused ranking, when a search stage ran.
+    :param reranked_rank: its 1-based place after a reranker reordered the candidates
+        (``None`` when no reranker ran, or it failed and the fused order stands).
     """
 
     id: str
@@ -133,6 +139,8 @@ class FusedHit:
     uri: str | None
     metadata: Mapping[str, Any]
     sources: tuple[Provenance, ...]
+    fused_rank: int | None = None
+    reranked_rank: int | None = None
 
     def __post_init__(self) -> None:
         # A fused hit always comes from somewhere; an empty provenance would leave
@@ -159,11 +167,14 @@ class RetrievalResult:
     :param reports: one :class:`SourceReport` per configured source, in source order.
     :param groups: source name -> its group (``workspace`` or ``knowledge_base``), as the
         source's spec declared it; filled by the facade, empty from a bare composite.
+    :param stages: one report per search stage that ran (``transform:<name>``,
+        ``rerank:<name>``), in the order they ran; empty when none is configured.
     """
 
     hits: list[FusedHit]
     reports: list[SourceReport]
     groups: Mapping[str, str] = field(default_factory=dict)
+    stages: list[SourceReport] = field(default_factory=list)
 
     def group_of(self, hit: FusedHit) -> str:
         """The group of the source that ranked ``hit`` best (``knowledge_base`` if unknown)."""
@@ -171,7 +182,7 @@ class RetrievalResult:
 
 
 @runtime_checkable
-class WorkspaceRetriever(Protocol):
+class Source(Protocol):
     """A source of hits: a workspace retriever or a knowledge base.
 
     ``name`` is unique within one composite; ``score_kind`` says how to read scores.
@@ -188,3 +199,8 @@ class WorkspaceRetriever(Protocol):
     score_kind: ScoreKind
 
     async def retrieve(self, query: Query) -> list[Hit]: ...
+
+
+#: The old name of :class:`Source` (it serves knowledge bases as well as the workspace);
+#: kept for one release.
+WorkspaceRetriever = Source

@@ -178,6 +178,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not self._authorised():
             return
+        delay = owner.faults.take("delay", recorded)
+        if delay is not None and owner._pause(delay.seconds):
+            self.close_connection = True
+            return
         failure = owner.faults.take("fail", recorded)
         if failure is not None:
             status = int(failure.error)

@@ -940,7 +940,7 @@ class WorkspaceDenseRetriever:
             return []
         vector = query.embeddings.get(self.embedder.name)
         if vector is None:
-            vector = self.embedder.embed([query.text])[0]
+            vector = self.embedder.embed([query.embed_text or query.text])[0]
         return self.index.search_vector(vector, query.k, query.filters, source=self.name)
 
     async def retrieve(self, query: Query) -> list[Hit]:

@@ -366,7 +366,7 @@ class PineconeSource:
     def _query_vector(self, query: Query) -> list[float] | None:
         vector = query.embeddings.get(self.embedder.name)
         if vector is None:
-            vector = self.embedder.embed([query.text])[0]
+            vector = self.embedder.embed([query.embed_text or query.text])[0]
         array = np.asarray(vector, dtype=np.float32).reshape(-1)
         if array.shape[0] != self.embedder.dim:
             raise PineconeConfigurationError(

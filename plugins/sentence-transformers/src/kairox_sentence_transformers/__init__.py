@@ -21,6 +21,7 @@ import numpy as np
 
 from kairox import EmbeddingBackendSpec, LazyImport, hookimpl
 from kairox.retrieval import FAN_OUT
+from kairox_sentence_transformers.cross_encoder import kairox_register_rerankers
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -35,6 +36,7 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "bundled_model_path",
     "kairox_register_embedding_backends",
+    "kairox_register_rerankers",
 ]
 
 #: ``EmbeddingBackend.name`` of the ``minilm`` backend (identifies the model in the index).
