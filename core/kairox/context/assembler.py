@@ -48,12 +48,11 @@ counts only the text of the new turn, not the whole history again.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from kairox.context.memory_ranking import PreparedMemories, words
 from kairox.context.tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from kairox.errors import KairoxError
 from kairox.models import ChatMessage
@@ -91,9 +90,6 @@ DROP_NOT_APPROVED = "not approved"
 # Memory sections are rendered broadest scope first, so the narrower (more specific) ones
 # come later and read as refinements of the broader ones.
 _MEMORY_SCOPES = ("user", "workspace", "session")
-# When memories must be filtered, a tie on key match and recency goes to the narrower scope:
-# a session memory is about this very conversation, a user memory about every conversation.
-_SCOPE_PRIORITY = {"session": 2, "workspace": 1, "user": 0}
 
 _SYSTEM = "system"
 _SUMMARY = "compaction_summary"
@@ -104,13 +100,6 @@ _KB_PREFIX = "knowledge_base:"
 _SUMMARY_HEADING = "## Summary of earlier conversation\n"
 # The key of the per-turn table in TokenCounter.derived (see ContextAssembler._turn_entry).
 _TURNS = "assembler.turns"
-
-# Words of a memory key or prompt: runs of letters and digits. Keys are normalised to
-# [a-z0-9._-], so "preferred.language" has the words "preferred" and "language".
-_WORD = re.compile(r"[^\W_]+")
-# One-letter words ("a", "x", "2") match almost any prompt and say nothing about relevance.
-_MIN_KEY_WORD_LENGTH = 2
-_EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -400,77 +389,8 @@ def _retrieved(data: AssemblyInput) -> list[_Retrieved]:
     return out
 
 
-class _PreparedMemories:
-    """One turn's memories made ready for any prompt (see ``_add_memories``).
-
-    ``base`` holds the approved memories as ``(section, piece)`` by recency, then scope,
-    then id, best first; the prompt's key match only moves the memories it matches to the
-    front (:meth:`ranked`). ``cost`` is what all of them take together in the system
-    message, headings included (not the opening cost, which depends on what came first).
-    """
-
-    def __init__(self, system: _SystemMessage, memories: Sequence[MemoryRecord]) -> None:
-        self.not_approved: list[tuple[str, str]] = []
-        entries: list[tuple[tuple[float, int, int], str, _Piece, frozenset[str]]] = []
-        for order, memory in enumerate(memories):
-            if memory.scope not in _SCOPE_PRIORITY:
-                raise ValueError(f"memory {memory.id} has an unknown scope {memory.scope!r}")
-            source = f"memory:{memory.scope}"
-            if memory.status != "approved":
-                self.not_approved.append((source, _memory_label(memory)))
-                continue
-            text = f"- {memory.key}: {memory.body}\n" if memory.key else f"- {memory.body}\n"
-            rank = (
-                _timestamp(memory.updated_at).timestamp(),
-                _SCOPE_PRIORITY[memory.scope],
-                memory.id,
-            )
-            piece = system.piece(order, text, _memory_label(memory))
-            entries.append((rank, source, piece, frozenset(_words(memory.key or ""))))
-        entries.sort(key=lambda e: e[0], reverse=True)
-        self.base = [(source, piece) for _, source, piece, _ in entries]
-        self.by_word: dict[str, list[int]] = {}
-        for position, (_, _, _, words) in enumerate(entries):
-            for word in words:
-                self.by_word.setdefault(word, []).append(position)
-        sections = {source for source, _ in self.base}
-        self.cost = sum(piece.tokens for _, piece in self.base)
-        self.cost += sum(system.headings[source][1] for source in sections)
-
-    def ranked(self, prompt_words: set[str]) -> list[tuple[str, _Piece]]:
-        """Best first: key match (words of the key in the prompt), then the base order."""
-        matches: dict[int, int] = {}
-        for word in prompt_words:
-            for position in self.by_word.get(word, ()):
-                matches[position] = matches.get(position, 0) + 1
-        if not matches:
-            return self.base
-        front = sorted(matches, key=lambda position: (-matches[position], position))
-        base = self.base
-        return [base[p] for p in front] + [e for p, e in enumerate(base) if p not in matches]
-
-
 def _base_text(system_prompt: str, instructions: str | None) -> str:
     return "\n\n".join(part for part in (system_prompt, instructions) if part)
-
-
-def _words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.casefold()) if len(w) >= _MIN_KEY_WORD_LENGTH}
-
-
-def _timestamp(value: str | None) -> datetime:
-    """``updated_at`` as an aware datetime; unparsable values sort as oldest."""
-    if not value:
-        return _EPOCH
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return _EPOCH
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def _memory_label(memory: MemoryRecord) -> str:
-    return f"memory {memory.id}" + (f" ({memory.key})" if memory.key else "")
 
 
 def _event_range(ids: Sequence[int]) -> str:
@@ -744,7 +664,7 @@ class ContextAssembler:
         for source, label in prepared.not_approved:
             # Pending proposals are unvetted model output: never let them into context.
             ledgers[source].drop(label, DROP_NOT_APPROVED)
-        chosen = prepared.ranked(_words(data.prompt))
+        chosen = prepared.ranked(words(data.prompt))
         if chosen and system.tokens + prepared.cost + system.opening_cost() <= limit:
             system.add_all(chosen, prepared.cost + system.opening_cost())  # the usual case
             return
@@ -756,7 +676,7 @@ class ContextAssembler:
 
     def _prepared_memories(
         self, system: _SystemMessage, memories: Sequence[MemoryRecord]
-    ) -> _PreparedMemories:
+    ) -> PreparedMemories:
         """The memories rendered, counted and ranked but for the prompt's key match, kept
         across turns in the counter's ``derived`` cache: a turn with a thousand memories
         looks them up, it does not re-render, re-hash, re-parse or re-sort them."""
@@ -766,7 +686,7 @@ class ContextAssembler:
         )
         found = self.counter.derived.get(key)
         if found is None:
-            found = _PreparedMemories(system, memories)
+            found = PreparedMemories(memories, system.piece, system.headings)
             _remember(self.counter, key, found)
         return found
 
