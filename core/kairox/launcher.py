@@ -6,6 +6,7 @@ and the plugins cost more than the search itself); the full CLI loads on fallbac
 
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -16,12 +17,14 @@ def main() -> int | None:
     if client.forwardable(argv):
         answer = client.forward(argv)
         if answer is not None:
-            sys.stdout.flush()
-            sys.stdout.buffer.write(answer.stdout)
-            sys.stdout.buffer.flush()
-            sys.stderr.flush()
-            sys.stderr.buffer.write(answer.stderr)
-            sys.stderr.buffer.flush()
+            try:
+                sys.stdout.buffer.write(answer.stdout)
+                sys.stdout.buffer.flush()
+                sys.stderr.buffer.write(answer.stderr)
+                sys.stderr.buffer.flush()
+            except BrokenPipeError:  # `kairox search ... | head`: the reader has gone
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                return 1
             return answer.exit_code
     from kairox.cli import main as cli_main
 

@@ -238,11 +238,12 @@ class _Handler(socketserver.BaseRequestHandler):
             reply = self.server.daemon.status()
         elif op == "stop":
             reply = {"status": "stopping", "pid": os.getpid()}
-            threading.Thread(target=self.server.shutdown, daemon=True).start()
         else:
             reply = {"status": "error", "reason": f"unknown op {op!r}"}
         with contextlib.suppress(OSError):
             protocol.send(sock, reply)
+        if op == "stop":  # after the reply: the process may end as soon as serving stops
+            threading.Thread(target=self.server.shutdown, daemon=True).start()
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
