@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import importlib
 import os
-from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
 
-import pluggy
+# Not ``from typing import ...``, and pluggy on first use of ``hookimpl``: the ``kairox``
+# console script (kairox.launcher) imports this package before it asks a running daemon,
+# and every import here is paid by each ``kairox search``.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-try:
-    __version__ = version("kairox")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+    import pluggy
 
-hookimpl = pluggy.HookimplMarker("kairox")
+    hookimpl: pluggy.HookimplMarker
 
 
 def get_plugin_manager():
@@ -101,8 +101,29 @@ if TYPE_CHECKING:
     from kairox.retrieval.stages import TransformedQuery
     from kairox.secrets import EnvVarName
 
+    __version__: str
+
+
+def _version() -> str:
+    # Read on first use: importlib.metadata costs more than the daemon's whole answer
+    # to ``kairox search`` (kairox.launcher).
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kairox")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "0+unknown"
+
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        globals()[name] = value = _version()
+        return value
+    if name == "hookimpl":
+        import pluggy
+
+        globals()[name] = value = pluggy.HookimplMarker("kairox")
+        return value
     module = _PLUGIN_API.get(name)
     if module is None:
         raise AttributeError(f"module 'kairox' has no attribute {name!r}")
@@ -112,7 +133,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_PLUGIN_API))
+    return sorted(set(globals()) | set(_PLUGIN_API) | {"__version__", "hookimpl"})
 
 
 __all__ = [

@@ -1,5 +1,7 @@
-"""``python -m kairox`` runs the CLI."""
+"""``python -m kairox`` runs what the ``kairox`` console script runs (kairox.launcher)."""
 
-from kairox.cli import main
+import sys
 
-main()
+from kairox.launcher import main
+
+sys.exit(main())

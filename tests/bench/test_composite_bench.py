@@ -8,7 +8,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from kairox.bench.composite import CPUS, FailingSource, HangingSource, faults
+from kairox.bench.composite import CPUS, FailingSource, HangingSource, fan_out_bound, faults
 from kairox.cli import bench_session_cmd
 from kairox.cli.app import AppContext
 from kairox.plugins import build_plugin_manager
@@ -75,6 +75,10 @@ def test_cli_writes_every_row_and_the_fault_report(pm, tmp_path):
             assert cpu > 0 and row["composite_cpu_ms"]["p50"] > 0  # real searches compute
         assert row["queries"] == 3
         assert row["not_ok_reports"] == 0  # the fan-out deadline is far away
+        assert row["bound_ms"] == pytest.approx(
+            fan_out_bound(row, computes=row["scenario"] == "sqlite-fts")["bound_ms"]
+        )
+        assert row["within_bound"] is (row["composite_ms"]["p50"] <= row["bound_ms"])
 
     fault = report["faults"]
     assert fault["statuses"]["slow"] == {"timeout": 2}
@@ -85,6 +89,32 @@ def test_cli_writes_every_row_and_the_fault_report(pm, tmp_path):
     assert fault["hits_from"] == ["kb-0", "kb-1"]  # the healthy sources' hits came back
     assert fault["hits_per_query"]["min"] > 0
     assert "overhead p50" in result.output and "CPU floor p50" in result.output
+    assert "bound" in result.output
+
+
+def _row(slowest: float, floor: float, composite: float) -> dict:
+    return {
+        "slowest_source_ms": {"p50": slowest},
+        "cpu_floor_ms": {"p50": floor},
+        "composite_ms": {"p50": composite},
+    }
+
+
+def test_the_bound_of_computing_sources_is_never_below_the_cpu_floor():
+    # 8 sources of 0.8 ms that need 2.7 ms of the 2 cores: 1.2 x 0.8 would ask the impossible.
+    bound = fan_out_bound(_row(0.8, 2.7, 4.0), computes=True)
+    assert bound["bound_ms"] == pytest.approx(2.7 + 2)
+    assert bound["within_bound"] is True
+    assert bound["bound_rule"] == "max(1.2 x slowest, CPU floor) + 2 ms"
+    # Where the slowest source dominates, the floor changes nothing.
+    assert fan_out_bound(_row(10, 1, 13), computes=True)["bound_ms"] == pytest.approx(14)
+
+
+def test_the_bound_of_waiting_sources_ignores_the_cpu_floor():
+    bound = fan_out_bound(_row(10, 20, 15), computes=False)
+    assert bound["bound_ms"] == pytest.approx(14)
+    assert bound["within_bound"] is False
+    assert bound["sources_compute"] is False
 
 
 def test_json_flag_prints_the_report(pm):

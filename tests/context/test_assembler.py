@@ -251,7 +251,7 @@ def test_history_is_whole_turns_newest_first_without_gaps():
     hist = account(result, "history")
     assert (hist.included, hist.dropped) == (2, 2)
     assert hist.reasons == (DROP_OLDER_HISTORY,)
-    assert hist.dropped_items == ("events 10-11", "events 0-1")
+    assert hist.dropped_items == ("events 0-11 (2 turns)",)  # one range, however long
     assert hist.tokens == costs[2] + costs[3]
     check_budget(result)
 
@@ -485,9 +485,9 @@ def test_trace_names_every_source_with_tokens_and_drops():
     history = by_source["history"]
     assert history["dropped"] > 0
     assert DROP_OLDER_HISTORY in history["reasons"]
-    assert history["dropped_items"][0] == f"events {history['dropped'] * 10 - 10}-" + str(
-        history["dropped"] * 10 - 9
-    )
+    # The dropped turns 0 .. n-1 are one range: from turn 0's first event to turn n-1's last.
+    dropped = history["dropped"]
+    assert history["dropped_items"] == [f"events 0-{dropped * 10 - 9} ({dropped} turns)"]
 
 
 # -- caching ---------------------------------------------------------------------------------
@@ -524,6 +524,67 @@ def test_growing_history_counts_only_the_new_turn(monkeypatch):
     misses = counter.misses
     assemble(data(6))
     assert counter.misses == misses
+
+
+def _memories_for_ranking() -> list[MemoryRecord]:
+    scopes = ("user", "workspace", "session")
+    return [
+        memory(
+            i,
+            f"body of memory {i} " * 4,
+            key=f"{('alpha', 'beta', 'gamma')[i % 3]}.topic{i}",
+            scope=scopes[i % 3],
+            updated_at=f"2024-01-{1 + i % 9:02d}T00:00:00+00:00",
+        )
+        for i in range(1, 31)
+    ]
+
+
+@pytest.mark.parametrize("prompt", ["tell me about alpha", "beta and gamma?", "nothing here"])
+def test_memories_prepared_in_an_earlier_turn_rank_as_a_fresh_counter_does(prompt):
+    memories = _memories_for_ranking()
+    budget = fits_exactly(AssemblyInput("sys", prompt, memories=memories[:12]))
+    shared = TokenCounter("o200k_base")
+    assembler(budget, counter=shared).assemble(
+        AssemblyInput("sys", "alpha beta", memories=memories)
+    )
+    misses = shared.misses
+    warm = assembler(budget, counter=shared).assemble(
+        AssemblyInput("sys", prompt, memories=memories)
+    )
+    cold = assembler(budget).assemble(AssemblyInput("sys", prompt, memories=memories))
+    assert shared.misses - misses <= 2  # the new prompt and the system message, not memories
+    assert warm.messages == cold.messages
+    assert warm.trace() == cold.trace()
+    assert sum(a.dropped for a in warm.sources) > 0  # the ranking decided something
+    if "alpha" in prompt:  # every memory whose key matches the prompt made it in
+        assert account(warm, "memory:user").included == 10
+
+
+def test_an_edited_memory_is_prepared_again():
+    counter = TokenCounter("o200k_base")
+    first = [memory(1, "uses tabs"), memory(2, "likes rust", key="lang")]
+    assembler(BIG, counter=counter).assemble(AssemblyInput("sys", "go", memories=first))
+    edited = [memory(1, "uses spaces"), first[1]]
+    result = assembler(BIG, counter=counter).assemble(AssemblyInput("sys", "go", memories=edited))
+    assert "- note: uses spaces\n" in result.messages[0].content
+    assert "uses tabs" not in result.messages[0].content
+
+
+def test_a_long_dropped_history_is_one_range_in_the_trace():
+    history = [turn(i, 20) for i in range(2_000)]
+    budget = fits_exactly(AssemblyInput("sys", "go", history=history[-3:]))
+    result = assembler(budget).assemble(AssemblyInput("sys", "go", history=history))
+    hist = account(result, "history")
+    assert (hist.included, hist.dropped) == (3, 1_997)
+    assert hist.dropped_items == (f"events 0-{10 * 1_996 + 1} (1997 turns)",)
+
+
+def test_a_dropped_history_without_event_ids_is_a_range_of_turns():
+    history = [HistoryTurn(t.messages) for t in (turn(i, 20) for i in range(5))]
+    budget = fits_exactly(AssemblyInput("sys", "go", history=history[-1:]))
+    result = assembler(budget).assemble(AssemblyInput("sys", "go", history=history))
+    assert account(result, "history").dropped_items == ("turns 0-3 (4 turns)",)
 
 
 def test_safety_net_keeps_the_budget_if_pieces_ever_stop_adding_up():

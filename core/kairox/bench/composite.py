@@ -8,6 +8,9 @@ The overhead of one query is the composite's latency minus the latency of the sl
 its sources asked alone (so a perfect fan-out costs 0); its p50 and p95 are reported. So
 is the CPU time the sources take asked one by one, over the number of cores: the least
 time sources that compute rather than wait could take in any fan-out on this machine.
+Each row is held to a bound (:func:`fan_out_bound`): 1.2 x the slowest source + 2 ms
+for sources that wait, max(1.2 x the slowest, the CPU floor) + 2 ms for sources that
+compute.
 The sources are
 
 * ``sqlite-fts`` (or another local ``--kind``): N knowledge bases of that kind, built
@@ -79,6 +82,8 @@ PATHS = ("sync", "async")
 LOCAL_KIND_OPTIONS = {"sqlite-fts": {"path": "index.db"}, "tantivy": {"index_dir": "index"}}
 # Deadline for the fan-out runs: far above any latency, so nothing times out by accident.
 FAN_OUT_DEADLINE_MS = 60_000
+#: What the fan-out bound allows on top of the slowest source (or the CPU floor), in ms.
+BOUND_SLACK_MS = 2.0
 #: The cores sources can run on in parallel, for the CPU floor.
 CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -389,7 +394,29 @@ def fan_out(
                         "not_ok_reports": measured["not_ok"],
                     }
                 )
+                rows[-1].update(fan_out_bound(rows[-1], computes=scenario == "local"))
     return rows
+
+
+def fan_out_bound(row: dict[str, Any], *, computes: bool) -> dict[str, Any]:
+    """The acceptance bound of one fan-out row (p50s), and whether the composite met it.
+
+    Sources that wait (a network answer, a blocking client's thread) can all wait at
+    once: 1.2 x the slowest alone + 2 ms. Sources that compute share the machine's cores,
+    so no fan-out beats the CPU floor (their CPU time over the cores): max(1.2 x the
+    slowest alone, the CPU floor) + 2 ms.
+    """
+    slowest = 1.2 * row["slowest_source_ms"]["p50"]
+    floor = row["cpu_floor_ms"]["p50"]
+    bound = (max(slowest, floor) if computes else slowest) + BOUND_SLACK_MS
+    return {
+        "sources_compute": computes,
+        "bound_ms": round(bound, 3),
+        "bound_rule": (
+            "max(1.2 x slowest, CPU floor) + 2 ms" if computes else "1.2 x slowest + 2 ms"
+        ),
+        "within_bound": row["composite_ms"]["p50"] <= bound,
+    }
 
 
 def faults(

@@ -17,8 +17,9 @@ Each row gives the median and p95 wall time of ``repeats`` assemblies, the media
 of token counts the cache could not answer (``cache_misses``: what was tokenised), how
 many turns fitted, and the tokens used. With a warm cache the misses stay constant
 whatever the history size: a turn costs O(new text) in tokenisation, and what remains
-grows only with the number of turns that fit (dictionary look-ups) and the turns dropped
-(one label each in the trace).
+grows only with the number of turns that fit (one dictionary look-up each); the turns
+dropped are one range in the trace, and the memories are rendered, counted and ranked
+once (the counter's ``derived`` cache), so a warm turn re-reads them only.
 """
 
 from __future__ import annotations

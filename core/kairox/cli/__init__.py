@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,14 +12,21 @@ import click
 from kairox.cli.app import AppContext, KairoxGroup, console_err
 
 
-def build_cli(pm: Any = None) -> click.Group:
-    """A fresh root group with the built-in commands and every plugin's commands."""
+def build_cli(
+    pm: Any = None, app: Callable[[Path | None], AppContext] | None = None
+) -> click.Group:
+    """A fresh root group with the built-in commands and every plugin's commands.
+
+    :param app: makes each invocation's :class:`AppContext` from ``--config`` (the daemon
+        hands out its warm facades this way); a plain one by default.
+    """
     from kairox import __version__
     from kairox.cli import (
         bench_cmd,
         chat_cmd,
         config_cmd,
         context_cmd,
+        daemon_cmd,
         index_cmd,
         kb_cmd,
         mcp_cmd,
@@ -42,7 +50,7 @@ def build_cli(pm: Any = None) -> click.Group:
     @click.pass_context
     def cli(ctx: click.Context, config_path: Path | None) -> None:
         """Kairox: retrieval and context assembly for LLM agents."""
-        ctx.obj = AppContext(config_path=config_path, pm=pm)
+        ctx.obj = AppContext(config_path=config_path, pm=pm) if app is None else app(config_path)
         # Sources, the workspace index and the database are closed when the command ends.
         ctx.call_on_close(ctx.obj.close)
 
@@ -58,6 +66,7 @@ def build_cli(pm: Any = None) -> click.Group:
     cli.add_command(context_cmd.context)
     cli.add_command(chat_cmd.chat)
     cli.add_command(serve_cmd.serve)
+    cli.add_command(daemon_cmd.daemon)
     cli.add_command(mcp_cmd.mcp)
     cli.add_command(tui_cmd.tui)
     plugins_cmd.add_plugin_commands(cli, pm)

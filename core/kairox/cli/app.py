@@ -24,10 +24,13 @@ if TYPE_CHECKING:
     from kairox.plugins import KairoxPluginManager
 
 
-def _console(stderr: bool = False) -> Console:
+def _console(stderr: bool = False, *, file: Any = None, environ: Any = None) -> Console:
+    """A console for the command's output; the daemon (``kairox.cli.daemon_server``) makes
+    one with a client's ``file`` and terminal ``environ`` to print exactly what it would."""
+    environ = os.environ if environ is None else environ
     # SafeConsole: what commands print comes from files, models and servers (see terminal.py).
-    made = SafeConsole(stderr=stderr, highlight=False, soft_wrap=True)
-    if not made.is_terminal and "COLUMNS" not in os.environ:
+    made = SafeConsole(stderr=stderr, highlight=False, soft_wrap=True, file=file, _environ=environ)
+    if not made.is_terminal and "COLUMNS" not in environ:
         # Piped output is read by grep and scripts, not eyes: don't fold it at 80 columns.
         made.width = 160
     return made

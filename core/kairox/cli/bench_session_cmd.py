@@ -149,6 +149,7 @@ def composite(
         "overhead p50",
         "p95",
         "CPU floor p50",
+        "bound",
         title=f"fan-out, ms ({report['queries']} queries)",
     )
     for row in report["fan_out"]:
@@ -163,6 +164,7 @@ def composite(
             f"{row['overhead_ms']['p50']:.2f}",
             f"{row['overhead_ms']['p95']:.2f}",
             f"{row['cpu_floor_ms']['p50']:.2f}",
+            f"{row['bound_ms']:.2f}" + ("" if row["within_bound"] else " ✗"),
         )
     console.print(table)
     fault = report["faults"]

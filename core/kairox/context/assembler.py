@@ -48,12 +48,11 @@ counts only the text of the new turn, not the whole history again.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from kairox.context.memory_ranking import PreparedMemories, words
 from kairox.context.tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from kairox.errors import KairoxError
 from kairox.models import ChatMessage
@@ -91,9 +90,6 @@ DROP_NOT_APPROVED = "not approved"
 # Memory sections are rendered broadest scope first, so the narrower (more specific) ones
 # come later and read as refinements of the broader ones.
 _MEMORY_SCOPES = ("user", "workspace", "session")
-# When memories must be filtered, a tie on key match and recency goes to the narrower scope:
-# a session memory is about this very conversation, a user memory about every conversation.
-_SCOPE_PRIORITY = {"session": 2, "workspace": 1, "user": 0}
 
 _SYSTEM = "system"
 _SUMMARY = "compaction_summary"
@@ -102,13 +98,8 @@ _HISTORY = "history"
 _PROMPT = "prompt"
 _KB_PREFIX = "knowledge_base:"
 _SUMMARY_HEADING = "## Summary of earlier conversation\n"
-
-# Words of a memory key or prompt: runs of letters and digits. Keys are normalised to
-# [a-z0-9._-], so "preferred.language" has the words "preferred" and "language".
-_WORD = re.compile(r"[^\W_]+")
-# One-letter words ("a", "x", "2") match almost any prompt and say nothing about relevance.
-_MIN_KEY_WORD_LENGTH = 2
-_EPOCH = datetime.min.replace(tzinfo=UTC)
+# The key of the per-turn table in TokenCounter.derived (see ContextAssembler._turn_entry).
+_TURNS = "assembler.turns"
 
 
 @dataclass(frozen=True)
@@ -271,9 +262,12 @@ class _Ledger:
     tokens: int = 0
     dropped: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+    summarised: int = 0  # dropped items beyond len(dropped): a range under one label
 
-    def drop(self, label: str, reason: str) -> None:
+    def drop(self, label: str, reason: str, count: int = 1) -> None:
+        """Drop ``count`` items, named by one ``label``."""
         self.dropped.append(label)
+        self.summarised += count - 1
         self.drop_reason(reason)
 
     def drop_reason(self, reason: str) -> None:
@@ -342,6 +336,14 @@ class _SystemMessage:
         self.sections[source].append(piece)
         self.selection.append((source, piece))
 
+    def add_all(self, chosen: Sequence[tuple[str, _Piece]], cost: int) -> None:
+        """:meth:`add` each of ``chosen`` (in order), which together cost ``cost``."""
+        self._section_tokens += cost - self.opening_cost()
+        sections = self.sections
+        for source, piece in chosen:
+            sections[source].append(piece)
+        self.selection.extend(chosen)
+
     def pop_last(self) -> tuple[str, _Piece]:
         source, piece = self.selection.pop()
         self.sections[source].remove(piece)
@@ -391,27 +393,27 @@ def _base_text(system_prompt: str, instructions: str | None) -> str:
     return "\n\n".join(part for part in (system_prompt, instructions) if part)
 
 
-def _words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.casefold()) if len(w) >= _MIN_KEY_WORD_LENGTH}
-
-
-def _timestamp(value: str | None) -> datetime:
-    """``updated_at`` as an aware datetime; unparsable values sort as oldest."""
-    if not value:
-        return _EPOCH
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return _EPOCH
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def _memory_label(memory: MemoryRecord) -> str:
-    return f"memory {memory.id}" + (f" ({memory.key})" if memory.key else "")
-
-
 def _event_range(ids: Sequence[int]) -> str:
     return f"events {ids[0]}-{ids[-1]}" if len(ids) > 1 else f"event {ids[0]}"
+
+
+def _turn_range(history: Sequence[HistoryTurn], newest: int) -> str:
+    """The label of turns ``0 .. newest``: their events (or indexes), and how many."""
+    first, last = history[0], history[newest]
+    if newest == 0:
+        return _event_range(first.event_ids) if first.event_ids else "turn 0"
+    if first.event_ids and last.event_ids:
+        where = _event_range([first.event_ids[0], last.event_ids[-1]])
+    else:
+        where = f"turns 0-{newest}"
+    return f"{where} ({newest + 1} turns)"
+
+
+def _remember(counter: TokenCounter, key: Hashable, value: Any) -> None:
+    derived = counter.derived
+    if len(derived) >= counter.maxsize:
+        derived.clear()  # rare and cheap to rebuild: the counts themselves stay cached
+    derived[key] = value
 
 
 class ContextAssembler:
@@ -490,14 +492,43 @@ class ContextAssembler:
         )
 
     def _turn_tokens(self, turn: HistoryTurn) -> int:
+        return self._turn_entry(turn)[0]
+
+    def _turn_entry(self, turn: HistoryTurn) -> tuple[int, bool]:
+        """(tokens, whether the turn holds tool output) of one history turn.
+
+        A turn with event ids is looked up once per turn in the counter's ``derived``
+        cache, so a long history costs a dict lookup per turn that fits, not a count per
+        message.
+        """
+        turns = self._turn_table()
+        key = turn.event_ids or None
+        if key is not None:
+            found = turns.get(key)
+            if found is not None:
+                return found
         total = 0
         for index, message in enumerate(turn.messages):
             # Keyed by the turn's events, a known turn costs a dict lookup, not a re-encode.
-            key: Hashable | None = ("history", turn.event_ids, index) if turn.event_ids else None
-            total += self.counter.count_message(
-                message.role, message.content, key=key, name=message.name
+            message_key: Hashable | None = (
+                ("history", turn.event_ids, index) if turn.event_ids else None
             )
-        return total
+            total += self.counter.count_message(
+                message.role, message.content, key=message_key, name=message.name
+            )
+        entry = (total, turn.had_tool_output or any(m.role == "tool" for m in turn.messages))
+        if key is not None:
+            if len(turns) >= self.counter.maxsize:
+                turns.clear()
+            turns[key] = entry
+        return entry
+
+    def _turn_table(self) -> dict[tuple[int, ...], tuple[int, bool]]:
+        """Event ids -> ``_turn_entry`` of every turn counted so far, kept in the counter."""
+        table = self.counter.derived.get(_TURNS)
+        if table is None:
+            table = self.counter.derived[_TURNS] = {}
+        return table
 
     # -- assembly ---------------------------------------------------------------------------
 
@@ -546,12 +577,11 @@ class ContextAssembler:
         self._add_memories(data, system, ledgers, limit)
         self._add_summaries(data, system, ledgers, limit)
 
-        turn_costs: dict[int, int] = {}
+        history = data.history
+        turn_entry = self._turn_entry
 
         def turn_cost(index: int) -> int:
-            if index not in turn_costs:
-                turn_costs[index] = self._turn_tokens(data.history[index])
-            return turn_costs[index]
+            return turn_entry(history[index])[0]
 
         taken = self._add_hits(data, system, ledgers, limit, retrieved, turn_cost)
 
@@ -559,8 +589,8 @@ class ContextAssembler:
         kept_pieces = {id(piece) for _, piece in system.selection}
 
         memory_tokens = sum(system.source_tokens(s) for s in memory_sources)
-        kept_turns = self._select_history(
-            data, ledgers[_HISTORY], limit - system_tokens, memory_tokens, turn_cost
+        kept_turns, had_tool_output = self._select_history(
+            data, ledgers[_HISTORY], limit - system_tokens, memory_tokens
         )
 
         messages: list[ChatMessage] = []
@@ -596,17 +626,12 @@ class ContextAssembler:
                     source=name,
                     tokens=ledger.tokens,
                     included=ledger.included,
-                    dropped=len(ledger.dropped),
+                    dropped=len(ledger.dropped) + ledger.summarised,
                     reasons=tuple(ledger.reasons),
                     dropped_items=tuple(ledger.dropped),
                 )
             )
         sources.append(SourceAccount(_PROMPT, prompt_tokens, 1, 0, ()))
-        had_tool_output = any(
-            data.history[i].had_tool_output
-            or any(m.role == "tool" for m in data.history[i].messages)
-            for i in kept_turns
-        )
         hit_trace = [
             {
                 "rank": rank,
@@ -635,31 +660,35 @@ class ContextAssembler:
         (session > workspace > user). A memory that does not fit is skipped and a smaller,
         less relevant one may still take the room.
         """
-        prompt_words = _words(data.prompt)
-        candidates: list[tuple[tuple[int, datetime, int, int], str, _Piece]] = []
-        for order, memory in enumerate(data.memories):
-            if memory.scope not in _SCOPE_PRIORITY:
-                raise ValueError(f"memory {memory.id} has an unknown scope {memory.scope!r}")
-            source = f"memory:{memory.scope}"
-            if memory.status != "approved":
-                # Pending proposals are unvetted model output: never let them into context.
-                ledgers[source].drop(_memory_label(memory), DROP_NOT_APPROVED)
-                continue
-            text = f"- {memory.key}: {memory.body}\n" if memory.key else f"- {memory.body}\n"
-            piece = system.piece(order, text, _memory_label(memory))
-            relevance = (
-                len(_words(memory.key or "") & prompt_words),
-                _timestamp(memory.updated_at),
-                _SCOPE_PRIORITY[memory.scope],
-                memory.id,
-            )
-            candidates.append((relevance, source, piece))
-        candidates.sort(key=lambda c: c[0], reverse=True)
-        for _, source, piece in candidates:
+        prepared = self._prepared_memories(system, data.memories)
+        for source, label in prepared.not_approved:
+            # Pending proposals are unvetted model output: never let them into context.
+            ledgers[source].drop(label, DROP_NOT_APPROVED)
+        chosen = prepared.ranked(words(data.prompt))
+        if chosen and system.tokens + prepared.cost + system.opening_cost() <= limit:
+            system.add_all(chosen, prepared.cost + system.opening_cost())  # the usual case
+            return
+        for source, piece in chosen:
             if system.tokens + system.extra(source, piece) <= limit:
                 system.add(source, piece)
             else:
                 ledgers[source].drop(piece.label, DROP_LESS_RELEVANT_MEMORY)
+
+    def _prepared_memories(
+        self, system: _SystemMessage, memories: Sequence[MemoryRecord]
+    ) -> PreparedMemories:
+        """The memories rendered, counted and ranked but for the prompt's key match, kept
+        across turns in the counter's ``derived`` cache: a turn with a thousand memories
+        looks them up, it does not re-render, re-hash, re-parse or re-sort them."""
+        key = (
+            "memories",
+            tuple((m.id, m.scope, m.status, m.key, m.body, m.updated_at) for m in memories),
+        )
+        found = self.counter.derived.get(key)
+        if found is None:
+            found = PreparedMemories(memories, system.piece, system.headings)
+            _remember(self.counter, key, found)
+        return found
 
     def _add_summaries(
         self,
@@ -764,31 +793,35 @@ class ContextAssembler:
         ledger: _Ledger,
         room: int,
         memory_tokens: int,
-        turn_cost: Callable[[int], int],
-    ) -> list[int]:
-        """Indexes of the turns kept, oldest first: newest first, whole turns, no gaps.
+    ) -> tuple[list[int], bool]:
+        """Indexes of the turns kept, oldest first: newest first, whole turns, no gaps;
+        and whether any of them holds tool output.
 
         The first turn that does not fit ends the history; it and every older turn are
         dropped, since a conversation with a hole in it reads as something that never
-        happened.
+        happened. The dropped turns are one range in the trace (``events 1-40 (20
+        turns)``), so a long history costs what fits, not what it drops.
         """
+        history = data.history
+        turn_entry = self._turn_entry
+        known = self._turn_table().get  # inlined: this loop runs once per turn that fits
         kept: list[int] = []
-        for index in reversed(range(len(data.history))):
-            cost = turn_cost(index)
-            if cost > room:
-                for older in range(index, -1, -1):
-                    ledger.drop(self._turn_label(data.history[older], older), DROP_OLDER_HISTORY)
-                if memory_tokens and cost <= room + memory_tokens:
+        spent = 0
+        tool = False
+        for index in range(len(history) - 1, -1, -1):
+            turn = history[index]
+            entry = (turn.event_ids and known(turn.event_ids)) or turn_entry(turn)
+            cost = entry[0]
+            if cost > room - spent:
+                ledger.drop(_turn_range(history, index), DROP_OLDER_HISTORY, count=index + 1)
+                if memory_tokens and cost <= room - spent + memory_tokens:
                     # Without the memories this turn would have fitted: say so in the trace.
                     ledger.drop_reason(DROP_MEMORY_BEATS_HISTORY)
                 break
-            room -= cost
-            ledger.tokens += cost
+            spent += cost
+            tool = tool or entry[1]
             kept.append(index)
+        ledger.tokens += spent
         ledger.included = len(kept)
         kept.reverse()
-        return kept
-
-    @staticmethod
-    def _turn_label(turn: HistoryTurn, index: int) -> str:
-        return _event_range(turn.event_ids) if turn.event_ids else f"turn {index}"
+        return kept, tool

@@ -30,6 +30,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from pathlib import Path
+from typing import Any
 
 import tiktoken
 import tiktoken.load
@@ -252,6 +253,11 @@ class TokenCounter:
         self.misses = 0
         self._cache: OrderedDict[Hashable, int] = OrderedDict()
         self._lock = threading.Lock()
+        #: What callers derive from counts and keep across turns, keyed by their own keys
+        #: (the assembler's per-turn costs and prepared memories). A plain dict: a read is
+        #: one lookup, no lock; :meth:`clear` empties it, and it is emptied when it outgrows
+        #: ``maxsize``.
+        self.derived: dict[Hashable, Any] = {}
 
     def _cached(self, cache_key: Hashable, compute: Callable[[], int]) -> int:
         with self._lock:
@@ -302,6 +308,7 @@ class TokenCounter:
         """Forget every cached count (the hit and miss counters are kept)."""
         with self._lock:
             self._cache.clear()
+            self.derived.clear()
 
     def __len__(self) -> int:
         return len(self._cache)
