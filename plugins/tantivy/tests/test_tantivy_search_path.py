@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from kairox_tantivy import TantivyIndex
+import asyncio
+import threading
 
-from kairox.retrieval import Document, Query
+from kairox_tantivy import TantivyIndex, TantivySource
+
+from kairox.retrieval import FAN_OUT, Document, Query
 from kairox.testing import run
 
 
@@ -63,3 +66,30 @@ def test_source_hits_carry_title_and_text(tmp_path, make_source):
     assert hit.text == "Venus\nVenus is hot."
     assert hit.metadata == {"kind": "planet", "title": "Venus"}
     assert hit.source == source.name
+
+
+def test_alone_it_answers_on_the_loop_beside_others_in_a_thread(tmp_path):
+    threads: list[threading.Thread] = []
+
+    class Recording(TantivySource):
+        def _search(self, query):
+            threads.append(threading.current_thread())
+            return super()._search(query)
+
+    source = Recording("papers", tmp_path / "index")
+    source.upsert([Document("j", "Jupiter is large.", title="Jupiter")])
+
+    async def ask(fan_out: int) -> list[str]:
+        token = FAN_OUT.set(fan_out)
+        try:
+            return [hit.id for hit in await source.retrieve(Query("jupiter"))]
+        finally:
+            FAN_OUT.reset(token)
+
+    async def both() -> tuple[list[str], list[str], threading.Thread]:
+        return await ask(1), await ask(2), threading.current_thread()
+
+    alone, beside, loop_thread = asyncio.run(both())
+    assert alone == beside == ["j"]
+    assert threads[0] is loop_thread
+    assert threads[1] is not loop_thread

@@ -27,6 +27,7 @@ from kairox import (
     ScoreKind,
     hookimpl,
 )
+from kairox.retrieval import FAN_OUT
 from kairox_tantivy.index import (
     IndexHit,
     TantivyIndex,
@@ -148,6 +149,11 @@ class TantivySource:
         ]
 
     async def retrieve(self, query: Query) -> list[Hit]:
+        if FAN_OUT.get() <= 1:
+            # Asked alone, nothing runs beside it, and a search is a millisecond or two of
+            # CPU (the terms are capped): handing it to a worker thread and back costs two
+            # thread wake-ups, which on a loaded machine took longer than the search.
+            return self._search(query)
         return await asyncio.to_thread(self._search, query)
 
 
