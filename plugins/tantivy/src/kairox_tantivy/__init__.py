@@ -27,6 +27,7 @@ from kairox import (
     ScoreKind,
     hookimpl,
 )
+from kairox.retrieval import FAN_OUT
 from kairox_tantivy.index import (
     IndexHit,
     TantivyIndex,
@@ -127,26 +128,32 @@ class TantivySource:
     # -- WorkspaceRetriever ----------------------------------------------------------------
 
     def _search(self, query: Query) -> list[Hit]:
-        rows = self._open().search(
+        rows = self._open().search_rows(
             query.text,
             query.k,
             query.filters,
             title_boost=self.title_boost,
             body_boost=self.body_boost,
         )
+        name = self.name
         return [
             Hit(
-                id=row.id,
-                text=f"{row.title}\n{row.body}" if row.title else row.body,
-                score=row.score,
-                source=self.name,
-                uri=row.uri,
-                metadata={**row.metadata, "title": row.title} if row.title else row.metadata,
+                id=doc_id,
+                text=f"{title}\n{body}" if title else body,
+                score=score,
+                source=name,
+                uri=uri,
+                metadata={**metadata, "title": title} if title else metadata,
             )
-            for row in rows
+            for score, doc_id, title, body, uri, metadata in rows
         ]
 
     async def retrieve(self, query: Query) -> list[Hit]:
+        if FAN_OUT.get() <= 1:
+            # Asked alone, nothing runs beside it, and a search is a millisecond or two of
+            # CPU (the terms are capped): handing it to a worker thread and back costs two
+            # thread wake-ups, which on a loaded machine took longer than the search.
+            return self._search(query)
         return await asyncio.to_thread(self._search, query)
 
 

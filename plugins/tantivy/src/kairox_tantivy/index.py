@@ -27,6 +27,7 @@ lock and searching never needs one. ``tantivy`` is imported on first use, never 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import threading
 import time
@@ -54,6 +55,8 @@ MAX_TERM_BYTES = 65_530
 MAX_QUERY_TERMS = 1024
 #: The writer's total indexing memory budget, split between its threads.
 WRITER_HEAP_BYTES = 128_000_000
+#: Per-term query clauses kept for reuse (built in Python, one FFI call each).
+CLAUSE_CACHE_SIZE = 4096
 
 INSTALL_HINT = "pip install kairox-tantivy (or pip install tantivy)"
 
@@ -241,6 +244,9 @@ class TantivyIndex:
             ) from exc
         self._index = index
         self._temporaries_cleared = False
+        # Term clauses depend only on (field, term, boost), never on the index contents,
+        # so they stay valid across commits; building them was a tenth of a query.
+        self._clause = functools.lru_cache(maxsize=CLAUSE_CACHE_SIZE)(self._build_clause)
 
     def __repr__(self) -> str:
         return f"TantivyIndex({str(self.path)!r})"
@@ -409,6 +415,67 @@ class TantivyIndex:
             clauses.append((Occur.Must, Query.const_score_query(any_of, 0.0)))
         return clauses
 
+    def _build_clause(self, name: str, term: str, boost: float) -> Any:
+        Query = self._tantivy.Query
+        clause = Query.term_query(self._schema, name, term)
+        return clause if boost == 1.0 else Query.boost_query(clause, boost)
+
+    def search_rows(
+        self,
+        text: str,
+        k: int,
+        filters: Mapping[str, Any] | None = None,
+        *,
+        title_boost: float = 1.0,
+        body_boost: float = 1.0,
+    ) -> list[tuple[float, str, str, str, str | None, dict[str, Any]]]:
+        """:meth:`search` as plain ``(score, id, title, body, uri, metadata)`` tuples.
+
+        For callers that build their own result objects: one stored-document read and
+        no intermediate object per hit.
+        """
+        Occur, Query = self._tantivy.Occur, self._tantivy.Query
+        if k < 1:
+            return []
+        fields = [
+            (f, boost) for f, boost in (("title", title_boost), ("body", body_boost)) if boost > 0
+        ]
+        terms = self.query_terms(text)
+        if not terms or not fields:
+            return []
+        filter_clauses = self._filter_clauses(filters or {})
+        if filter_clauses is None:
+            return []
+        clause = self._clause
+        should = Occur.Should
+        try:
+            query = Query.boolean_query(
+                [(should, clause(name, term, boost)) for term in terms for name, boost in fields]
+            )
+            if filter_clauses:
+                query = Query.boolean_query([(Occur.Must, query), *filter_clauses])
+            searcher = self._searcher()
+            # Never ask for more than exists: tantivy sizes its top-k buffer by the limit.
+            limit = min(k, max(searcher.num_docs, 1))
+            result = searcher.search(query, limit=limit, count=False)
+            fetch = searcher.doc
+            docs = [(score, fetch(address).to_dict()) for score, address in result.hits]
+        except ValueError as exc:
+            # Terms are built, not parsed, so this should not happen; if tantivy still
+            # objects, say so plainly rather than leaking the engine's error.
+            raise QueryError(f"tantivy could not run the query {text[:200]!r}: {exc}") from exc
+        return [
+            (
+                float(score),
+                fields_["id"][0],
+                _first(fields_, "title") or "",
+                _first(fields_, "body") or "",
+                _first(fields_, "uri"),
+                _metadata(_first(fields_, "metadata")),
+            )
+            for score, fields_ in docs
+        ]
+
     def search(
         self,
         text: str,
@@ -423,50 +490,22 @@ class TantivyIndex:
         Terms are OR-ed over ``title`` and ``body``; filters are equality on metadata,
         a list meaning "any of", different keys all required. A termless query is ``[]``.
         """
-        Occur, Query = self._tantivy.Occur, self._tantivy.Query
-        if k < 1:
-            return []
-        fields = [
-            (f, boost) for f, boost in (("title", title_boost), ("body", body_boost)) if boost > 0
+        rows = self.search_rows(text, k, filters, title_boost=title_boost, body_boost=body_boost)
+        return [
+            IndexHit(id=i, title=t, body=b, uri=u, metadata=m, score=score)
+            for score, i, t, b, u, m in rows
         ]
-        terms = self.query_terms(text)
-        if not terms or not fields:
-            return []
-        filter_clauses = self._filter_clauses(filters or {})
-        if filter_clauses is None:
-            return []
-        try:
-            should = []
-            for term in terms:
-                for name, boost in fields:
-                    clause = Query.term_query(self._schema, name, term)
-                    if boost != 1.0:
-                        clause = Query.boost_query(clause, boost)
-                    should.append((Occur.Should, clause))
-            query = Query.boolean_query(should)
-            if filter_clauses:
-                query = Query.boolean_query([(Occur.Must, query), *filter_clauses])
-            searcher = self._searcher()
-            # Never ask for more than exists: tantivy sizes its top-k buffer by the limit.
-            limit = min(k, max(searcher.num_docs, 1))
-            result = searcher.search(query, limit=limit, count=False)
-            rows = [(score, searcher.doc(address)) for score, address in result.hits]
-        except ValueError as exc:
-            # Terms are built, not parsed, so this should not happen; if tantivy still
-            # objects, say so plainly rather than leaking the engine's error.
-            raise QueryError(f"tantivy could not run the query {text[:200]!r}: {exc}") from exc
-        hits = []
-        for score, doc in rows:
-            raw_metadata = doc.get_first("metadata")
-            hits.append(
-                IndexHit(
-                    id=doc.get_first("id"),
-                    title=doc.get_first("title") or "",
-                    body=doc.get_first("body") or "",
-                    uri=doc.get_first("uri"),
-                    # bytes (tantivy-py 0.25+) or a list of ints (0.24)
-                    metadata=json.loads(bytes(raw_metadata)) if raw_metadata else {},
-                    score=float(score),
-                )
-            )
-        return hits
+
+
+def _first(fields: Mapping[str, list[Any]], name: str) -> Any:
+    values = fields.get(name)
+    return values[0] if values else None
+
+
+def _metadata(raw: Any) -> dict[str, Any]:
+    """Stored metadata JSON: bytes (tantivy-py 0.25+) or a list of ints (0.24)."""
+    if not raw:
+        return {}
+    data = bytes(raw)
+    # Most documents carry none; skipping the parser for them is measurable per query.
+    return {} if data == b"{}" else json.loads(data)
