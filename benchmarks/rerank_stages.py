@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import tempfile
 from pathlib import Path
 
@@ -50,13 +49,27 @@ QUESTIONS = [
 ]
 
 
-def near_duplicates(embedder, texts: list[str], threshold: float = 0.9) -> int:
-    if len(texts) < 2:
-        return 0
-    vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
+THRESHOLDS = (0.7, 0.8, 0.9)
+
+
+def near_duplicates(embedder, hits) -> dict[str, int]:
+    """Hits like a higher-ranked one: by cosine (the workspace embedder's vectors) at each
+    threshold, and by coming from the same file."""
+    counts = {f"cos>={t}": 0 for t in THRESHOLDS} | {"same_file": 0}
+    if len(hits) < 2:
+        return counts
+    vectors = np.asarray(embedder.embed([h.text for h in hits]), dtype=np.float32)
     unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     sims = unit @ unit.T
-    return sum(bool((sims[i, :i] >= threshold).any()) for i in range(1, len(texts)))
+    for i in range(1, len(hits)):
+        for t in THRESHOLDS:
+            counts[f"cos>={t}"] += bool((sims[i, :i] >= t).any())
+        counts["same_file"] += any(hits[i].uri == hits[j].uri for j in range(i))
+    return counts
+
+
+def total(counts: list[dict[str, int]]) -> dict[str, int]:
+    return {key: sum(c[key] for c in counts) for key in counts[0]}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -102,44 +115,39 @@ def main() -> None:
         embedder = facade.sources.embedding_backend(facade.config.workspace.embedding_backend)
         rows = []
         plain = [handle.search(q, k=10, rerank="none") for q in QUESTIONS]
-        before = [near_duplicates(embedder, [h.text for h in r.hits]) for r in plain]
+        before = total([near_duplicates(embedder, r.hits) for r in plain])
         for name in args.rerank.split(","):
             handle.search(QUESTIONS[0], k=10, rerank=name)  # warm-up: loads models
             results = [handle.search(q, k=10, rerank=name) for q in QUESTIONS]
             stages = [r.stages[0] for r in results]
             failed = [s for s in stages if str(s.status) != "ok"]
             latencies = [s.latency_ms for s in stages if str(s.status) == "ok"]
-            after = [near_duplicates(embedder, [h.text for h in r.hits]) for r in results]
+            after = total([near_duplicates(embedder, r.hits) for r in results])
             rows.append(
                 {
                     "rerank": name,
                     "queries": len(QUESTIONS),
                     "failed": len(failed),
                     "first_error": failed[0].error if failed else None,
-                    "near_duplicates_before": sum(before),
-                    "near_duplicates_after": sum(after),
+                    "near_duplicates_before": before,
+                    "near_duplicates_after": after,
                     "p50_ms": round(percentile(latencies, 50), 2),
                     "p95_ms": round(percentile(latencies, 95), 2),
-                    "median_search_ms_before": round(
-                        statistics.median(
-                            sum(rep.latency_ms for rep in r.reports[:1]) for r in plain
-                        ),
-                        2,
-                    ),
                 }
             )
         handle.close()
     finally:
         config.unlink()
-    print(
-        "| reranker | near-duplicates in top 10 (20 queries), fused -> reranked | added p50 / p95 ms | failed |"
-    )
-    print("|---|---|---|---|")
+    keys = list(rows[0]["near_duplicates_before"]) if rows else []
+    header = " | ".join(f"{key} (fused -> reranked)" for key in keys)
+    print(f"| reranker | {header} | added p50 / p95 ms | failed |")
+    print("|---" * (len(keys) + 3) + "|")
     for row in rows:
+        cells = " | ".join(
+            f"{row['near_duplicates_before'][k]} -> {row['near_duplicates_after'][k]}" for k in keys
+        )
         print(
-            f"| {row['rerank']} | {row['near_duplicates_before']} -> "
-            f"{row['near_duplicates_after']} | {row['p50_ms']} / {row['p95_ms']} | "
-            f"{row['failed']} |"
+            f"| {row['rerank']} | {cells} | {row['p50_ms']} / {row['p95_ms']} | {row['failed']} |"
         )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
