@@ -78,6 +78,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def profile_table(args: argparse.Namespace) -> str:
     lines = ["[profiles.default]", "rerank_timeout_ms = 120000"]
+    lines += [f"rerank_depth = {args.depth}", f"rerank_passage_chars = {args.passage_chars}"]
     if args.llm_url:
         lines += [f'base_url = "{args.llm_url}"', f'model = "{args.llm_model}"']
         lines += ['api_key_env = "KAIROX_BENCH_NO_KEY"']
@@ -99,6 +100,8 @@ def main() -> None:
     parser.add_argument("--cross-encoder")
     parser.add_argument("--bedrock-endpoint")
     parser.add_argument("--bedrock-arn")
+    parser.add_argument("--depth", type=int, default=30, help="rerank_depth")
+    parser.add_argument("--passage-chars", type=int, default=600, help="for llm")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
