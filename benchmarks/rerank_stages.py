@@ -78,7 +78,11 @@ def percentile(values: list[float], q: float) -> float:
 
 def profile_table(args: argparse.Namespace) -> str:
     lines = ["[profiles.default]", "rerank_timeout_ms = 120000"]
-    lines += [f"rerank_depth = {args.depth}", f"rerank_passage_chars = {args.passage_chars}"]
+    lines += [f"rerank_depth = {args.depth}"]
+    # A stage's own keys are valid where the profile names that stage.
+    lines.append(f'rerank = "{args.rerank.split(",")[0]}"')
+    if "llm" in args.rerank.split(","):
+        lines.append(f"rerank_passage_chars = {args.passage_chars}")
     if args.llm_url:
         lines += [f'base_url = "{args.llm_url}"', f'model = "{args.llm_model}"']
         lines += ['api_key_env = "KAIROX_BENCH_NO_KEY"']
