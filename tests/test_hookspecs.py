@@ -273,3 +273,25 @@ def test_commands_hook_that_raises_or_clashes_leaves_the_cli_working(capsys):
         assert result.exit_code == 0
         assert "hijacked" not in result.stdout
         assert json.loads(result.stdout)
+
+
+def test_a_stage_that_cannot_be_built_fails_only_its_stage(workspace):
+    def broken(ctx):
+        raise RuntimeError("model folder missing")
+
+    class Plugin:
+        @hookimpl
+        def kairox_register_rerankers(self, register):
+            register(RerankerSpec(name="broken", factory=broken))
+
+    _corpus(workspace)
+    with registered_plugin(Plugin(), "broken-plugin", _pm()) as pm:
+        cli = build_cli(pm)
+        assert CliRunner().invoke(cli, ["index", "."]).exit_code == 0
+        result = CliRunner().invoke(cli, ["search", "retry", "--rerank", "broken", "--json"])
+        assert result.exit_code == 0, result.output
+        found = json.loads(result.output)
+    assert found["hits"]
+    (stage,) = found["stages"]
+    assert stage["status"] == "error"
+    assert "cannot be built: RuntimeError: model folder missing" in stage["error"]

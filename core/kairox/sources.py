@@ -324,7 +324,11 @@ class SourceFactory:
                 embedding_name=self.config.workspace.embedding_backend,
                 settings=plugin_settings(spec.config_model, profile, f"{specs.what} {name!r}"),
             )
-            built = self._stages[key] = spec.factory(ctx)
+            try:
+                built = spec.factory(ctx)
+            except Exception as exc:  # a stage that cannot be built fails its searches' stage
+                built = _UnbuiltStage(name, f"cannot be built: {type(exc).__name__}: {exc}")
+            self._stages[key] = built
             return built
 
     def close(self) -> None:
@@ -365,3 +369,17 @@ def plugin_settings(model: Any, profile: ProfileConfig, what: str) -> Any:
             f"the profile's keys for the {what} are not valid: {exc}; "
             "`kairox config check` says which and how to fix them"
         ) from None
+
+
+class _UnbuiltStage:
+    """Stands in for a stage whose factory raised: each search reports why, and goes on."""
+
+    def __init__(self, name: str, why: str) -> None:
+        self.name = name
+        self.why = why
+
+    def rerank(self, query: Any, hits: Any) -> Any:
+        raise SourceError(self.why)
+
+    def transform(self, query: Any) -> Any:
+        raise SourceError(self.why)

@@ -24,6 +24,7 @@ from kairox_bedrock.errors import (
     BedrockUnavailableError,
 )
 from kairox_bedrock.filters import OPERATORS, BedrockFilter, translate_filters
+from kairox_bedrock.rerank import BedrockReranker, BedrockRerankSettings, kairox_register_rerankers
 from kairox_bedrock.source import (
     INSTALL_HINT,
     LOCATION_FIELDS,
@@ -43,12 +44,15 @@ __all__ = [
     "BedrockError",
     "BedrockFilter",
     "BedrockNotFoundError",
+    "BedrockRerankSettings",
+    "BedrockReranker",
     "BedrockResponseError",
     "BedrockSource",
     "BedrockTimeoutError",
     "BedrockUnavailableError",
     "build_source",
     "kairox_register_knowledge_base_kinds",
+    "kairox_register_rerankers",
     "load_boto3",
     "location_uri",
     "result_to_hit",

@@ -25,6 +25,7 @@ from kairox_bedrock.testing.checks import (
     _signature_ok,
     evaluate_filter,
 )
+from kairox_bedrock.testing.rerank import RERANK_PATH, RerankRequestError, answer_rerank
 
 DEFAULT_KNOWLEDGE_BASE_ID = "KAIROXTEST"
 DATA_SOURCE_KEY = "x-amz-bedrock-kb-data-source-id"
@@ -332,6 +333,12 @@ class BedrockTestServer(LoopbackHTTPServer):
             payload = bad.body if bad.body is not None else b'{"retrievalResults": [{"con'
             return _Reply(bad.details.get("status", 200), payload, extra)
         path = urlsplit(target).path
+        if method == "POST" and path == RERANK_PATH:
+            try:
+                answer = answer_rerank(body)
+            except RerankRequestError as exc:
+                return _error_reply(exc.code, exc.message)
+            return _Reply(200, json.dumps(answer).encode(), (("Content-Type", "application/json"),))
         route = _PATH.fullmatch(path)
         if method != "POST" or route is None:
             return _error_reply("UnknownOperationException", f"No operation at {method} {path}")
