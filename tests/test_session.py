@@ -303,3 +303,30 @@ def test_token_deltas_are_written_in_batches_and_the_message_once(facade):
     )
     assert completed.payload["text"] == reply
     assert deltas[-1].id < completed.id  # every delta lands before the completed message
+
+
+def test_a_compaction_that_would_grow_the_history_is_skipped_and_keeps_it(facade):
+    # Three short turns, then a summary reply far longer than the one turn it would replace.
+    model = ScriptedModel(["ok", "ok", "ok", "summary sentence number seven. " * 60])
+
+    async def go():
+        async with open_session(facade, profile="flaky", backend=model) as session:
+            for i in range(3):
+                await session.turn(f"q{i}")
+            result = await session.compact()
+            return session, result, await session.assemble("next")
+
+    session, result, after = run(go())
+    assert result.status == "skipped"
+    assert "would not shrink" in result.reason
+    assert result.tokens_after == result.tokens_before
+    recorded = types(facade, session)
+    assert "CompactionSummary" not in recorded
+    assert "ContextCompactionCompleted" not in recorded
+    assert recorded[-1] == "ContextCompactionSkipped"
+    # The history is kept whole: every earlier turn still reaches the next prompt.
+    history = {a.source: a for a in after.sources}["history"]
+    assert history.dropped == 0
+    assert history.included
+    contents = " ".join(m.content for m in after.messages)
+    assert all(f"q{i}" in contents for i in range(3))

@@ -395,6 +395,17 @@ class Session:
     def _budget(self) -> int:
         return self.profile.context_window - self.profile.headroom
 
+    def _summary_tokens(self, summaries: Sequence[StoredEvent]) -> int:
+        assembler = self._assembler()
+        return sum(
+            assembler.summary_tokens(
+                CompactionSummaryItem(
+                    e.payload["summary"], e.payload["first_event_id"], e.payload["last_event_id"]
+                )
+            )
+            for e in summaries
+        )
+
     def _needs_compaction(self, turns: Sequence[HistoryTurn]) -> bool:
         if len(turns) <= KEEP_RECENT_TURNS:
             return False
@@ -402,11 +413,11 @@ class Session:
 
     # -- compaction -----------------------------------------------------------------
 
-    async def _skip(self, reason: str) -> CompactionResult:
+    async def _skip(self, reason: str, **details: Any) -> CompactionResult:
         self.events.append(
             self.session_id, self.facade.workspace_id, ContextCompactionSkipped(reason)
         )
-        return CompactionResult("skipped", reason=reason)
+        return CompactionResult("skipped", reason=reason, **details)
 
     async def _compact(self, trigger: str, history: _History | None = None) -> CompactionResult:
         try:
@@ -426,7 +437,9 @@ class Session:
                 f"nothing to compact: the last {KEEP_RECENT_TURNS} turns always stay verbatim"
             )
         workspace = self.facade.workspace_id
-        before = self._history_tokens(turns)
+        # What the prompt pays now for history and the summary compaction would replace:
+        # the same ledger as ``after`` below, so the two compare like for like.
+        before = self._history_tokens(turns) + self._summary_tokens(history.summaries[-1:])
         self.events.append(
             self.session_id,
             workspace,
@@ -481,15 +494,25 @@ class Session:
                     ),
                 )
                 return CompactionResult("failed", reason=str(second), summarizer=name)
-        stored = self.events.append(
-            self.session_id,
-            workspace,
-            CompactionSummary(summary, first, last, summarizer=name, fallback=fallback),
-        )
         # The same ledger as the prompt's: the turns kept verbatim, plus the summary with
         # the framing it gets there.
         after = self._history_tokens(turns[-KEEP_RECENT_TURNS:]) + self._assembler().summary_tokens(
             CompactionSummaryItem(summary, first, last)
+        )
+        if after >= before:
+            # A summary no smaller than what it replaces only loses detail: keep the history.
+            return await self._skip(
+                f"the summary would not shrink the history ({before:,} -> {after:,} tokens); "
+                "history kept as it was",
+                summarizer=name,
+                fallback=fallback,
+                tokens_before=before,
+                tokens_after=before,
+            )
+        stored = self.events.append(
+            self.session_id,
+            workspace,
+            CompactionSummary(summary, first, last, summarizer=name, fallback=fallback),
         )
         self.events.append(
             self.session_id,
