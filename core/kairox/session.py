@@ -56,7 +56,7 @@ KEEP_RECENT_TURNS = 2
 # leaving room for the prompt, memories and retrieval hits.
 COMPACT_AT_SHARE = 0.6
 # A summary may use at most this share of the budget.
-SUMMARY_SHARE = 0.15
+SUMMARY_SHARE = 0.2
 # Streamed text is written to the event log in batches of this many deltas, off the
 # event loop; the completed message is still written once, whole.
 DELTA_BATCH = 32

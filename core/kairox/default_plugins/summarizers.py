@@ -30,7 +30,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from kairox import hookimpl
+from kairox.context.summarizer import SummaryReport
 from kairox.context.tokens import count_tokens, get_encoding
+from kairox.default_plugins.kept_facts import (
+    KEPT_SHARE,
+    Ledger,
+    build_ledger,
+    ledger_report,
+    strip_kept_section,
+)
 from kairox.errors import KairoxError
 from kairox.models import ChatMessage, ModelBackend, ModelError
 from kairox.registry import SummarizerContext, SummarizerSpec
@@ -418,7 +426,7 @@ def _carried_items(content: str, index: int, seen: set[str]) -> list[_Item]:
     """
     items: list[_Item] = []
     section = SECTION_DECISIONS
-    for number, line in enumerate(content.splitlines()):
+    for number, line in enumerate(strip_kept_section(content).splitlines()):
         stripped = line.strip()
         if stripped.startswith("## "):
             heading = stripped[3:].strip()
@@ -471,16 +479,51 @@ class ExtractiveSummarizer:
     ) -> str:
         return self.summarize_sync(messages, max_tokens=max_tokens, encoding=encoding)
 
+    async def summarize_with_report(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
+    ) -> tuple[str, SummaryReport]:
+        return self.summarize_report_sync(messages, max_tokens=max_tokens, encoding=encoding)
+
     def summarize_sync(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
     ) -> str:
         """The summary, computed synchronously (it never waits on anything)."""
+        return self.summarize_report_sync(messages, max_tokens=max_tokens, encoding=encoding)[0]
+
+    def summarize_report_sync(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
+    ) -> tuple[str, SummaryReport]:
+        """The summary and what it kept and dropped: the ledger first, under its own
+        share of the budget, then the sections in what is left."""
         _check_budget(max_tokens)
         get_encoding(encoding)  # a bad encoding name fails here, not half-way
         if max_tokens <= 0 or not any(m.content.strip() for m in messages):
-            return ""
+            return "", SummaryReport()
+        ledger = build_ledger(
+            messages,
+            max_tokens=int(max_tokens * KEPT_SHARE),
+            encoding=encoding,
+            carried_name=CARRIED_SUMMARY,
+        )
+        head = ledger.render()
+        room = max_tokens - (count_tokens(head + "\n\n", encoding) if head else 0)
+        rest = self._sections(messages, room, encoding, ledger) if room > 0 else ""
+        text = fit_to_budget("\n\n".join(p for p in (head, rest) if p), max_tokens, encoding)
+        return text, ledger_report(ledger)
+
+    def _sections(
+        self, messages: Sequence[ChatMessage], max_tokens: int, encoding: str, ledger: Ledger
+    ) -> str:
         recent_indices, recent = self._recent(messages, max_tokens, encoding)
-        items = _candidates(messages, set(recent_indices))
+        keep = [not ledger.holds_stale(text) for text in recent]
+        recent_indices = [i for i, ok in zip(recent_indices, keep, strict=True) if ok]
+        recent = [text for text, ok in zip(recent, keep, strict=True) if ok]
+        items = [
+            item
+            for item in _candidates(messages, set(recent_indices))
+            if " ".join(item.text.casefold().split()) not in ledger.covered
+            and not ledger.holds_stale(item.text)
+        ]
         chosen = self._choose(items, recent, max_tokens, encoding)
         text = _render(chosen, recent)
         # Token counts of joined lines are not exactly additive; drop the weakest bullets
