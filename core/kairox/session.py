@@ -25,6 +25,7 @@ from kairox.context.assembler import (
     ContextAssembler,
     HistoryTurn,
 )
+from kairox.context.summarizer import ReportingSummarizer, Summarizer, SummaryReport
 from kairox.context.tokens import TokenCounter
 from kairox.errors import KairoxError
 from kairox.events import (
@@ -89,6 +90,10 @@ class CompactionResult:
     events_summarised: int = 0
     tokens_before: int = 0
     tokens_after: int = 0
+    kept: tuple[str, ...] = ()
+    """The kept facts the summary holds (see :class:`~kairox.context.summarizer.SummaryReport`)."""
+    dropped: tuple[tuple[str, str], ...] = ()
+    """``(fact, why)`` for each fact the summary left out."""
 
 
 @dataclass
@@ -466,8 +471,8 @@ class Session:
         fallback = False
         try:
             summarizer = self.facade.summarizer(name, self.profile, self._backend)
-            summary = await summarizer.summarize(
-                messages, max_tokens=limit, encoding=self.profile.encoding
+            summary, report = await _summarize(
+                summarizer, messages, max_tokens=limit, encoding=self.profile.encoding
             )
         except Exception as exc:
             self.events.append(
@@ -482,8 +487,8 @@ class Session:
             name = "sliding-window"
             try:
                 window = self.facade.summarizer(name, self.profile, None)
-                summary = await window.summarize(
-                    messages, max_tokens=limit, encoding=self.profile.encoding
+                summary, report = await _summarize(
+                    window, messages, max_tokens=limit, encoding=self.profile.encoding
                 )
             except Exception as second:  # even the fallback failed: the session goes on
                 self.events.append(
@@ -512,7 +517,15 @@ class Session:
         stored = self.events.append(
             self.session_id,
             workspace,
-            CompactionSummary(summary, first, last, summarizer=name, fallback=fallback),
+            CompactionSummary(
+                summary,
+                first,
+                last,
+                summarizer=name,
+                fallback=fallback,
+                kept=list(report.kept),
+                dropped=[{"fact": fact, "why": why} for fact, why in report.dropped],
+            ),
         )
         self.events.append(
             self.session_id,
@@ -529,6 +542,8 @@ class Session:
             events_summarised=sum(len(t.event_ids) for t in older),
             tokens_before=before,
             tokens_after=after,
+            kept=report.kept,
+            dropped=report.dropped,
         )
 
     # -- profiles -------------------------------------------------------------------
@@ -545,6 +560,19 @@ class Session:
             ProfileSwitched(to_profile=name, from_profile=previous),
         )
         return name
+
+
+async def _summarize(
+    summarizer: Summarizer, messages: list[ChatMessage], *, max_tokens: int, encoding: str
+) -> tuple[str, SummaryReport]:
+    """The summary, and what it kept and dropped when the summariser says so."""
+    if isinstance(summarizer, ReportingSummarizer):
+        return await summarizer.summarize_with_report(
+            messages, max_tokens=max_tokens, encoding=encoding
+        )
+    return await summarizer.summarize(messages, max_tokens=max_tokens, encoding=encoding), (
+        SummaryReport()
+    )
 
 
 @contextlib.asynccontextmanager
