@@ -36,10 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kairox.bench.compaction_facade import LlmBackend, bench_facade, call_figures
 from kairox.bench.report import created_now, machine
-from kairox.config import KairoxConfig, ProfileConfig, WorkspaceConfig
-from kairox.facade import AppFacade
-from kairox.models import ChatMessage, ModelBackend
+from kairox.models import ChatMessage
 from kairox.registry import Registry
 
 __all__ = [
@@ -62,7 +61,6 @@ NO_BACKEND = (
 )
 #: The prompt used to look at what the assembler would send right after a compaction.
 PROBE = "Let's continue where we left off."
-SYSTEM_PROMPT = "You are a helpful engineering assistant for a software team."
 
 Progress = Callable[[str, int, int], None]
 
@@ -264,49 +262,10 @@ def make_script(
     return ScriptedSession(prompts, replies, planted_at, asked_at)
 
 
-@dataclass(frozen=True)
-class LlmBackend:
-    """A real model backend for the ``llm`` summariser, and the model name to ask."""
-
-    backend: ModelBackend
-    model: str
-    label: str
-
-
-class _BenchFacade(AppFacade):
-    """The facade of one benchmark session: the ``llm`` summariser talks to ``llm``.
-
-    The session's own replies stay scripted; only summaries go to the real model.
-    """
-
-    def __init__(self, *, llm: LlmBackend | None, **options: Any) -> None:
-        super().__init__(**options)
-        self._llm = llm
-
-    def summarizer(self, name: str, profile: ProfileConfig, backend: ModelBackend | None = None):
-        if self._llm is not None:
-            # Any summariser that asks a model asks this one (the others ignore it).
-            profile = profile.model_copy(update={"model": self._llm.model})
-            backend = self._llm.backend
-        return super().summarizer(name, profile, backend)
-
-
 def _present(messages: Sequence[ChatMessage], facts: Sequence[PlantedFact]) -> list[str]:
     """The values of ``facts`` found in ``messages`` except the last (the new prompt)."""
     text = "\n".join(message.content for message in messages[:-1])
     return [fact.value for fact in facts if fact.value in text]
-
-
-def _profile(summarizer: str, window: int) -> ProfileConfig:
-    return ProfileConfig(
-        model="scripted",
-        backend="scripted",
-        context_window=window,
-        headroom=window // 8,
-        summarizer=summarizer,
-        auto_compact=True,
-        system_prompt=SYSTEM_PROMPT,
-    )
 
 
 async def run_session(
@@ -324,17 +283,14 @@ async def run_session(
     from kairox.default_plugins.scripted_model import ScriptedModel
     from kairox.session import open_session
 
-    state_dir.mkdir(parents=True, exist_ok=True)
-    config = KairoxConfig(
-        profiles={"default": _profile(summarizer, window)},
-        knowledge_bases={},
-        # No retrieval: this measures compaction, and the sources stay out of the way.
-        workspace=WorkspaceConfig(disabled_retrievers=sorted(registry.workspace_retrievers)),
-        files=[],
-        workspace_file=None,
-        root=state_dir,
+    facade = bench_facade(
+        summarizer=summarizer,
+        window=window,
+        registry=registry,
+        pm=pm,
+        state_dir=state_dir,
+        llm=llm,
     )
-    facade = _BenchFacade(llm=llm, cwd=state_dir, config=config, pm=pm, state_dir=state_dir)
     model = ScriptedModel(script.replies, chunk_size=64)
     planted: list[PlantedFact] = []
     compactions: list[dict[str, Any]] = []
@@ -368,6 +324,7 @@ async def run_session(
         "compactions": compactions,
         "question_recall": round(sum(answered) / len(answered), 4) if answered else None,
         "fallbacks": sum(1 for c in compactions if c["fallback"]),
+        **call_figures(facade.calls),
     }
 
 

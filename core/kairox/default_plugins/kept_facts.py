@@ -54,6 +54,11 @@ _LINE = re.compile(r"^- (goal|user|tool|assistant|detail)(?: \(replaces: ([^)]*)
 
 # -- what a detail looks like ------------------------------------------------------------------
 
+_UNITS = (
+    r"ms|s|secs?|seconds?|min|minutes?|h|hours?|days?|weeks?|months?|years?|[KMGT]i?B|kB"
+    r"|EUR|USD|GBP|CHF|JPY|requests?|req|rps|tokens?|cores?|users?|nodes?|replicas?|px|%"
+    r"|percent|GHz|MHz|kg|g|km|m|cm|mm|items?|rows?|files?|retries|attempts|times"
+)
 _DETAIL = re.compile(
     r"https?://\S+"  # URLs
     r"|(?<![\w/])~?/?[\w.-]+(?:/[\w.-]+)+/?"  # paths
@@ -62,7 +67,11 @@ _DETAIL = re.compile(
     r"|\b[A-Za-z_]\w*_\w+\b"  # snake_case names
     r"|\b[a-z]+[A-Z]\w*\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b|\b[A-Z]{2,}\w*\b"  # camel, acronyms
     r"|\"[^\"\n]{1,80}\"|`[^`\n]{1,80}`"  # quoted
-    r"|(?<![\w.])[-+]?\d+(?:[.,:]\d+)*(?:\s?(?:%|[a-zA-Z]{1,5}\b))?"  # numbers and units
+    r"|(?<![\w.])[-+]?\d+(?:[.,:]\d+)*(?:%|[a-zA-Z]{1,3}\b|\s(?:" + _UNITS + r")\b)?"  # numbers
+)
+_STRONG = re.compile(
+    r"[/\\]|\d{4}-\d{2}-\d{2}|[A-Za-z]\w*[-_]\w*\d|\d\w*[-_][A-Za-z]|\d+\.\d+|^[\"`]"
+    r"|[A-Z]\w*[A-Z]|\w_\w"
 )
 _NAME = re.compile(
     r"\b(?:Dr|Mr|Mrs|Ms|Prof)\. [A-Z][a-z]+(?: [A-Z][a-z]+)*"
@@ -106,7 +115,7 @@ _CORRECTION = re.compile(
 )
 # The stale value a correction names: "X, not Y", "instead of Y", "rather than Y", "was Y".
 _STALE = re.compile(
-    r"(?:,\s*not|\binstead of|\brather than|\bno longer|\bnot)\s+(?:the\s+)?([^,.;:!?]{1,60})",
+    r"(?:,\s*not|\binstead of|\brather than|\bno longer|\bnot)\s+(?:the\s+)?((?:[^,.;:!?]|[.,:](?=\w)){1,60})",
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[^\W\d_]{3,}")
@@ -172,6 +181,12 @@ class Fact:
     def cue(self) -> bool:
         """Whether the sentence says a decision, constraint or correction was made."""
         return bool(self.context or _CUE.search(self.text))
+
+    @property
+    def strong(self) -> bool:
+        """Whether it holds a value no one could guess back: an id, a path, a date, a
+        version, a quoted string (not just a count or a name)."""
+        return any(_STRONG.search(d) for d in self.details)
 
     @property
     def line(self) -> str:
@@ -334,6 +349,17 @@ def _corrected(new: Fact, facts: Sequence[Fact], sentence: str) -> Fact | None:
     return best if same and set(new.details) != set(best.details) else None
 
 
+def _without_stale_clause(text: str, stale: Sequence[str]) -> str:
+    """``text`` without the "instead of Y" / ", not Y" clause naming a replaced value,
+    so the correction never repeats the old value."""
+
+    def drop(match: re.Match[str]) -> str:
+        return "" if any(value in match.group(0) for value in stale) else match.group(0)
+
+    cleaned = re.sub(r"\s+(?=[.!;])", "", _STALE.sub(drop, text)).strip()
+    return cleaned or text
+
+
 def build_ledger(
     messages: Sequence[ChatMessage],
     *,
@@ -355,10 +381,14 @@ def build_ledger(
         if old is not None:
             facts.remove(old)
             superseded.append((old, fact))
-            context = old.context or _clip(
-                _elide(old.text, old.details), _MAX_CONTEXT_CHARS
-            ).replace("(", "").replace(")", "")
-            fact = _fact(fact.text, max(fact.tier, min(old.tier, USER)), order, context)
+            if _CORRECTION.search(sentence):
+                # Said as a correction: it keeps the corrected sentence's wording (values
+                # elided) so "move it to 9443" still says what moved, and its standing.
+                context = old.context or _clip(
+                    _elide(old.text, old.details), _MAX_CONTEXT_CHARS
+                ).replace("(", "").replace(")", "")
+                text = _without_stale_clause(fact.text, old.details)
+                fact = _fact(text, max(fact.tier, min(old.tier, USER)), order, context)
         facts.append(fact)
         order += 1
 
@@ -382,6 +412,12 @@ def build_ledger(
     return _fit(facts, superseded, seen, max_tokens, encoding)
 
 
+def _rank(fact: Fact) -> tuple[bool, bool, int, int]:
+    """By who established it (goal, user, tool, assistant), decisions and corrections
+    first within, then the oldest: a fact established early stays unless corrected."""
+    return (-fact.tier, not fact.cue, fact.order)
+
+
 def _fit(
     facts: list[Fact],
     superseded: list[tuple[Fact, Fact]],
@@ -394,7 +430,7 @@ def _fit(
     used = heading
     kept: list[Fact] = []
     over: list[Fact] = []
-    for fact in sorted(facts, key=lambda f: (-f.tier, not f.cue, f.order)):
+    for fact in sorted(facts, key=_rank):
         cost = count_tokens(fact.line + "\n", encoding)
         if used + cost <= max_tokens:
             kept.append(fact)
