@@ -61,6 +61,7 @@ _UNITS = (
 )
 _DETAIL = re.compile(
     r"https?://\S+"  # URLs
+    r"|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b"  # e-mail addresses
     r"|(?<![\w/])~?/?[\w.-]+(?:/[\w.-]+)+/?"  # paths
     r"|\b\d{4}-\d{2}-\d{2}\b"  # ISO dates
     r"|\b[A-Za-z]+[-_][\w-]*\d[\w-]*\b|\b\w*\d\w*[-_][\w-]+\b"  # ids: KX-4471-B, orion-stg-2
@@ -73,6 +74,7 @@ _STRONG = re.compile(
     r"[/\\]|\d{4}-\d{2}-\d{2}|[A-Za-z]\w*[-_]\w*\d|\d\w*[-_][A-Za-z]|\d+\.\d+|^[\"`]"
     r"|[A-Z]\w*[A-Z]|\w_\w"
 )
+_VALUE = re.compile(r"\d|/|@|[\"`]")
 _NAME = re.compile(
     r"\b(?:Dr|Mr|Mrs|Ms|Prof)\. [A-Z][a-z]+(?: [A-Z][a-z]+)*"
     r"|(?<=\s)[A-Z][a-z]+(?: [A-Z][a-z]+)+"
@@ -94,7 +96,7 @@ _CUE = re.compile(
     re.IGNORECASE,
 )
 _GOAL_CHANGE = re.compile(
-    r"\b(?:my|our|the) (?:new )?(?:goal|aim|objective)\b|\bchange of plans?\b"
+    r"\b(?:my|our|the) (?:new )?(?:goal|aim|objective)\b"
     r"|\bi (?:now )?(?:want|need) (?:it|you|this) to\b|\bfrom now on\b",
     re.IGNORECASE,
 )
@@ -109,7 +111,7 @@ _CORRECTION = re.compile(
     r"\b(?:actually|correction|instead|rather than|no longer|not anymore|scratch that"
     r"|change of plans?|changed? (?:it |that |this )?to|switch(?:ed)? (?:it |that )?to"
     r"|move (?:it|that|this|them)? ?to|moved to|update[sd]?:|i meant|i mean|wrong"
-    r"|from now on|replaced? by|now (?:is|are|uses?|at|on))\b"
+    r"|from now on|replaced? by|now (?:is|are|uses?|at|on)|update (?:\w+ ){0,5}to)\b"
     r"|,\s*not\b|\bnot\s+the\b",
     re.IGNORECASE,
 )
@@ -132,7 +134,7 @@ _STOP = frozenset(_STOP_WORDS.split())
 
 
 def _details(text: str) -> list[str]:
-    found = [m.group().strip() for m in _DETAIL.finditer(text)]
+    found = [m.group().strip().rstrip(".,;:") for m in _DETAIL.finditer(text)]
     found += [m.group() for m in _NAME.finditer(text)]
     found += [m.group() for m in _MONTH_DATE.finditer(text)]
     # Single digits ("2 stages") are too common to identify a fact by.
@@ -141,14 +143,14 @@ def _details(text: str) -> list[str]:
 
 def _subject(text: str, details: Iterable[str]) -> frozenset[str]:
     """The words that say what a fact is about, its values left out."""
-    inside = {w.casefold() for d in details for w in _WORD.findall(d)}
-    return frozenset(
-        w for w in (m.casefold() for m in _WORD.findall(text)) if w not in _STOP and w not in inside
-    )
+    for detail in sorted(set(details), key=len, reverse=True):
+        text = text.replace(detail, " ")
+    return frozenset(w for w in (m.casefold() for m in _WORD.findall(text)) if w not in _STOP)
 
 
 def _elide(text: str, values: Iterable[str]) -> str:
-    for value in sorted(set(values), key=len, reverse=True):
+    """``text`` with its values (numbers, paths, addresses, quotes) elided, names kept."""
+    for value in sorted({v for v in values if _VALUE.search(v)}, key=len, reverse=True):
         text = text.replace(value, "…")
     return text
 
@@ -346,6 +348,10 @@ def _corrected(new: Fact, facts: Sequence[Fact], sentence: str) -> Fact | None:
     # when the subjects nearly coincide and the values differ.
     union = len(new.subject | best.subject) or 1
     same = overlap / union >= 0.6 and new.tier in (best.tier, TOOL)
+    # ... and about the same thing: every identifier of the old one is in the new one
+    # ("srv-001 has 3 GB" is no update of "srv-002 has 6 GB").
+    ids = {d for d in best.details if _STRONG.search(d)}
+    same = same and ids <= set(new.details)
     return best if same and set(new.details) != set(best.details) else None
 
 
@@ -381,6 +387,13 @@ def build_ledger(
         if old is not None:
             facts.remove(old)
             superseded.append((old, fact))
+            # Every other fact stating the replaced value about the same subject goes too:
+            # "port 8080" said by the user and repeated by the assistant is one value.
+            replaced = {d for d in old.details if _VALUE.search(d)} - set(fact.details)
+            for other in [f for f in facts if f.tier != GOAL]:
+                if replaced & set(other.details) and other.subject & (fact.subject | old.subject):
+                    facts.remove(other)
+                    superseded.append((other, fact))
             if _CORRECTION.search(sentence):
                 # Said as a correction: it keeps the corrected sentence's wording (values
                 # elided) so "move it to 9443" still says what moved, and its standing.
@@ -412,10 +425,12 @@ def build_ledger(
     return _fit(facts, superseded, seen, max_tokens, encoding)
 
 
-def _rank(fact: Fact) -> tuple[bool, bool, int, int]:
+def _rank(fact: Fact) -> tuple[int, bool, int]:
     """By who established it (goal, user, tool, assistant), decisions and corrections
     first within, then the oldest: a fact established early stays unless corrected."""
-    return (-fact.tier, not fact.cue, fact.order)
+    # A tool's outcome is as authoritative as the user's word; the assistant's is not.
+    standing = USER if fact.tier == TOOL else fact.tier
+    return (-standing, not fact.cue, fact.order)
 
 
 def _fit(
