@@ -319,11 +319,20 @@ PROBE = "Let's continue where we left off."
 
 
 def _score(
-    text: str, summary: str, live: dict[str, tuple[str, str | None]]
+    text: str, summary: str, live: dict[str, tuple[str, str | None]], settled: set[str]
 ) -> tuple[list[str], list[str]]:
     """Facts whose newest value is in ``text`` with no stale value in ``summary``; and the
-    facts whose stale value ``summary`` presents."""
-    stale = [key for key, (_, old) in live.items() if old is not None and old in summary]
+    facts whose stale value ``summary`` presents.
+
+    Only corrections the summary already covers (``settled``) count as stale: while the
+    correction is still in the verbatim history right after the summary, the prompt
+    itself says the old value is gone.
+    """
+    stale = [
+        key
+        for key, (_, old) in live.items()
+        if old is not None and key in settled and old in summary
+    ]
     kept = [key for key, (value, _) in live.items() if value in text and key not in stale]
     return kept, stale
 
@@ -344,14 +353,14 @@ async def run_scenario(
     from kairox.bench.compaction_facade import bench_facade, call_figures
     from kairox.default_plugins.scripted_model import ScriptedModel
     from kairox.events import ToolInvocationCompleted
-    from kairox.session import open_session
+    from kairox.session import KEEP_RECENT_TURNS, open_session
 
     facade = bench_facade(
         summarizer=summarizer, window=window, registry=registry, pm=pm, state_dir=state_dir, llm=llm
     )
     model = ScriptedModel(script.replies, chunk_size=64)
     live: dict[str, tuple[str, str | None]] = {}
-    corrected: set[str] = set()
+    corrected: dict[str, int] = {}  # fact key -> the turn that corrected it
     compactions: list[dict[str, Any]] = []
     answered: list[bool] = []
     summary = ""
@@ -361,7 +370,7 @@ async def run_scenario(
                 live[fact.key] = (fact.value, None)
             for fact in script.corrected_at.get(index, []):
                 live[fact.key] = (fact.corrected or fact.value, fact.value)
-                corrected.add(fact.key)
+                corrected[fact.key] = index
             result = await session.turn(prompt)
             if index in script.tools:
                 tool, output = script.tools[index]
@@ -373,14 +382,16 @@ async def run_scenario(
             if index in script.asked_at:
                 asked = script.asked_at[index].key
                 sent = "\n".join(m.content for m in model.requests[index][:-1])
-                kept, _ = _score(sent, summary, {asked: live[asked]})
+                kept, _ = _score(sent, summary, {asked: live[asked]}, set(corrected))
                 answered.append(bool(kept))
             if result.compaction is None or result.compaction.status != "completed":
                 continue
             summary = result.compaction.summary
             assembly = await session.assemble(PROBE)
             text = "\n".join(m.content for m in assembly.messages[:-1])
-            kept, stale = _score(text, summary, live)
+            # Compaction keeps the last KEEP_RECENT_TURNS verbatim and summarises the rest.
+            settled = {k for k, at in corrected.items() if at <= index - KEEP_RECENT_TURNS}
+            kept, stale = _score(text, summary, live, settled)
             compactions.append(
                 {
                     "turn": index + 1,

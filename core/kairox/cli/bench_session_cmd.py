@@ -346,6 +346,12 @@ def _llm_backend(app: AppContext, profile: str | None, backend: str | None) -> t
 @click.option("--turns", default=80, show_default=True, help="Turns per session.")
 @click.option("--sessions", default=5, show_default=True, help="Sessions (seeds) per cell.")
 @click.option(
+    "--scenario-turns",
+    default=60,
+    show_default=True,
+    help="Turns per session of the correction scenarios (one per domain).",
+)
+@click.option(
     "--profile",
     default=None,
     help="A profile with a real model backend: the llm summariser writes its summaries "
@@ -365,6 +371,7 @@ def compaction(
     windows: str,
     turns: int,
     sessions: int,
+    scenario_turns: int,
     profile: str | None,
     backend: str | None,
     out: Path | None,
@@ -388,6 +395,7 @@ def compaction(
                 llm=llm,
                 llm_reason=reason,
                 progress=progress,
+                scenario_turns=scenario_turns,
             )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None

@@ -355,7 +355,7 @@ def _corrected(new: Fact, facts: Sequence[Fact], sentence: str) -> Fact | None:
     return best if same and set(new.details) != set(best.details) else None
 
 
-def _without_stale_clause(text: str, stale: Sequence[str]) -> str:
+def _without_stale_clause(text: str, stale: Sequence[str], fresh: Sequence[str]) -> str:
     """``text`` without the "instead of Y" / ", not Y" clause naming a replaced value,
     so the correction never repeats the old value."""
 
@@ -363,6 +363,12 @@ def _without_stale_clause(text: str, stale: Sequence[str]) -> str:
         return "" if any(value in match.group(0) for value in stale) else match.group(0)
 
     cleaned = re.sub(r"\s+(?=[.!;])", "", _STALE.sub(drop, text)).strip()
+    # A clause that names only the old value ("; 8080 is out") goes as well.
+    clauses = re.split(r"(?<=[;,])\s+", cleaned)
+    kept = [
+        c for c in clauses if any(v in c for v in fresh) or not any(v in c for v in stale)
+    ] or clauses
+    cleaned = " ".join(kept).rstrip(" ;,")
     return cleaned or text
 
 
@@ -400,7 +406,9 @@ def build_ledger(
                 context = old.context or _clip(
                     _elide(old.text, old.details), _MAX_CONTEXT_CHARS
                 ).replace("(", "").replace(")", "")
-                text = _without_stale_clause(fact.text, old.details)
+                values = [d for d in old.details if _VALUE.search(d)]
+                fresh = [d for d in fact.details if d not in old.details]
+                text = _without_stale_clause(fact.text, values, fresh)
                 fact = _fact(text, max(fact.tier, min(old.tier, USER)), order, context)
         facts.append(fact)
         order += 1
