@@ -51,6 +51,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True, help="where the JSON report goes")
     parser.add_argument("--sessions", type=int, default=1)
     parser.add_argument("--windows", default="2048,4096,8192")
+    parser.add_argument("--turns", type=int, default=80)
+    parser.add_argument("--scenario-turns", type=int, default=60)
     parser.add_argument("--timeout", type=float, default=600)
     args = parser.parse_args()
     model = served_model(args.base_url)
@@ -73,6 +75,10 @@ def main() -> int:
             args.windows,
             "--sessions",
             str(args.sessions),
+            "--turns",
+            str(args.turns),
+            "--scenario-turns",
+            str(args.scenario_turns),
             "--out",
             str(args.out.resolve()),
         ]

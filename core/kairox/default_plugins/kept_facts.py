@@ -58,6 +58,7 @@ _UNITS = (
     r"ms|s|secs?|seconds?|min|minutes?|h|hours?|days?|weeks?|months?|years?|[KMGT]i?B|kB"
     r"|EUR|USD|GBP|CHF|JPY|requests?|req|rps|tokens?|cores?|users?|nodes?|replicas?|px|%"
     r"|percent|GHz|MHz|kg|g|km|m|cm|mm|items?|rows?|files?|retries|attempts|times"
+    r"|[a-z]{2,}s"  # any plural count: "16 threads", "1,284 samples"
 )
 _DETAIL = re.compile(
     r"https?://\S+"  # URLs
@@ -111,7 +112,7 @@ _CORRECTION = re.compile(
     r"\b(?:actually|correction|instead|rather than|no longer|not anymore|scratch that"
     r"|change of plans?|changed? (?:it |that |this )?to|switch(?:ed)? (?:it |that )?to"
     r"|move (?:it|that|this|them)? ?to|moved to|update[sd]?:|i meant|i mean|wrong"
-    r"|from now on|replaced? by|now (?:is|are|uses?|at|on)|update (?:\w+ ){0,5}to)\b"
+    r"|from now on|replaced? by|now (?:is|are|uses?|at|on)|update (?:\w+ ){0,8}to)\b"
     r"|,\s*not\b|\bnot\s+the\b",
     re.IGNORECASE,
 )
@@ -129,7 +130,7 @@ _STOP_WORDS = """the and for that this with from have has had are was were will 
     actually instead rather longer anymore correction change changed changes plan plans
     switch switched move moved moving update updated updates meant mean wrong scratch
     going keep kept stays stay remain remains still older old new newer earlier later
-    value right sorry okay noted sure"""
+    value right sorry okay noted sure per out"""
 _STOP = frozenset(_STOP_WORDS.split())
 
 
@@ -335,6 +336,11 @@ def _corrected(new: Fact, facts: Sequence[Fact], sentence: str) -> Fact | None:
                     words and words <= set(_WORD.findall(low))
                 ):
                     return fact
+        # The correction names an old value outright ("...; 16 threads is out").
+        named = set(new.details)
+        for fact in reversed(candidates):
+            if any(d in named and _VALUE.search(d) for d in fact.details):
+                return fact
     best, overlap = None, 0
     for fact in reversed(candidates):  # newest first: the value a correction revises
         shared = len(new.subject & fact.subject)
@@ -395,8 +401,9 @@ def build_ledger(
             superseded.append((old, fact))
             # Every other fact stating the replaced value about the same subject goes too:
             # "port 8080" said by the user and repeated by the assistant is one value.
+            explicit = bool(_CORRECTION.search(sentence))
             replaced = {d for d in old.details if _VALUE.search(d)} - set(fact.details)
-            for other in [f for f in facts if f.tier != GOAL]:
+            for other in [f for f in facts if f.tier != GOAL and explicit]:
                 if replaced & set(other.details) and other.subject & (fact.subject | old.subject):
                     facts.remove(other)
                     superseded.append((other, fact))
