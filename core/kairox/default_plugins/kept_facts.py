@@ -341,11 +341,14 @@ def _corrected(new: Fact, facts: Sequence[Fact], sentence: str) -> Fact | None:
         for fact in reversed(candidates):
             if any(d in named and _VALUE.search(d) for d in fact.details):
                 return fact
-    best, overlap = None, 0
+    best, overlap, score = None, 0, 0
+    kinds = _shapes(new.details)
     for fact in reversed(candidates):  # newest first: the value a correction revises
         shared = len(new.subject & fact.subject)
-        if shared > overlap:
-            best, overlap = fact, shared
+        # A value of the same kind ("24 threads" for "16 threads") weighs most.
+        weight = shared + 2 * len(kinds & _shapes(fact.details))
+        if weight > score:
+            best, overlap, score = fact, shared, weight
     if best is None:
         return None
     if is_correction and overlap >= 1:
@@ -359,6 +362,11 @@ def _corrected(new: Fact, facts: Sequence[Fact], sentence: str) -> Fact | None:
     ids = {d for d in best.details if _STRONG.search(d)}
     same = same and ids <= set(new.details)
     return best if same and set(new.details) != set(best.details) else None
+
+
+def _shapes(details: Iterable[str]) -> set[str]:
+    """What kind of value each detail is: its digits masked ("16 threads" -> "9 threads")."""
+    return {re.sub(r"\d+", "9", d) for d in details if _VALUE.search(d)}
 
 
 def _without_stale_clause(text: str, stale: Sequence[str], fresh: Sequence[str]) -> str:
