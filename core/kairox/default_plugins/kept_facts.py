@@ -324,7 +324,7 @@ def _classify(message: ChatMessage, first_goal: bool) -> list[tuple[str, int]]:
 
 def _corrected(new: Fact, facts: Sequence[Fact], sentence: str) -> Fact | None:
     """The earlier fact ``new`` corrects, if it is one."""
-    candidates = [f for f in facts if f.tier != GOAL and f.details]
+    candidates = [f for f in facts if f.details]  # a goal with a value in it too
     is_correction = bool(_CORRECTION.search(sentence))
     if is_correction:
         for match in _STALE.finditer(sentence):
@@ -411,7 +411,7 @@ def build_ledger(
             # "port 8080" said by the user and repeated by the assistant is one value.
             explicit = bool(_CORRECTION.search(sentence))
             replaced = {d for d in old.details if _VALUE.search(d)} - set(fact.details)
-            for other in [f for f in facts if f.tier != GOAL and explicit]:
+            for other in [f for f in facts if explicit]:
                 if replaced & set(other.details) and other.subject & (fact.subject | old.subject):
                     facts.remove(other)
                     superseded.append((other, fact))
