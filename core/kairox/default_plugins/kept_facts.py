@@ -324,7 +324,13 @@ def _classify(message: ChatMessage, first_goal: bool) -> list[tuple[str, int]]:
 
 def _corrected(new: Fact, facts: Sequence[Fact], sentence: str) -> Fact | None:
     """The earlier fact ``new`` corrects, if it is one."""
-    candidates = [f for f in facts if f.details]  # a goal with a value in it too
+    # A goal is corrected only through a value it holds ("port 8080"), never by a new
+    # wish ("actually, I also want videos"): that one is a goal of its own.
+    candidates = [
+        f
+        for f in facts
+        if f.details and (f.tier != GOAL or any(_VALUE.search(d) for d in f.details))
+    ]
     is_correction = bool(_CORRECTION.search(sentence))
     if is_correction:
         for match in _STALE.finditer(sentence):
