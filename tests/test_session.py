@@ -303,3 +303,108 @@ def test_token_deltas_are_written_in_batches_and_the_message_once(facade):
     )
     assert completed.payload["text"] == reply
     assert deltas[-1].id < completed.id  # every delta lands before the completed message
+
+
+def test_a_compaction_that_would_grow_the_history_is_skipped_and_keeps_it(facade):
+    # Three short turns, then a summary reply far longer than the one turn it would replace.
+    model = ScriptedModel(["ok", "ok", "ok", "summary sentence number seven. " * 60])
+
+    async def go():
+        async with open_session(facade, profile="flaky", backend=model) as session:
+            for i in range(3):
+                await session.turn(f"q{i}")
+            result = await session.compact()
+            return session, result, await session.assemble("next")
+
+    session, result, after = run(go())
+    assert result.status == "skipped"
+    assert "would not shrink" in result.reason
+    assert result.tokens_after == result.tokens_before
+    recorded = types(facade, session)
+    assert "CompactionSummary" not in recorded
+    assert "ContextCompactionCompleted" not in recorded
+    assert recorded[-1] == "ContextCompactionSkipped"
+    # The history is kept whole: every earlier turn still reaches the next prompt.
+    history = {a.source: a for a in after.sources}["history"]
+    assert history.dropped == 0
+    assert history.included
+    contents = " ".join(m.content for m in after.messages)
+    assert all(f"q{i}" in contents for i in range(3))
+
+
+FILLER = "We went through the rollout notes again and nothing new came up there. " * 5
+
+
+def summaries_of(facade, session):
+    return facade.events.list(session_id=session.session_id, types=["CompactionSummary"])
+
+
+def assert_within_share(facade, results):
+    from kairox.context.tokens import count_tokens
+    from kairox.session import SUMMARY_SHARE
+
+    profile = facade.config.profiles["tiny"]
+    share = int(SUMMARY_SHARE * (profile.context_window - profile.headroom))
+    for result in results:
+        if result.compaction is not None and result.compaction.status == "completed":
+            assert count_tokens(result.compaction.summary, profile.encoding) <= share
+
+
+def test_a_correction_survives_two_compactions_and_the_old_value_is_gone(facade):
+    prompts = ["I want to set up the sequencing pipeline for the cohort with you."]
+    prompts += ["The reference genome for the cohort is GRCh37."]
+    prompts += [f"Filler {i}: {FILLER}" for i in range(5)]
+    prompts += ["Quick fix to what I said: the reference genome is GRCh38, not GRCh37."]
+    prompts += [f"More filler {i}: {FILLER}" for i in range(6)]
+    model = ScriptedModel(["Noted. " + FILLER] * len(prompts))
+
+    async def go():
+        async with open_session(facade, profile="tiny", backend=model) as session:
+            results = [await session.turn(p) for p in prompts]
+            return session, results, await session.assemble("Which genome again?")
+
+    session, results, after = run(go())
+    stored = summaries_of(facade, session)
+    fix = prompts.index(next(p for p in prompts if "GRCh38" in p))
+    done = [i for i, r in enumerate(results) if r.compaction and r.compaction.status == "completed"]
+    assert done[0] < fix and "GRCh37" in results[done[0]].compaction.summary
+    assert sum(i >= fix for i in done) >= 2  # the correction went through two compactions
+    latest = stored[-1].payload
+    assert "GRCh38" in latest["summary"] and "GRCh37" not in latest["summary"]
+    assert any("GRCh38" in line for line in latest["kept"])
+    dropped = [d for s in stored for d in s.payload["dropped"]]
+    assert any("GRCh37" in d["fact"] and d["why"].startswith("superseded") for d in dropped)
+    prompt = "\n".join(m.content for m in after.messages)
+    assert "GRCh38" in prompt and "GRCh37" not in prompt
+    assert_within_share(facade, results)
+
+
+def test_a_tool_outcome_reaches_a_question_asked_after_compaction(facade):
+    from kairox.events import ToolInvocationCompleted
+
+    model = ScriptedModel(["Running it now. " + FILLER] + ["Sure. " + FILLER] * 12)
+
+    async def go():
+        async with open_session(facade, profile="tiny", backend=model) as session:
+            results = [await session.turn("Please open a ticket for the broken disk on vault-02.")]
+            session.events.append(
+                session.session_id,
+                facade.workspace_id,
+                ToolInvocationCompleted(
+                    tool="create_ticket", output="created ticket OPS-5521 in queue infra"
+                ),
+            )
+            for i in range(10):
+                results.append(await session.turn(f"Filler {i}: {FILLER}"))
+            results.append(await session.turn("Which ticket did you open for the disk?"))
+            return session, results
+
+    session, results = run(go())
+    assert any(r.compaction and r.compaction.status == "completed" for r in results)
+    # The tool's turn is long gone from the verbatim history...
+    latest = summaries_of(facade, session)[-1].payload
+    assert "create_ticket: created ticket OPS-5521" in latest["summary"]
+    # ...and the question's prompt still carries the ticket id.
+    asked = "\n".join(m.content for m in model.requests[-1])
+    assert "OPS-5521" in asked
+    assert_within_share(facade, results)

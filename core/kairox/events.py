@@ -230,6 +230,11 @@ class CompactionSummary(Event):
     summarizer: str
     fallback: bool = False
     """The summariser failed and a sliding window produced this instead."""
+    kept: list[str] = field(default_factory=list)
+    """The kept facts the summary holds (a summariser that reports them)."""
+    dropped: list[dict[str, str]] = field(default_factory=list)
+    """``{"fact", "why"}`` for each fact left out: superseded, over its share, or dropped
+    by a model's summary (then restored from the ledger)."""
 
     def __post_init__(self) -> None:
         if self.first_event_id > self.last_event_id:

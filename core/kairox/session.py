@@ -25,6 +25,7 @@ from kairox.context.assembler import (
     ContextAssembler,
     HistoryTurn,
 )
+from kairox.context.summarizer import ReportingSummarizer, Summarizer, SummaryReport
 from kairox.context.tokens import TokenCounter
 from kairox.errors import KairoxError
 from kairox.events import (
@@ -56,7 +57,7 @@ KEEP_RECENT_TURNS = 2
 # leaving room for the prompt, memories and retrieval hits.
 COMPACT_AT_SHARE = 0.6
 # A summary may use at most this share of the budget.
-SUMMARY_SHARE = 0.15
+SUMMARY_SHARE = 0.2
 # Streamed text is written to the event log in batches of this many deltas, off the
 # event loop; the completed message is still written once, whole.
 DELTA_BATCH = 32
@@ -89,6 +90,10 @@ class CompactionResult:
     events_summarised: int = 0
     tokens_before: int = 0
     tokens_after: int = 0
+    kept: tuple[str, ...] = ()
+    """The kept facts the summary holds (see :class:`~kairox.context.summarizer.SummaryReport`)."""
+    dropped: tuple[tuple[str, str], ...] = ()
+    """``(fact, why)`` for each fact the summary left out."""
 
 
 @dataclass
@@ -395,6 +400,17 @@ class Session:
     def _budget(self) -> int:
         return self.profile.context_window - self.profile.headroom
 
+    def _summary_tokens(self, summaries: Sequence[StoredEvent]) -> int:
+        assembler = self._assembler()
+        return sum(
+            assembler.summary_tokens(
+                CompactionSummaryItem(
+                    e.payload["summary"], e.payload["first_event_id"], e.payload["last_event_id"]
+                )
+            )
+            for e in summaries
+        )
+
     def _needs_compaction(self, turns: Sequence[HistoryTurn]) -> bool:
         if len(turns) <= KEEP_RECENT_TURNS:
             return False
@@ -402,11 +418,11 @@ class Session:
 
     # -- compaction -----------------------------------------------------------------
 
-    async def _skip(self, reason: str) -> CompactionResult:
+    async def _skip(self, reason: str, **details: Any) -> CompactionResult:
         self.events.append(
             self.session_id, self.facade.workspace_id, ContextCompactionSkipped(reason)
         )
-        return CompactionResult("skipped", reason=reason)
+        return CompactionResult("skipped", reason=reason, **details)
 
     async def _compact(self, trigger: str, history: _History | None = None) -> CompactionResult:
         try:
@@ -426,7 +442,9 @@ class Session:
                 f"nothing to compact: the last {KEEP_RECENT_TURNS} turns always stay verbatim"
             )
         workspace = self.facade.workspace_id
-        before = self._history_tokens(turns)
+        # What the prompt pays now for history and the summary compaction would replace:
+        # the same ledger as ``after`` below, so the two compare like for like.
+        before = self._history_tokens(turns) + self._summary_tokens(history.summaries[-1:])
         self.events.append(
             self.session_id,
             workspace,
@@ -453,8 +471,8 @@ class Session:
         fallback = False
         try:
             summarizer = self.facade.summarizer(name, self.profile, self._backend)
-            summary = await summarizer.summarize(
-                messages, max_tokens=limit, encoding=self.profile.encoding
+            summary, report = await _summarize(
+                summarizer, messages, max_tokens=limit, encoding=self.profile.encoding
             )
         except Exception as exc:
             self.events.append(
@@ -469,8 +487,8 @@ class Session:
             name = "sliding-window"
             try:
                 window = self.facade.summarizer(name, self.profile, None)
-                summary = await window.summarize(
-                    messages, max_tokens=limit, encoding=self.profile.encoding
+                summary, report = await _summarize(
+                    window, messages, max_tokens=limit, encoding=self.profile.encoding
                 )
             except Exception as second:  # even the fallback failed: the session goes on
                 self.events.append(
@@ -481,15 +499,33 @@ class Session:
                     ),
                 )
                 return CompactionResult("failed", reason=str(second), summarizer=name)
-        stored = self.events.append(
-            self.session_id,
-            workspace,
-            CompactionSummary(summary, first, last, summarizer=name, fallback=fallback),
-        )
         # The same ledger as the prompt's: the turns kept verbatim, plus the summary with
         # the framing it gets there.
         after = self._history_tokens(turns[-KEEP_RECENT_TURNS:]) + self._assembler().summary_tokens(
             CompactionSummaryItem(summary, first, last)
+        )
+        if after >= before:
+            # A summary no smaller than what it replaces only loses detail: keep the history.
+            return await self._skip(
+                f"the summary would not shrink the history ({before:,} -> {after:,} tokens); "
+                "history kept as it was",
+                summarizer=name,
+                fallback=fallback,
+                tokens_before=before,
+                tokens_after=before,
+            )
+        stored = self.events.append(
+            self.session_id,
+            workspace,
+            CompactionSummary(
+                summary,
+                first,
+                last,
+                summarizer=name,
+                fallback=fallback,
+                kept=list(report.kept),
+                dropped=[{"fact": fact, "why": why} for fact, why in report.dropped],
+            ),
         )
         self.events.append(
             self.session_id,
@@ -506,6 +542,8 @@ class Session:
             events_summarised=sum(len(t.event_ids) for t in older),
             tokens_before=before,
             tokens_after=after,
+            kept=report.kept,
+            dropped=report.dropped,
         )
 
     # -- profiles -------------------------------------------------------------------
@@ -522,6 +560,19 @@ class Session:
             ProfileSwitched(to_profile=name, from_profile=previous),
         )
         return name
+
+
+async def _summarize(
+    summarizer: Summarizer, messages: list[ChatMessage], *, max_tokens: int, encoding: str
+) -> tuple[str, SummaryReport]:
+    """The summary, and what it kept and dropped when the summariser says so."""
+    if isinstance(summarizer, ReportingSummarizer):
+        return await summarizer.summarize_with_report(
+            messages, max_tokens=max_tokens, encoding=encoding
+        )
+    return await summarizer.summarize(messages, max_tokens=max_tokens, encoding=encoding), (
+        SummaryReport()
+    )
 
 
 @contextlib.asynccontextmanager

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from kairox.bench.compaction import FACTS, benchmark, make_script
+from kairox.bench.compaction_scenarios import DOMAINS, make_scenario
 from kairox.cli import bench_session_cmd
 from kairox.cli.app import AppContext
 from kairox.plugins import build_plugin_manager
@@ -51,6 +52,7 @@ def in_unit_range(value):
 def test_cli_reports_every_summarizer_and_window(pm, tmp_path):
     out = tmp_path / "compaction.json"
     args = ["compaction", "--windows", "2048,4096", "--turns", "30", "--sessions", "1"]
+    args += ["--scenario-turns", "30"]
     result = CliRunner().invoke(cli(pm), [*args, "--out", str(out)])
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
@@ -113,17 +115,20 @@ def test_llm_runs_when_a_profile_has_a_real_backend(pm, workspace, monkeypatch):
             f'base_url = "{server.base_url}"\napi_key_env = "BENCH_KEY"\n'
         )
         args = ["compaction", "--summarizers", "llm", "--windows", "4096", "--turns", "30"]
+        args += ["--scenario-turns", "30"]
         result = CliRunner().invoke(
             cli(pm), [*args, "--sessions", "1", "--profile", "real", "--json"]
         )
         requests = len(server.chat_requests)
     assert result.exit_code == 0, result.output
-    row = json.loads(result.output)["results"][0]
+    report = json.loads(result.output)
+    row = report["results"][0]
     assert row["status"] == "ok" and row["fallbacks"] == 0
     assert row["model"] == "openai-compatible:test-model"
     summaries = [c for s in row["sessions"] for c in s["compactions"]]
     assert summaries and all(c["summarizer"] == "llm" for c in summaries)
-    assert requests == len(summaries)  # one model call per compaction, nothing else
+    calls = sum(len(s["summary_ms"]) for r in [row, *report["scenarios"]] for s in r["sessions"])
+    assert requests == calls  # one model call per compaction, nothing else
     # Every fact was in the model's summary, so every fact survived.
     assert row["retention_final"] == row["question_recall"] == 1.0
 
@@ -141,3 +146,44 @@ def test_unknown_summarizer_is_a_usage_error(pm):
     result = CliRunner().invoke(cli(pm), ["compaction", "--summarizers", "magic"])
     assert result.exit_code == 2
     assert "unknown summarizers" in result.output
+
+
+def test_scenarios_count_newest_values_and_catch_stale_ones(pm):
+    report = benchmark(
+        pm.registry, pm, summarizers=["extractive", "sliding-window"], windows=[2048], turns=30,
+        sessions=1, scenario_turns=40,
+    )  # fmt: skip
+    rows = {(r["scenario"], r["summarizer"]): r for r in report["scenarios"]}
+    assert set(rows) == {(d.name, s) for d in DOMAINS for s in ("extractive", "sliding-window")}
+    for domain in DOMAINS:
+        kept, window = rows[(domain.name, "extractive")], rows[(domain.name, "sliding-window")]
+        assert kept["compactions"] >= 2
+        assert kept["stale_shown"] == 0  # no superseded value ever in a summary
+        assert kept["corrections_kept"] == 1.0
+        assert kept["retention_final"] > window["retention_final"]
+        for row in (kept, window):
+            assert row["within_budget"] and 0 < row["budget_use_max"] <= 1
+            assert row["summary_ms_median"] is not None
+    for row in report["results"]:
+        assert row["within_budget"]
+
+
+def test_scenario_plants_corrects_and_asks_without_giving_answers_away():
+    for domain in DOMAINS:
+        script = make_scenario(domain, 40, seed=2)
+        assert len(script.prompts) == len(script.replies) == 40
+        planted = max(script.planted_at)
+        assert planted < min(script.corrected_at) < max(script.corrected_at) < min(script.asked_at)
+        corrected = [f for batch in script.corrected_at.values() for f in batch]
+        assert corrected and all(f.corrected for f in corrected)
+        assert {f.source for f in domain.facts} == {"user", "assistant", "tool"}
+        facts = [f for batch in script.planted_at.values() for f in batch]
+        for index, text in enumerate([*script.prompts, *script.replies]):
+            for fact in facts:
+                if fact.value in text or (fact.corrected and fact.corrected in text):
+                    said = fact.statement in text or index in script.corrected_at
+                    assert said, (fact.key, text)
+        for index, fact in script.asked_at.items():
+            assert fact.value not in script.prompts[index]
+    with pytest.raises(ValueError, match="too few"):
+        make_scenario(DOMAINS[0], 10)

@@ -27,6 +27,43 @@ def test_context_json_has_messages_budget_and_sources(invoke, workspace):
     assert table.exit_code == 0 and "memory:user" in table.output
 
 
+def test_context_json_says_what_the_last_compaction_kept_and_dropped(invoke, workspace):
+    from kairox.default_plugins.scripted_model import ScriptedModel
+    from kairox.session import open_session
+    from kairox.testing import run
+
+    (workspace / "kairox.toml").write_text(
+        "[profiles.default]\ncontext_window = 900\nheadroom = 100\n"
+    )
+    filler = "We went through the rollout notes again and nothing new came up. " * 5
+    prompts = ["The API listens on port 8080.", "Move it to port 8081."]
+    prompts += [f"Filler {i}: {filler}" for i in range(6)]
+
+    async def go():
+        model = ScriptedModel(["Noted. " + filler] * len(prompts))
+        async with open_session(AppFacade(cwd=workspace), backend=model) as session:
+            for prompt in prompts:
+                await session.turn(prompt)
+            return session.session_id
+
+    session_id = run(go())
+    result = invoke("context", "next", "--session", session_id, "--json")
+    assert result.exit_code == 0, result.output
+    compaction = json.loads(result.output)["compaction"]
+    assert compaction["summarizer"] == "extractive"
+    assert any("8081" in line for line in compaction["kept"])
+    assert not any("8080" in line for line in compaction["kept"])
+    # The compaction that saw the correction recorded what it superseded, and why.
+    stored = AppFacade(cwd=workspace).events.list(
+        session_id=session_id, types=["CompactionSummary"]
+    )
+    dropped = [d for event in stored for d in event.payload["dropped"]]
+    assert any("8080" in d["fact"] and d["why"].startswith("superseded") for d in dropped)
+    assert compaction["summary_event_id"] == stored[-1].id
+    plain = invoke("context", "next", "--json")
+    assert "compaction" not in json.loads(plain.output)
+
+
 def test_context_refuses_a_prompt_over_budget(invoke, workspace):
     (workspace / "kairox.toml").write_text(
         "[profiles.default]\ncontext_window = 300\nheadroom = 100\n"

@@ -16,6 +16,7 @@ from kairox.config import ProfileConfig
 from kairox.context.summarizer import Summarizer
 from kairox.context.tokens import count_tokens
 from kairox.default_plugins import summarizers
+from kairox.default_plugins.kept_facts import strip_kept_section
 from kairox.default_plugins.summarizers import (
     ExtractiveSummarizer,
     LlmSummarizer,
@@ -36,6 +37,15 @@ HEADINGS = [
     "## Goal",
     "## Decisions and constraints",
     "## Tool calls and outcomes",
+    "## Open questions",
+    "## Recent user messages",
+]
+
+
+# The goal and tool outcomes live in the kept facts; their sections get only what is left.
+EXTRACTIVE_HEADINGS = [
+    "## Kept facts",
+    "## Decisions and constraints",
     "## Open questions",
     "## Recent user messages",
 ]
@@ -111,14 +121,15 @@ def test_extractive_keeps_sections_and_planted_facts_within_a_moderate_budget():
     summary = summarize(ExtractiveSummarizer(), history, budget)
 
     assert count_tokens(summary, ENC) <= budget
-    positions = [summary.find(heading) for heading in HEADINGS]
+    positions = [summary.find(heading) for heading in EXTRACTIVE_HEADINGS]
     assert all(p >= 0 for p in positions), summary
     assert positions == sorted(positions), "sections must come in their fixed order"
     for fact in FACTS:
         assert fact.casefold() in summary.casefold(), f"{fact!r} lost:\n{summary}"
-    goal = summary.split("## Decisions")[0]
-    assert "billing service for the Acme shop" in goal
-    assert "run_tests: exit code 0: 212 passed" in summary
+    kept = summary.split("## Decisions")[0]
+    assert "- goal: I want to build a billing service for the Acme shop" in kept
+    assert "tool: run_tests: exit code 0: 212 passed" in kept
+    assert summary.count("212 passed") == 1  # held by the kept facts, not said twice
     assert "noise line" not in summary  # a tool's outcome is its first line only
     assert "Do you want CSV or Parquet exports?" in summary.split("## Open questions")[1]
     assert summary.rstrip().endswith("- Please draft the invoice table next.")
@@ -126,10 +137,10 @@ def test_extractive_keeps_sections_and_planted_facts_within_a_moderate_budget():
     assert "Let me think about it" not in summary.split("## Recent")[0]
 
 
-def test_extractive_keeps_facts_in_original_order_within_a_section():
+def test_extractive_keeps_facts_in_original_order_in_the_kept_facts():
     summary = summarize(ExtractiveSummarizer(), long_history(), 220)
-    decisions = summary.split("## Decisions and constraints")[1].split("## ")[0].casefold()
-    found = [decisions.find(f.casefold()) for f in FACTS]
+    kept = summary.split("## Kept facts")[1].split("## ")[0].casefold()
+    found = [kept.find(f.casefold()) for f in FACTS]
     assert all(i >= 0 for i in found)
     assert found == sorted(found)
 
@@ -146,9 +157,9 @@ def test_extractive_collects_goal_changes_and_drops_answered_questions():
         user("Thanks."),
     ]
     summary = summarize(ExtractiveSummarizer(), history, 400)
-    goal = summary.split("## Goal")[1].split("## ")[0]
-    assert "renames photos by date" in goal
-    assert "handle videos instead" in goal
+    goals = [line for line in summary.splitlines() if line.startswith("- goal: ")]
+    assert any("renames photos by date" in line for line in goals)
+    assert any("handle videos instead" in line for line in goals)
     questions = summary.split("## Open questions")[1].split("## ")[0]
     assert "separate folder" in questions
     assert "EXIF or file mtime" not in summary  # answered by the next user message
@@ -168,11 +179,12 @@ def test_extractive_tool_section_names_the_tool_and_clips_its_outcome():
         ),
     ]
     summary = summarize(ExtractiveSummarizer(), history, 300)
-    tools = summary.split("## Tool calls and outcomes")[1]
-    assert "I called the ci_status tool" in tools
-    assert "- ci_status: FAILED: " in tools
-    assert "- noop: (no output)" in tools
-    assert "- db_query: KeyError: 'invoice_id'" in tools  # the error, not "Traceback"
+    # Tool outcomes are kept facts: the ledger holds them, each said once.
+    assert "I called the ci_status tool" in summary
+    assert summary.count("ci_status: FAILED: ") == 1
+    assert "noop: (no output)" in summary
+    assert "db_query: KeyError: 'invoice_id'" in summary  # the error, not "Traceback"
+    assert "Traceback" not in summary
     assert "x" * 200 not in summary
 
 
@@ -391,14 +403,18 @@ def test_canned_backend_is_a_model_backend():
 def test_llm_uses_the_backend_text_and_appends_the_most_recent_user_message():
     backend = CannedBackend(SUMMARY)
     summary = summarize(llm(backend), HISTORY, 300)
-    assert summary == SUMMARY + "\n\n## Most recent user message\nKeep the worker under 512 MB."
+    # The kept facts come first, built by rules whatever the model writes; then the reply.
+    assert summary.startswith("## Kept facts\n- goal: I want to build a billing service")
+    assert strip_kept_section(summary) == (
+        SUMMARY + "\n\n## Most recent user message\nKeep the worker under 512 MB."
+    )
     assert count_tokens(summary, ENC) <= 300
     assert len(backend.calls) == 1
 
 
 def test_llm_prompt_has_the_fixed_sections_the_messages_and_the_budget():
     backend = CannedBackend(SUMMARY)
-    summarize(llm(backend), HISTORY, 300)
+    summary = summarize(llm(backend), HISTORY, 300)
     prompt, model, max_tokens = backend.calls[0]
     assert model == "test-model"
     assert max_tokens == 300
@@ -409,10 +425,11 @@ def test_llm_prompt_has_the_fixed_sections_the_messages_and_the_budget():
     for message in HISTORY:
         assert message.content in request
     assert "tool (migrate): ok" in request
-    # the verbatim message is reserved out of the budget the model is asked to stay under
+    # the kept facts and the verbatim message are reserved out of the model's budget
     reserved = count_tokens("\n\n## Most recent user message\nKeep the worker under 512 MB.", ENC)
-    assert f"at most {300 - reserved} tokens" in system
-    assert build_llm_prompt(HISTORY, 300 - reserved) == prompt
+    kept = count_tokens(summary[: summary.index("## Goal")], ENC)
+    assert f"at most {300 - kept - reserved} tokens" in system
+    assert build_llm_prompt(HISTORY, 300 - kept - reserved) == prompt
 
 
 def test_llm_retries_then_succeeds():
@@ -426,7 +443,7 @@ def test_llm_retries_then_succeeds():
 
     summarizer = llm(backend, retries=2, retry_delay=0.25, max_retry_delay=0.4, sleep=sleep)
     summary = summarize(summarizer, HISTORY, 300)
-    assert summary.startswith(SUMMARY)
+    assert strip_kept_section(summary).startswith(SUMMARY)
     assert "half" not in summary  # a reply that failed part-way is discarded
     assert len(backend.calls) == 3
     assert pauses == [0.25, 0.4]  # doubling, capped
@@ -449,7 +466,7 @@ def test_llm_with_no_retries_calls_once():
 
 def test_llm_empty_reply_counts_as_a_failure():
     backend = CannedBackend("  \n", SUMMARY)
-    assert summarize(llm(backend, retries=1), HISTORY, 300).startswith(SUMMARY)
+    assert strip_kept_section(summarize(llm(backend, retries=1), HISTORY, 300)).startswith(SUMMARY)
     assert len(backend.calls) == 2
     with pytest.raises(ModelError, match="empty summary"):
         summarize(llm(CannedBackend("")), HISTORY, 300)
@@ -466,13 +483,15 @@ def test_llm_truncates_an_over_long_reply_at_a_boundary():
     lines = [f"- Fact number {i} is about item {i * 7}." for i in range(200)]
     reply = "## Goal\n" + "\n".join(lines)
     history = [*HISTORY, user("x " * 400)]  # too long to append
-    summary = summarize(llm(CannedBackend(reply)), history, 80)
-    assert count_tokens(summary, ENC) <= 80
-    assert reply.startswith(summary)
-    assert summary.endswith(".")
-    # the longest whole-line prefix that fits: one more line would not
-    next_line = reply.index("\n", len(summary) + 1)
-    assert count_tokens(reply[:next_line], ENC) > 80
+    summary = summarize(llm(CannedBackend(reply)), history, 300)
+    assert count_tokens(summary, ENC) <= 300
+    body = strip_kept_section(summary)
+    assert reply.startswith(body)
+    assert body.endswith(".")
+    # the longest whole-line prefix that fits what the kept facts leave: one more would not
+    target = 300 - count_tokens(summary[: summary.index("## Goal")], ENC)
+    next_line = reply.index("\n", len(body) + 1)
+    assert count_tokens(reply[:next_line], ENC) > target
 
 
 def test_llm_appends_the_recent_message_only_when_it_fits():

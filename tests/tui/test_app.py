@@ -258,7 +258,7 @@ def test_trace_shows_what_was_dropped_and_why(workspace, ui):
 
 
 def test_manual_compaction_key_shows_the_result(facade, ui):
-    app = KairoxApp(facade, backend=ScriptedModel(["a1", "a2", "a3"]))
+    app = KairoxApp(facade, backend=ScriptedModel(["a1", "a2", "a3", "a4", "a5", "a6"]))
 
     async def scenario(pilot):
         await ui.send(pilot, "first")
@@ -268,6 +268,14 @@ def test_manual_compaction_key_shows_the_result(facade, ui):
         assert app.trace.contains("compaction skipped")
         await ui.send(pilot, "second")
         await ui.send(pilot, "third")
+        await pilot.press("ctrl+k")
+        await ui.settle(pilot)
+        # Two short turns summarised would cost more than they do verbatim (63 -> 68
+        # tokens once): the history stays and the note says why.
+        assert any(n.startswith("compaction skipped: the summary would not") for n in notes(app))
+        await ui.send(pilot, "fourth: " + "the migration moves every table of the ledger. " * 150)
+        await ui.send(pilot, "fifth")
+        await ui.send(pilot, "sixth")
         await pilot.press("ctrl+k")
         await ui.settle(pilot)
         assert any(n.startswith("compaction completed") and "→" in n for n in notes(app))

@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kairox.bench.compaction_facade import LlmBackend, bench_facade, call_figures
+from kairox.bench.compaction_scenarios import DOMAINS, make_scenario, run_scenario
 from kairox.bench.report import created_now, machine
-from kairox.config import KairoxConfig, ProfileConfig, WorkspaceConfig
-from kairox.facade import AppFacade
-from kairox.models import ChatMessage, ModelBackend
+from kairox.models import ChatMessage
 from kairox.registry import Registry
 
 __all__ = [
@@ -62,7 +62,6 @@ NO_BACKEND = (
 )
 #: The prompt used to look at what the assembler would send right after a compaction.
 PROBE = "Let's continue where we left off."
-SYSTEM_PROMPT = "You are a helpful engineering assistant for a software team."
 
 Progress = Callable[[str, int, int], None]
 
@@ -264,49 +263,10 @@ def make_script(
     return ScriptedSession(prompts, replies, planted_at, asked_at)
 
 
-@dataclass(frozen=True)
-class LlmBackend:
-    """A real model backend for the ``llm`` summariser, and the model name to ask."""
-
-    backend: ModelBackend
-    model: str
-    label: str
-
-
-class _BenchFacade(AppFacade):
-    """The facade of one benchmark session: the ``llm`` summariser talks to ``llm``.
-
-    The session's own replies stay scripted; only summaries go to the real model.
-    """
-
-    def __init__(self, *, llm: LlmBackend | None, **options: Any) -> None:
-        super().__init__(**options)
-        self._llm = llm
-
-    def summarizer(self, name: str, profile: ProfileConfig, backend: ModelBackend | None = None):
-        if self._llm is not None:
-            # Any summariser that asks a model asks this one (the others ignore it).
-            profile = profile.model_copy(update={"model": self._llm.model})
-            backend = self._llm.backend
-        return super().summarizer(name, profile, backend)
-
-
 def _present(messages: Sequence[ChatMessage], facts: Sequence[PlantedFact]) -> list[str]:
     """The values of ``facts`` found in ``messages`` except the last (the new prompt)."""
     text = "\n".join(message.content for message in messages[:-1])
     return [fact.value for fact in facts if fact.value in text]
-
-
-def _profile(summarizer: str, window: int) -> ProfileConfig:
-    return ProfileConfig(
-        model="scripted",
-        backend="scripted",
-        context_window=window,
-        headroom=window // 8,
-        summarizer=summarizer,
-        auto_compact=True,
-        system_prompt=SYSTEM_PROMPT,
-    )
 
 
 async def run_session(
@@ -324,17 +284,14 @@ async def run_session(
     from kairox.default_plugins.scripted_model import ScriptedModel
     from kairox.session import open_session
 
-    state_dir.mkdir(parents=True, exist_ok=True)
-    config = KairoxConfig(
-        profiles={"default": _profile(summarizer, window)},
-        knowledge_bases={},
-        # No retrieval: this measures compaction, and the sources stay out of the way.
-        workspace=WorkspaceConfig(disabled_retrievers=sorted(registry.workspace_retrievers)),
-        files=[],
-        workspace_file=None,
-        root=state_dir,
+    facade = bench_facade(
+        summarizer=summarizer,
+        window=window,
+        registry=registry,
+        pm=pm,
+        state_dir=state_dir,
+        llm=llm,
     )
-    facade = _BenchFacade(llm=llm, cwd=state_dir, config=config, pm=pm, state_dir=state_dir)
     model = ScriptedModel(script.replies, chunk_size=64)
     planted: list[PlantedFact] = []
     compactions: list[dict[str, Any]] = []
@@ -368,6 +325,7 @@ async def run_session(
         "compactions": compactions,
         "question_recall": round(sum(answered) / len(answered), 4) if answered else None,
         "fallbacks": sum(1 for c in compactions if c["fallback"]),
+        **call_figures(facade.calls),
     }
 
 
@@ -386,6 +344,33 @@ def _summarise(sessions: list[dict[str, Any]]) -> dict[str, Any]:
         "retention_min": round(min(every), 4) if every else None,
         "question_recall": _mean(recall),
         "fallbacks": sum(s["fallbacks"] for s in sessions),
+        **_call_summary(sessions),
+    }
+
+
+def _call_summary(sessions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Summariser time per compaction (median, max) and whether every summary fit."""
+    times = [t for s in sessions for t in s["summary_ms"]]
+    sizes = [n for s in sessions for n in s["summary_messages"]]
+    return {
+        "summary_ms_median": round(statistics.median(times), 2) if times else None,
+        "summary_ms_max": round(max(times), 2) if times else None,
+        "summary_messages_median": statistics.median(sizes) if sizes else None,
+        "within_budget": all(s["within_budget"] for s in sessions),
+        "budget_use_max": round(max((s["budget_use_max"] for s in sessions), default=0.0), 4),
+        "model_dropped": sum(s["model_dropped"] for s in sessions),
+    }
+
+
+def _summarise_scenario(sessions: list[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`_summarise` plus corrections: newest value kept, stale value shown."""
+    finals = [s["compactions"][-1] for s in sessions if s["compactions"]]
+    kept = sum(c["corrections_kept"] for c in finals)
+    made = sum(c["corrections"] for c in finals)
+    return {
+        **_summarise(sessions),
+        "corrections_kept": round(kept / made, 4) if made else None,
+        "stale_shown": sum(len(c["stale_shown"]) for s in sessions for c in s["compactions"]),
     }
 
 
@@ -400,8 +385,11 @@ def benchmark(
     llm: LlmBackend | None = None,
     llm_reason: str = NO_BACKEND,
     progress: Progress | None = None,
+    scenario_turns: int = 60,
 ) -> dict[str, Any]:
-    """Every summariser x window over ``sessions`` scripted sessions (seeds 0, 1, ...).
+    """Every summariser x window over ``sessions`` scripted sessions (seeds 0, 1, ...):
+    the original planted-facts session (``results``) and each domain scenario with
+    corrections (``scenarios``, ``scenario_turns`` turns each).
 
     ``llm`` is the real backend for the ``llm`` summariser; without one its rows say
     ``llm_reason`` and nothing runs.
@@ -416,7 +404,7 @@ def benchmark(
         raise ValueError(f"unknown summarizers {unknown}; installed: {known}")
     scripts = [make_script(turns, seed=seed) for seed in range(sessions)]
     runnable = [s for s in summarizers if s != "llm" or llm is not None]
-    total = len(runnable) * len(windows) * sessions
+    total = len(runnable) * len(windows) * sessions * (1 + len(DOMAINS))
     done = 0
     results = []
     with tempfile.TemporaryDirectory(prefix="kairox-bench-compaction-") as folder:
@@ -451,9 +439,21 @@ def benchmark(
                 results.append({**row, "status": status, **summary, "sessions": ran})
                 if summarizer == "llm" and llm is not None:
                     results[-1]["model"] = llm.label
+        scenarios = _scenario_rows(
+            registry,
+            pm,
+            summarizers=runnable,
+            windows=windows,
+            turns=scenario_turns,
+            sessions=sessions,
+            llm=llm,
+            folder=Path(folder),
+        )
     if progress is not None:
         progress("sessions", total, total)
     return {
+        "scenario_turns": scenario_turns,
+        "scenarios": scenarios,
         "benchmark": "compaction_retention",
         "turns": turns,
         "sessions": sessions,
@@ -464,3 +464,47 @@ def benchmark(
         "created": created_now(),
         "machine": machine(),
     }
+
+
+def _scenario_rows(
+    registry: Registry,
+    pm: Any,
+    *,
+    summarizers: Sequence[str],
+    windows: Sequence[int],
+    turns: int,
+    sessions: int,
+    llm: LlmBackend | None,
+    folder: Path,
+) -> list[dict[str, Any]]:
+    """One row per domain x summariser x window, over ``sessions`` seeds."""
+    rows = []
+    for domain in DOMAINS:
+        scripts = [make_scenario(domain, turns, seed=seed) for seed in range(sessions)]
+        for summarizer in summarizers:
+            for window in windows:
+                ran = [
+                    asyncio.run(
+                        run_scenario(
+                            script,
+                            summarizer=summarizer,
+                            window=window,
+                            registry=registry,
+                            pm=pm,
+                            state_dir=folder / f"{domain.name}-{summarizer}-{window}-{seed}",
+                            llm=llm,
+                            session_id=f"bench-{domain.name}-{seed}",
+                        )
+                    )
+                    for seed, script in enumerate(scripts)
+                ]
+                rows.append(
+                    {
+                        "scenario": domain.name,
+                        "summarizer": summarizer,
+                        "window": window,
+                        **_summarise_scenario(ran),
+                        "sessions": ran,
+                    }
+                )
+    return rows

@@ -8,6 +8,7 @@ and otherwise prints a table. Progress goes to stderr.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -345,6 +346,12 @@ def _llm_backend(app: AppContext, profile: str | None, backend: str | None) -> t
 @click.option("--turns", default=80, show_default=True, help="Turns per session.")
 @click.option("--sessions", default=5, show_default=True, help="Sessions (seeds) per cell.")
 @click.option(
+    "--scenario-turns",
+    default=60,
+    show_default=True,
+    help="Turns per session of the correction scenarios (one per domain).",
+)
+@click.option(
     "--profile",
     default=None,
     help="A profile with a real model backend: the llm summariser writes its summaries "
@@ -364,6 +371,7 @@ def compaction(
     windows: str,
     turns: int,
     sessions: int,
+    scenario_turns: int,
     profile: str | None,
     backend: str | None,
     out: Path | None,
@@ -387,6 +395,7 @@ def compaction(
                 llm=llm,
                 llm_reason=reason,
                 progress=progress,
+                scenario_turns=scenario_turns,
             )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
@@ -400,6 +409,8 @@ def compaction(
         "mean",
         "min",
         "question recall",
+        "in budget",
+        "ms/compaction",
         "note",
         title=f"facts kept through compaction ({report['sessions']} sessions of "
         f"{report['turns']} turns, {len(report['facts'])} facts)",
@@ -410,7 +421,7 @@ def compaction(
 
     for row in report["results"]:
         if row["status"] == "not run":
-            table.add_row(row["summarizer"], str(row["window"]), *["-"] * 5, row["reason"])
+            table.add_row(row["summarizer"], str(row["window"]), *["-"] * 7, row["reason"])
             continue
         note = f"{row['fallbacks']} fallbacks to sliding-window" if row["fallbacks"] else ""
         table.add_row(
@@ -421,7 +432,47 @@ def compaction(
             share(row["retention_mean"]),
             share(row["retention_min"]),
             share(row["question_recall"]),
+            "yes" if row["within_budget"] else "NO",
+            _ms(row["summary_ms_median"]),
             note,
         )
     console.print(table)
+    if report.get("scenarios"):
+        console.print(_scenario_table(report, share))
     _wrote(out)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _scenario_table(report: dict[str, Any], share: Callable[[float | None], str]) -> Table:
+    """The domain scenarios: newest values kept, corrections, stale values shown."""
+    table = Table(
+        "scenario",
+        "summarizer",
+        "window",
+        "retention final",
+        "min",
+        "question recall",
+        "corrections kept",
+        "stale shown",
+        "in budget",
+        "ms/compaction",
+        title=f"corrections, assistant- and tool-reported facts ({report['sessions']} "
+        f"sessions of {report['scenario_turns']} turns per domain)",
+    )
+    for row in report["scenarios"]:
+        table.add_row(
+            row["scenario"],
+            row["summarizer"],
+            str(row["window"]),
+            share(row["retention_final"]),
+            share(row["retention_min"]),
+            share(row["question_recall"]),
+            share(row["corrections_kept"]),
+            str(row["stale_shown"]),
+            "yes" if row["within_budget"] else "NO",
+            _ms(row["summary_ms_median"]),
+        )
+    return table

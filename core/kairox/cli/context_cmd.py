@@ -25,6 +25,23 @@ def assembly_json(assembly: Any) -> dict[str, Any]:
     }
 
 
+def latest_compaction(app: AppContext, session_id: str) -> dict[str, Any] | None:
+    """The session's newest summary: its range, summariser, kept and dropped facts."""
+    stored = app.facade().events.list(session_id=session_id, types=["CompactionSummary"])
+    if not stored:
+        return None
+    payload = stored[-1].payload
+    return {
+        "summary_event_id": stored[-1].id,
+        "first_event_id": payload["first_event_id"],
+        "last_event_id": payload["last_event_id"],
+        "summarizer": payload["summarizer"],
+        "fallback": payload.get("fallback", False),
+        "kept": payload.get("kept", []),
+        "dropped": payload.get("dropped", []),
+    }
+
+
 def print_accounting(assembly: Any) -> None:
     table = Table("source", "tokens", "included", "dropped", "why dropped")
     fold_long_values(table)
@@ -58,7 +75,10 @@ def context(
 
     assembly = asyncio.run(build())
     if as_json:
-        print_json(assembly_json(assembly))
+        data = assembly_json(assembly)
+        if session_id is not None:
+            data["compaction"] = latest_compaction(app, session_id)
+        print_json(data)
         return
     for message in assembly.messages:
         console.print(Text(f"── {message.role} ──", style="bold"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from kairox.models import ChatMessage
@@ -26,3 +27,23 @@ class Summarizer(Protocol):
     async def summarize(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
     ) -> str: ...
+
+
+@dataclass(frozen=True)
+class SummaryReport:
+    """What a summary kept and what it dropped, and why (recorded with the summary)."""
+
+    kept: tuple[str, ...] = ()
+    """The kept-facts lines, as the summary shows them."""
+    dropped: tuple[tuple[str, str], ...] = ()
+    """``(fact, why)``: superseded by a correction, over the budget share, or left out by
+    a model's summary (the ledger then restored it)."""
+
+
+@runtime_checkable
+class ReportingSummarizer(Summarizer, Protocol):
+    """A summariser that also says what it kept and dropped; compaction records it."""
+
+    async def summarize_with_report(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
+    ) -> tuple[str, SummaryReport]: ...

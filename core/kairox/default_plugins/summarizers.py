@@ -30,7 +30,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from kairox import hookimpl
+from kairox.context.summarizer import SummaryReport
 from kairox.context.tokens import count_tokens, get_encoding
+from kairox.default_plugins.kept_facts import (
+    KEPT_SHARE,
+    Fact,
+    Ledger,
+    build_ledger,
+    ledger_report,
+    strip_kept_section,
+)
 from kairox.errors import KairoxError
 from kairox.models import ChatMessage, ModelBackend, ModelError
 from kairox.registry import SummarizerContext, SummarizerSpec
@@ -418,7 +427,7 @@ def _carried_items(content: str, index: int, seen: set[str]) -> list[_Item]:
     """
     items: list[_Item] = []
     section = SECTION_DECISIONS
-    for number, line in enumerate(content.splitlines()):
+    for number, line in enumerate(strip_kept_section(content).splitlines()):
         stripped = line.strip()
         if stripped.startswith("## "):
             heading = stripped[3:].strip()
@@ -471,16 +480,51 @@ class ExtractiveSummarizer:
     ) -> str:
         return self.summarize_sync(messages, max_tokens=max_tokens, encoding=encoding)
 
+    async def summarize_with_report(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
+    ) -> tuple[str, SummaryReport]:
+        return self.summarize_report_sync(messages, max_tokens=max_tokens, encoding=encoding)
+
     def summarize_sync(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
     ) -> str:
         """The summary, computed synchronously (it never waits on anything)."""
+        return self.summarize_report_sync(messages, max_tokens=max_tokens, encoding=encoding)[0]
+
+    def summarize_report_sync(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
+    ) -> tuple[str, SummaryReport]:
+        """The summary and what it kept and dropped: the ledger first, under its own
+        share of the budget, then the sections in what is left."""
         _check_budget(max_tokens)
         get_encoding(encoding)  # a bad encoding name fails here, not half-way
         if max_tokens <= 0 or not any(m.content.strip() for m in messages):
-            return ""
+            return "", SummaryReport()
+        ledger = build_ledger(
+            messages,
+            max_tokens=int(max_tokens * KEPT_SHARE),
+            encoding=encoding,
+            carried_name=CARRIED_SUMMARY,
+        )
+        head = ledger.render()
+        room = max_tokens - (count_tokens(head + "\n\n", encoding) if head else 0)
+        rest = self._sections(messages, room, encoding, ledger) if room > 0 else ""
+        text = fit_to_budget("\n\n".join(p for p in (head, rest) if p), max_tokens, encoding)
+        return text, ledger_report(ledger)
+
+    def _sections(
+        self, messages: Sequence[ChatMessage], max_tokens: int, encoding: str, ledger: Ledger
+    ) -> str:
         recent_indices, recent = self._recent(messages, max_tokens, encoding)
-        items = _candidates(messages, set(recent_indices))
+        keep = [not ledger.holds_stale(text) for text in recent]
+        recent_indices = [i for i, ok in zip(recent_indices, keep, strict=True) if ok]
+        recent = [text for text, ok in zip(recent, keep, strict=True) if ok]
+        items = [
+            item
+            for item in _candidates(messages, set(recent_indices))
+            if " ".join(item.text.casefold().split()) not in ledger.covered
+            and not ledger.holds_stale(item.text)
+        ]
         chosen = self._choose(items, recent, max_tokens, encoding)
         text = _render(chosen, recent)
         # Token counts of joined lines are not exactly additive; drop the weakest bullets
@@ -628,6 +672,28 @@ def build_llm_prompt(messages: Sequence[ChatMessage], target_tokens: int) -> lis
 
 
 Sleep = Callable[[float], Awaitable[None]]
+#: Below this many tokens left after the kept facts, the model is not asked at all.
+_MIN_MODEL_TOKENS = 24
+
+
+def _checked_reply(
+    reply: str, ledger: Ledger, target: int, encoding: str
+) -> tuple[str, list[Fact]]:
+    """The model's reply without a kept-facts section of its own or a line presenting a
+    superseded value, fitted to ``target``; and the kept facts the reply lost."""
+    lines = [
+        line
+        for line in strip_kept_section(reply.strip()).splitlines()
+        if not ledger.holds_stale(line)
+    ]
+    text = fit_to_budget("\n".join(lines).strip(), target, encoding)
+    folded = text.casefold()
+    lost = [
+        fact
+        for fact in ledger.facts
+        if not all(d.casefold() in folded for d in fact.details or (fact.text,))
+    ]
+    return text, lost
 
 
 class LlmSummarizer:
@@ -702,22 +768,45 @@ class LlmSummarizer:
     async def summarize(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
     ) -> str:
+        text, _ = await self.summarize_with_report(
+            messages, max_tokens=max_tokens, encoding=encoding
+        )
+        return text
+
+    async def summarize_with_report(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
+    ) -> tuple[str, SummaryReport]:
+        """The kept facts (built by rules, whatever the model writes), then the model's
+        summary in the budget left; facts the model's text lost are reported."""
         _check_budget(max_tokens)
         get_encoding(encoding)  # a bad encoding name fails before any model call
         if max_tokens <= 0 or not any(m.content.strip() for m in messages):
-            return ""
+            return "", SummaryReport()
+        ledger = build_ledger(
+            messages,
+            max_tokens=int(max_tokens * KEPT_SHARE),
+            encoding=encoding,
+            carried_name=CARRIED_SUMMARY,
+        )
+        head = ledger.render()
+        room = max_tokens - (count_tokens(head + "\n\n", encoding) if head else 0)
         recent = next((m.content for m in reversed(messages) if _is_user(m)), "")
         block = f"\n\n## {SECTION_MOST_RECENT}\n{recent}" if recent.strip() else ""
         block_cost = count_tokens(block, encoding)
         # Make room for the verbatim message only when it leaves the summary most of the
         # budget; otherwise the summary comes first and the message is added if it fits.
-        reserved = block_cost if block and block_cost <= max_tokens // 2 else 0
-        target = max_tokens - reserved
-        reply = await self._ask(build_llm_prompt(messages, target), max_tokens)
-        summary = fit_to_budget(reply.strip(), target, encoding)
-        if block and count_tokens(summary + block, encoding) <= max_tokens:
+        reserved = block_cost if block and block_cost <= room // 2 else 0
+        target = room - reserved
+        summary, lost = "", list(ledger.facts)
+        if target >= _MIN_MODEL_TOKENS:
+            reply = await self._ask(build_llm_prompt(messages, target), max_tokens)
+            summary, lost = _checked_reply(reply, ledger, target, encoding)
+        if block and count_tokens(summary + block, encoding) <= room:
             summary += block
-        return fit_to_budget(summary, max_tokens, encoding)
+        text = "\n\n".join(p for p in (head, summary.strip()) if p)
+        why = "left out by the model's summary; kept from the kept facts"
+        report = ledger_report(ledger, [(fact.text, why) for fact in lost])
+        return fit_to_budget(text, max_tokens, encoding), report
 
     async def _ask(self, prompt: list[ChatMessage], max_tokens: int) -> str:
         """The model's whole reply; with ``retries``, retried on :class:`ModelError` by the
