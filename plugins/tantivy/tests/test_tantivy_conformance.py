@@ -13,11 +13,54 @@ from hypothesis import strategies as st
 
 from kairox.retrieval import Document, Query, QueryError, ScoreKind
 from kairox.testing import (
+    DATE_RANGE_CASES,
+    FILTER_CORPUS,
+    FilterConformance,
     SourceConformance,
     check_kind_registration,
     check_listed_by_kairox_plugins,
     run,
 )
+
+_RANGE_CASES = frozenset(
+    {
+        "gt-int",
+        "gte-int",
+        "lt-int",
+        "lte-int",
+        "range-int",
+        "gt-float",
+        "lte-float",
+        "range-float-int-bound",
+        "range-empty",
+        "and",
+        "or",
+        "or-three",
+        "not-range",
+        "not-or",
+        "nested",
+        "text-form",
+        "text-form-or",
+        "text-quoted",
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def filter_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("filters")
+    docs = [Document(d.id, d.text, title=d.title, metadata=d.metadata) for d in FILTER_CORPUS]
+    kairox_tantivy.TantivyIndex(folder / "index", create=True).upsert(docs)
+    return folder
+
+
+class TestTantivyFilters(FilterConformance):
+    # The schema has no typed per-field columns: ranges are refused, loudly.
+    filter_refuses = DATE_RANGE_CASES | _RANGE_CASES
+
+    @pytest.fixture
+    def filter_source(self, filter_folder, make_source):
+        return make_source(filter_folder, "index")
 
 
 class TestTantivyConformance(SourceConformance):

@@ -38,6 +38,8 @@ from types import ModuleType
 from typing import Any
 
 from kairox import BackendError, Document, LazyImport, QueryError
+from kairox.retrieval.filters import parse_filter
+from kairox_tantivy.filters import SUPPORT, compile_filter
 
 __all__ = [
     "MAX_QUERY_TERMS",
@@ -396,24 +398,14 @@ class TantivyIndex:
         terms = dict.fromkeys(self._analyzer.analyze(_valid_utf8(text)))
         return list(terms)[:MAX_QUERY_TERMS]
 
-    def _filter_clauses(self, filters: Mapping[str, Any]) -> list[Any] | None:
-        """Must clauses (scoring 0) for the filters; None when nothing can match."""
-        Occur, Query = self._tantivy.Occur, self._tantivy.Query
-        clauses = []
-        for key, wanted in filters.items():
-            values = list(wanted) if isinstance(wanted, _SEQUENCES) else [wanted]
-            for value in values:
-                if not isinstance(value, _SCALARS):
-                    raise QueryError(
-                        f"filter {key!r}: {value!r} is not a string, number or boolean; "
-                        "metadata filters compare plain values"
-                    )
-            if not values:
-                return None  # "any of nothing"
-            terms = [filter_term(key, value) for value in values]
-            any_of = Query.term_set_query(self._schema, "filter", terms)
-            clauses.append((Occur.Must, Query.const_score_query(any_of, 0.0)))
-        return clauses
+    def _filter_clauses(self, filters: Any) -> list[Any] | None:
+        """Must clauses (scoring 0) for the filter (:mod:`kairox_tantivy.filters`)."""
+        expr = parse_filter(filters)
+        if expr is None:
+            return []
+        SUPPORT.check(f"tantivy index {self.path}", expr)
+        query = compile_filter(expr, self._tantivy, self._schema)
+        return [(self._tantivy.Occur.Must, self._tantivy.Query.const_score_query(query, 0.0))]
 
     def _build_clause(self, name: str, term: str, boost: float) -> Any:
         Query = self._tantivy.Query
@@ -424,7 +416,7 @@ class TantivyIndex:
         self,
         text: str,
         k: int,
-        filters: Mapping[str, Any] | None = None,
+        filters: Any = None,
         *,
         title_boost: float = 1.0,
         body_boost: float = 1.0,
@@ -443,7 +435,7 @@ class TantivyIndex:
         terms = self.query_terms(text)
         if not terms or not fields:
             return []
-        filter_clauses = self._filter_clauses(filters or {})
+        filter_clauses = self._filter_clauses(filters)
         if filter_clauses is None:
             return []
         clause = self._clause
@@ -480,7 +472,7 @@ class TantivyIndex:
         self,
         text: str,
         k: int,
-        filters: Mapping[str, Any] | None = None,
+        filters: Any = None,
         *,
         title_boost: float = 1.0,
         body_boost: float = 1.0,
