@@ -4,13 +4,22 @@ Each scalar metadata value (and each string of a list) is indexed as one raw ter
 ``"key"=json(value)`` (:func:`kairox_tantivy.index.filter_term`), so equality, ``$in``,
 ``$contains`` are term queries, ``$exists`` a regex over the key's prefix, and
 ``$and``/``$or``/``$not`` boolean queries (``$not`` is everything minus the inner query).
-No query string is ever built. Ranges need typed per-field columns, which the schema
-does not have: they are refused (:data:`SUPPORT`) rather than approximated.
+No query string is ever built.
+
+Ranges: every number (and every ISO date string) is also indexed as a term holding an
+order-preserving hex encoding of its float64 value (``"key"#<16 hex>``, dates as epoch
+seconds under ``"key"@``), so a range is a regex over those fixed-width terms: for
+``> h``, "the same first i digits, then a greater digit, then anything", one branch per
+position. Indexes written before these terms existed have no marker file
+(:data:`RANGE_MARKER`) and refuse ranges with the fix, instead of matching nothing.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import struct
+from collections.abc import Mapping
 from typing import Any
 
 from kairox.retrieval.filters import (
@@ -22,12 +31,69 @@ from kairox.retrieval.filters import (
     FilterSupport,
     Not,
     Or,
+    as_date,
 )
 
-__all__ = ["SUPPORT", "compile_filter"]
+__all__ = ["RANGE_MARKER", "SUPPORT", "compile_filter", "range_terms"]
 
-#: Everything but ranges.
-SUPPORT = FilterSupport(OPERATORS - RANGES, date_ranges=False)
+#: Every operator, dates included.
+SUPPORT = FilterSupport(OPERATORS)
+#: What an index without range terms (written before them) can do.
+WITHOUT_RANGES = FilterSupport(OPERATORS - RANGES, date_ranges=False)
+#: The file in an index folder that says its documents carry range terms.
+RANGE_MARKER = "kairox-range-terms"
+
+_HEX = "0123456789abcdef"
+
+
+def _sortable(number: float) -> str:
+    """16 hex digits that sort like the numbers do."""
+    (bits,) = struct.unpack(">Q", struct.pack(">d", float(number) + 0.0))
+    bits = (~bits & 0xFFFF_FFFF_FFFF_FFFF) if bits >> 63 else bits | (1 << 63)
+    return f"{bits:016x}"
+
+
+def _range_key(key: str, value: Any) -> str | None:
+    """The range term of a metadata value (``None``: not a number or ISO date)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        return json.dumps(key) + "#" + _sortable(value)
+    date = as_date(value)
+    return None if date is None else json.dumps(key) + "@" + _sortable(date.timestamp())
+
+
+def range_terms(metadata: Mapping[str, Any]) -> list[str]:
+    """The range terms of a document's scalar metadata values (lists have none: ranges
+    never hold on a list)."""
+    out = []
+    for key, value in metadata.items():
+        term = _range_key(str(key), value)
+        if term is not None:
+            out.append(term)
+    return out
+
+
+def _range_regex(key: str, op: str, bound: Any) -> str:
+    date = as_date(bound)
+    marker = "@" if date is not None else "#"
+    digits = _sortable(date.timestamp() if date is not None else bound)
+    greater = op in ("$gt", "$gte")
+    branches = []
+    for i, digit in enumerate(digits):
+        position = _HEX.index(digit)
+        allowed = _HEX[position + 1 :] if greater else _HEX[:position]
+        if allowed:
+            rest = 15 - i
+            branches.append(digits[:i] + f"[{allowed}]" + (f"[0-9a-f]{{{rest}}}" if rest else ""))
+    if op in ("$gte", "$lte"):
+        branches.append(digits)
+    if not branches:
+        return ""
+    return _literal(json.dumps(key) + marker) + "(" + "|".join(branches) + ")"
+
 
 _REGEX_META = set('\\.+*?()|[]{}^$#&-~"')
 
@@ -38,7 +104,12 @@ def _literal(text: str) -> str:
 
 
 def compile_filter(expr: FilterExpr, tantivy: Any, schema: Any) -> Any:
-    """A tantivy ``Query`` selecting exactly the documents ``expr`` selects."""
+    """A tantivy ``Query`` selecting exactly the documents ``expr`` selects (ranges need
+    an index with range terms: check :data:`WITHOUT_RANGES` first on one without)."""
+    return _compile(expr, tantivy, schema)
+
+
+def _compile(expr: FilterExpr, tantivy: Any, schema: Any) -> Any:
     from kairox_tantivy.index import filter_term
 
     Occur, Query = tantivy.Occur, tantivy.Query
@@ -67,6 +138,9 @@ def compile_filter(expr: FilterExpr, tantivy: Any, schema: Any) -> Any:
         if c.op == "$exists":
             query = Query.regex_query(schema, "filter", _literal(json.dumps(c.field) + "=") + ".*")
             return query if c.value else everything_but(query)
-        raise AssertionError(f"{c.op} is not in SUPPORT")  # the source checks SUPPORT first
+        pattern = _range_regex(c.field, c.op, c.value)
+        if not pattern:
+            return Query.empty_query()
+        return Query.regex_query(schema, "filter", pattern)
 
     return node(expr)

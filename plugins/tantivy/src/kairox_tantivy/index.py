@@ -38,8 +38,14 @@ from types import ModuleType
 from typing import Any
 
 from kairox import BackendError, Document, LazyImport, QueryError
-from kairox.retrieval.filters import parse_filter
-from kairox_tantivy.filters import SUPPORT, compile_filter
+from kairox.retrieval.filters import FilterUnsupportedError, parse_filter
+from kairox_tantivy.filters import (
+    RANGE_MARKER,
+    SUPPORT,
+    WITHOUT_RANGES,
+    compile_filter,
+    range_terms,
+)
 
 __all__ = [
     "MAX_QUERY_TERMS",
@@ -236,6 +242,8 @@ class TantivyIndex:
                     )
             else:
                 index = tantivy.Index(self._schema, path=str(self.path), reuse=True)
+                # A new index: every document it will hold carries range terms.
+                (self.path / RANGE_MARKER).touch()
             # Reload explicitly (after our own commits; before a search when meta.json
             # changed) instead of relying on a file watcher thread: deterministic.
             index.config_reader(reload_policy="Manual")
@@ -252,6 +260,11 @@ class TantivyIndex:
 
     def __repr__(self) -> str:
         return f"TantivyIndex({str(self.path)!r})"
+
+    @property
+    def has_range_terms(self) -> bool:
+        """Whether every document carries range terms (the index was created with them)."""
+        return (self.path / RANGE_MARKER).is_file()
 
     # -- writing -----------------------------------------------------------------------
 
@@ -312,7 +325,7 @@ class TantivyIndex:
             out.add_text("uri", _valid_utf8(str(doc.uri)))
         out.add_text("fingerprint", doc.fingerprint)
         metadata = dict(doc.metadata)
-        for term in _metadata_terms(metadata):
+        for term in [*_metadata_terms(metadata), *range_terms(metadata)]:
             out.add_text("filter", term)
         out.add_bytes("metadata", json.dumps(metadata, sort_keys=True, default=str).encode())
         return out
@@ -403,7 +416,16 @@ class TantivyIndex:
         expr = parse_filter(filters)
         if expr is None:
             return []
-        SUPPORT.check(f"tantivy index {self.path}", expr)
+        support = SUPPORT if self.has_range_terms else WITHOUT_RANGES
+        try:
+            support.check(f"tantivy index {self.path}", expr)
+        except FilterUnsupportedError as exc:
+            raise FilterUnsupportedError(
+                f"tantivy index {self.path}",
+                exc.operator,
+                "everything but ranges: the index was written before range terms; delete "
+                "the folder and run `kairox kb ingest` again to filter on ranges",
+            ) from None
         query = compile_filter(expr, self._tantivy, self._schema)
         return [(self._tantivy.Occur.Must, self._tantivy.Query.const_score_query(query, 0.0))]
 
