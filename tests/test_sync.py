@@ -65,6 +65,7 @@ def test_sync_pushes_everything_then_nothing(workspace_index):
     assert first.upserted == len(store.records) > 100  # several batches
     record = next(iter(store.records.values()))
     assert record.metadata["path"].startswith("file") and len(record.vector) == 384
+    assert record.metadata["ext"] == ".txt" and record.metadata["language"] == "text"
     second = sync_workspace(workspace_index, store, kb_id="remote")
     assert (second.upserted, second.deleted) == (0, 0)
     assert second.unchanged == first.upserted

@@ -238,6 +238,18 @@ class KnowledgeBaseConfig(BaseModel):
     profile_aliases: list[StrictStr] | None = None
     timeout_ms: StrictInt = Field(default=800, gt=0, le=600000)
     weight: float = Field(default=1.0, ge=0)
+    # Always ANDed into this knowledge base's queries (kairox.retrieval.filters): a
+    # profile sees only its part of a shared index. JSON form as a table, or text form.
+    filter: dict[str, Any] | StrictStr | None = None
+
+    @field_validator("filter")
+    @classmethod
+    def _filter_parses(cls, value: Any) -> Any:
+        from kairox.retrieval.filters import parse_filter
+
+        if value is not None:
+            parse_filter(value)  # FilterError is a ValueError: pydantic reports it
+        return value
 
 
 class WorkspaceConfig(BaseModel):

@@ -319,7 +319,7 @@ class AppFacade:
         searcher = self.sources.with_stages(
             composite, name, rerank, query_transform, model_backend=self.model_backend
         )
-        return searcher, Query(text, k=k, filters=dict(filters or {})), dict(groups)
+        return searcher, Query(text, k=k, filters=filters or {}), dict(groups)
 
     async def search(
         self,
@@ -327,7 +327,7 @@ class AppFacade:
         *,
         profile: str | None = None,
         k: int = 10,
-        filters: Mapping[str, Any] | None = None,
+        filters: Mapping[str, Any] | Any = None,
         fusion: str = DEFAULT_FUSION,
         only: set[str] | None = None,
         rerank: str | None = None,
@@ -352,7 +352,7 @@ class AppFacade:
         *,
         profile: str | None = None,
         k: int = 10,
-        filters: Mapping[str, Any] | None = None,
+        filters: Mapping[str, Any] | Any = None,
         fusion: str = DEFAULT_FUSION,
         only: set[str] | None = None,
         rerank: str | None = None,

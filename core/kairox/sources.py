@@ -49,6 +49,8 @@ class SourcePlan:
     weights: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     groups: dict[str, SourceGroup] = field(default_factory=dict)
+    #: each knowledge base's own ``filter`` (raw, as configured), ANDed into its queries
+    filters: dict[str, Any] = field(default_factory=dict)
 
 
 class SourceFactory:
@@ -155,6 +157,8 @@ class SourceFactory:
             self._add(plan, entry.id, lambda e=entry: self.knowledge_base(e))
             plan.timeouts_ms[entry.id] = entry.config.timeout_ms
             plan.weights[entry.id] = entry.config.weight
+            if getattr(entry.config, "filter", None):
+                plan.filters[entry.id] = entry.config.filter
             kind = self.registry.knowledge_base_kinds.get(entry.kind)
             plan.groups[entry.id] = kind.group if kind else SourceGroup.KNOWLEDGE_BASE
         return plan
@@ -196,6 +200,7 @@ class SourceFactory:
     ) -> tuple[CompositeWorkspaceRetriever, dict[str, SourceGroup]]:
         """:meth:`composite`, plus each source's group (name -> group)."""
         from kairox.retrieval.composite import CompositeWorkspaceRetriever
+        from kairox.retrieval.filters import parse_filter
         from kairox.retrieval.fusion import DEFAULT_FUSION
 
         plan = self.plan(profile, only=only)
@@ -217,6 +222,7 @@ class SourceFactory:
                     weights=plan.weights,
                     fusion=method,
                     skipped=plan.skipped,
+                    source_filters={name: parse_filter(raw) for name, raw in plan.filters.items()},
                 )
                 self._composites[key] = composite
         return composite, plan.groups

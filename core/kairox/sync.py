@@ -13,10 +13,12 @@ import hashlib
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from kairox.retrieval import VectorRecord, VectorSyncTarget
 from kairox.storage import ensure_component_schema
+from kairox.workspace.filtering import language_of
 from kairox.workspace.rag_index import open_database
 
 if TYPE_CHECKING:
@@ -113,6 +115,9 @@ def _sync(
             text=chunk.text,
             metadata={
                 "path": chunk.relpath,
+                # filterable remotely as in the workspace index (kairox.workspace.filtering)
+                "ext": PurePosixPath(chunk.relpath).suffix,
+                "language": language_of(chunk.relpath),
                 "chunk": chunk.chunk_index,
                 "start": chunk.start,
                 "end": chunk.end,

@@ -18,6 +18,8 @@ import pytest
 from kairox import Query
 from kairox.testing import (
     CORPUS,
+    FILTER_CORPUS,
+    FilterConformance,
     SourceConformance,
     build_source,
     check_listed_by_kairox_plugins,
@@ -25,9 +27,9 @@ from kairox.testing import (
 )
 
 
-def write_corpus(path: Path) -> Path:
+def write_corpus(path: Path, corpus=CORPUS) -> Path:
     with path.open("w", encoding="utf-8") as handle:
-        for doc in CORPUS:
+        for doc in corpus:
             record = {
                 "id": doc.id,
                 "title": doc.title,
@@ -41,6 +43,13 @@ def write_corpus(path: Path) -> Path:
 
 def build(tmp_path: Path, filename: str) -> plugin.JsonlBm25Source:
     return build_source(plugin, plugin.KIND, "example", base_dir=tmp_path, path=filename)
+
+
+class TestExampleJsonlFilters(FilterConformance):
+    @pytest.fixture
+    def filter_source(self, tmp_path):
+        write_corpus(tmp_path / "corpus.jsonl", FILTER_CORPUS)
+        return build(tmp_path, "corpus.jsonl")
 
 
 class TestExampleJsonlConformance(SourceConformance):

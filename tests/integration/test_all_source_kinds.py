@@ -19,6 +19,7 @@ pytest.importorskip("kairox_tantivy")
 from kairox.default_plugins.hashing_embedder import HashingEmbedder  # noqa: E402
 from kairox.facade import AppFacade  # noqa: E402
 from kairox.retrieval import VectorRecord  # noqa: E402
+from kairox.retrieval.filters import matches, parse_filter  # noqa: E402
 from kairox.sync import record_id  # noqa: E402
 
 QUERY = "glacier melt"
@@ -197,3 +198,57 @@ def test_sync_2000_chunks_then_mirror_a_deletion(invoke, workspace, servers):
         assert (result["upserted"], result["deleted"]) == (0, 1)
     assert remote_pinecone() == after
     assert remote_weaviate() == after
+
+
+FILTER = "lang in (en, fr) and not draft"
+
+
+def test_one_filter_over_all_five_kinds(invoke, workspace, servers):
+    """Each kind holds a passage the filter keeps and ones it drops (the fixture's own,
+    without metadata, among them); every hit of one filtered `kairox search` satisfies
+    the filter, and all five kinds answer ``ok``."""
+    bedrock, pinecone, weaviate = servers
+    configure(workspace, *servers)
+    embedder = HashingEmbedder()
+    variants = {
+        "keep": {"lang": "en", "draft": False},
+        "draft": {"lang": "en", "draft": True},
+        "german": {"lang": "de", "draft": False},
+    }
+    for kind in ("sqlite", "tantivy"):
+        lines = [
+            json.dumps({"id": f"{kind}-{v}", "text": f"{DOCS[kind]} ({v})", "metadata": meta})
+            for v, meta in variants.items()
+        ]
+        (workspace / f"{kind}.jsonl").write_text("\n".join(lines) + "\n")
+    for v, meta in variants.items():
+        bedrock.documents.append(
+            bedrock_testing.BedrockDocument(
+                f"{DOCS['bedrock']} ({v})",
+                bedrock_testing.make_location("S3", f"s3://climate/{v}.pdf"),
+                meta,
+            )
+        )
+        text = f"{DOCS['pinecone']} ({v})"
+        pinecone.seed([VectorRecord(f"pc-{v}", embedder.embed([text])[0].tolist(), text, meta)])
+        text = f"{DOCS['weaviate']} ({v})"
+        weaviate.seed(
+            "Notes",
+            [{"text": text, "doc_id": f"wv-{v}", **meta}],
+            vectors=[embedder.embed([text])[0].tolist()],
+        )
+    assert invoke("kb", "ingest", "local_fts", "sqlite.jsonl").exit_code == 0
+    assert invoke("kb", "ingest", "local_tantivy", "tantivy.jsonl").exit_code == 0
+
+    result = invoke("search", QUERY, "-k", "30", "--json", "--filter", FILTER)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    reports = {r["source"]: r["status"] for r in data["sources"]}
+    assert reports == dict.fromkeys(["local_fts", "local_tantivy", "aws", "pc", "wv"], "ok")
+    expr = parse_filter(FILTER)
+    assert data["hits"]
+    for hit in data["hits"]:
+        assert matches(expr, hit["metadata"]), hit
+        assert "(keep)" in hit["text"], hit
+    provenance = {p["source"] for hit in data["hits"] for p in hit["sources"]}
+    assert provenance == {"local_fts", "local_tantivy", "aws", "pc", "wv"}

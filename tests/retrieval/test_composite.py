@@ -24,6 +24,7 @@ from kairox.retrieval import (
     SourceReport,
     SourceStatus,
 )
+from kairox.retrieval.filters import ALL_OPERATORS
 from kairox.testing import run
 
 
@@ -33,6 +34,8 @@ class StaticSource:
     A hit's text depends only on its id, so two sources returning one id return the same
     passage (and fusion merges them by text).
     """
+
+    filter_support = ALL_OPERATORS  # it passes a filter through (to `received`)
 
     def __init__(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.table import Table
@@ -45,6 +46,12 @@ def bench() -> None:
     help="Run each system in its own forked process and measure its peak memory "
     "(default: on where the platform can fork).",
 )
+@click.option(
+    "--filtered",
+    is_flag=True,
+    help="Also time sqlite-fts and tantivy with a metadata filter of ~10%% selectivity "
+    "(a synthetic `bucket` field; kairox.bench.filtered).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
 @click.pass_obj
 def retrieval(
@@ -56,6 +63,7 @@ def retrieval(
     run_dir: Path | None,
     isolate: bool | None,
     as_json: bool,
+    filtered: bool,
 ) -> None:
     """nDCG@10, Recall@100, MRR@10, index time, latency and peak memory per system."""
     from kairox.bench.beir import load_beir
@@ -77,6 +85,8 @@ def retrieval(
             isolate=isolate,
             run_dir=run_dir,
         )
+    if filtered:
+        report["filtered"] = _filtered(app, data, names)
     if out is not None:
         write_report(report, out)
     if as_json:
@@ -105,10 +115,37 @@ def retrieval(
         markup=False,
     )
     console.print(table)
+    if report.get("filtered"):
+        rows = report["filtered"]
+        filtered_table = Table("system", "p50 ms", "filtered p50 ms", "ratio", "k hits")
+        for row in rows:
+            filtered_table.add_row(
+                row["system"],
+                f"{row['p50_ms']:.2f}",
+                f"{row['filtered_p50_ms']:.2f}",
+                f"{row['filtered_vs_unfiltered_p50']}",
+                f"{row['full_k']}/{row['queries_with_k_matches']}",
+            )
+        console.print(
+            f"filtered {rows[0]['filter']} (selectivity {rows[0]['selectivity']:.1%})",
+            markup=False,
+        )
+        console.print(filtered_table)
     for skipped in report.get("skipped", []):
         console.print(f"skipped {skipped['reason']}", markup=False)
     if out is not None:
         console.print(f"wrote {out}", markup=False)
+
+
+def _filtered(app: AppContext, data: Any, names: list[str]) -> list[dict[str, Any]]:
+    import tempfile
+
+    from kairox.bench.filtered import FILTERED_KINDS, filtered_run
+
+    registry = app.plugin_manager().registry
+    kinds = [k for k in FILTERED_KINDS if k in names and k in registry.knowledge_base_kinds]
+    with tempfile.TemporaryDirectory(prefix="kairox-bench-filtered-") as scratch:
+        return filtered_run(data, kinds, registry, Path(scratch))
 
 
 @bench.command()

@@ -55,6 +55,7 @@ def check_report(app: AppContext) -> dict[str, Any]:
                 "defined_in": str(kb.origin),
             }
         )
+    _add_filter_support(app, sources)
     matrix = []
     for profile in cfg.profiles:
         visible_kbs = {kb.id for kb in cfg.visible_knowledge_bases(profile)}
@@ -79,6 +80,28 @@ def check_report(app: AppContext) -> dict[str, Any]:
     }
 
 
+def _add_filter_support(app: AppContext, sources: list[dict[str, Any]]) -> None:
+    """Each source's ``filter_support``: the operators it can push down (``none``: it is
+    skipped when a query has a filter). Building a source connects to nothing."""
+    factory = app.facade().sources
+    entries = app.config().knowledge_bases
+    for source in sources:
+        if source["type"] == "knowledge_base" and not source["installed"]:
+            source["filters"] = None
+            continue
+        try:
+            built = (
+                factory.workspace_retriever(source["id"])
+                if source["type"] == "workspace"
+                else factory.knowledge_base(entries[source["id"]])
+            )
+        except Exception as exc:  # reported, never fatal: the problem column says more
+            source["filters"] = f"unknown ({type(exc).__name__}: {exc})"
+            continue
+        support = getattr(built, "filter_support", None)
+        source["filters"] = support.describe() if support is not None else "none"
+
+
 @config.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_obj
@@ -96,7 +119,7 @@ def check(app: AppContext, as_json: bool) -> None:
         files = ", ".join(report["files"]) or "none (built-in defaults)"
         console.print(f"config files: {files}", markup=False)
         profiles = [p["name"] for p in report["profiles"]]
-        table = Table("source", "kind", "provider", "installed", *profiles)
+        table = Table("source", "kind", "provider", "installed", *profiles, "filters")
         fold_long_values(table)
         visible = {(m["profile"], m["source"]): m["visible"] for m in report["matrix"]}
         for source in report["sources"]:
@@ -106,6 +129,7 @@ def check(app: AppContext, as_json: bool) -> None:
                 Text(source["provider"] or "-"),
                 "yes" if source["installed"] else "[red]no[/]",
                 *("[green]visible[/]" if visible[(p, source["id"])] else "-" for p in profiles),
+                Text(source.get("filters") or "-"),
             )
         console.print(table)
         for problem in report["problems"]:

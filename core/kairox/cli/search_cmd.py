@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from typing import Any
 
@@ -103,6 +104,27 @@ def print_result(result: RetrievalResult, query: str) -> None:
         console.print(Text(printable(line), style="" if report.error else style))
 
 
+def parse_cli_filter(text: str | None) -> Any:
+    """``--filter`` as a parsed expression (``None`` without one); bad input exits 2."""
+    from kairox.retrieval.filters import FilterError, parse_filter
+
+    if text is None or not text.strip():
+        return None
+    spec: Any = text
+    if text.lstrip().startswith("{"):
+        try:
+            spec = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise click.BadParameter(
+                f"not valid JSON ({exc}); write a JSON object or the text form",
+                param_hint="'--filter'",
+            ) from None
+    try:
+        return parse_filter(spec)
+    except (FilterError, RecursionError) as exc:
+        raise click.BadParameter(printable(str(exc)), param_hint="'--filter'") from None
+
+
 def check_sources(facade: Any, profile: str, only: set[str]) -> None:
     """Refuse (exit 2) a ``--source`` the profile does not search, saying why."""
     config = facade.config
@@ -170,6 +192,14 @@ def check_stage(facade: Any, table: str, name: str | None, hint: str) -> None:
     "(none: the query as typed). Built in: multi-query, hyde.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option(
+    "--filter",
+    "filter_text",
+    default=None,
+    metavar="FILTER",
+    help='Metadata filter: JSON (\'{"year": {"$gte": 2020}}\') or text '
+    "('year >= 2020 and lang in (en, de) and not draft'); see docs/filters.md.",
+)
 @click.pass_obj
 def search(
     app: AppContext,
@@ -181,8 +211,10 @@ def search(
     rerank: str | None,
     query_transform: str | None,
     as_json: bool,
+    filter_text: str | None,
 ) -> None:
     """Search the workspace index and every knowledge base the profile sees."""
+    filters = parse_cli_filter(filter_text)
     facade = app.facade()
     name = facade.resolve_profile(profile)
     if only:
@@ -197,6 +229,7 @@ def search(
         only=set(only) or None,
         rerank=rerank,
         query_transform=query_transform,
+        filters=filters,
     )
     if as_json:
         print_json(result_as_json(result, query, name), default=str)

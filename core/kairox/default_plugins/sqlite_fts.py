@@ -25,6 +25,8 @@ from kairox.config import KnowledgeBaseConfig
 from kairox.errors import KairoxError
 from kairox.registry import BuildContext, KnowledgeBaseKind
 from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind, sqlite_engine
+from kairox.retrieval.filters import ALL_OPERATORS, FilterExpr, parse_filter
+from kairox.retrieval.filters.sql import compile_sql, register_functions
 from kairox.retrieval.fts5 import match_expression
 from kairox.retrieval.sqlite_engine import connect, enable_wal
 
@@ -65,26 +67,13 @@ class SqliteFtsError(KairoxError, RuntimeError):
     """The index file is missing, unreadable or not a Kairox FTS index."""
 
 
-def _filter_sql(filters: Mapping[str, Any]) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    for key, wanted in filters.items():
-        path = '$."' + str(key).replace('"', '""') + '"'
-        values = list(wanted) if isinstance(wanted, list | tuple | set | frozenset) else [wanted]
-        if not values:
-            clauses.append("0")
-            continue
-        for value in values:
-            if not isinstance(value, str | int | float | bool):
-                raise ValueError(
-                    f"filter {key!r}: {value!r} is not a string, number or boolean; "
-                    "metadata filters compare plain values"
-                )
-        marks = ", ".join("?" for _ in values)
-        clauses.append(f"json_extract(d.metadata, ?) IN ({marks})")
-        params.append(path)
-        params.extend(int(v) if isinstance(v, bool) else v for v in values)
-    return "".join(f" AND {c}" for c in clauses), params
+def _filter_sql(filters: Mapping[str, Any] | FilterExpr | None) -> tuple[str, list[Any]]:
+    # The one compiler over the JSON metadata column: names and values are bound.
+    expr = parse_filter(filters)
+    if expr is None:
+        return "", []
+    sql, params = compile_sql(expr, "d.metadata")
+    return f" AND {sql}", params
 
 
 class SqliteFtsIndex:
@@ -108,6 +97,7 @@ class SqliteFtsIndex:
             ) from exc
         try:
             enable_wal(self._db)
+            register_functions(self._db)
             if self._schema_version() != _SCHEMA_VERSION:
                 self._create_schema()
         except apsw.BusyError as exc:
@@ -194,7 +184,7 @@ class SqliteFtsIndex:
         self,
         text: str,
         k: int,
-        filters: Mapping[str, Any] | None = None,
+        filters: Mapping[str, Any] | FilterExpr | None = None,
         *,
         title_weight: float = 1.0,
         body_weight: float = 1.0,
@@ -203,7 +193,7 @@ class SqliteFtsIndex:
         expression = match_expression(text)
         if expression is None:
             return []
-        where, params = _filter_sql(filters or {})
+        where, params = _filter_sql(filters)
         if where:
             sql = (
                 "SELECT d.id, d.title, d.body, d.uri, d.metadata, "
@@ -252,6 +242,7 @@ class SqliteFtsSource:
     """A knowledge base served from a :class:`SqliteFtsIndex`."""
 
     score_kind = ScoreKind.BM25
+    filter_support = ALL_OPERATORS
 
     def __init__(
         self,
@@ -299,7 +290,7 @@ class SqliteFtsSource:
         rows = self._open().search(
             query.text,
             query.k,
-            query.filters,
+            query.filter,
             title_weight=self.title_weight,
             body_weight=self.body_weight,
         )

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from kairox.retrieval.filters import FilterExpr, FilterUnsupportedError, all_of, describe
 from kairox.retrieval.fusion import (
     DEFAULT_FUSION,
     SCORE_METHODS,
@@ -111,8 +112,11 @@ class CompositeWorkspaceRetriever:
         rrf_k: int = 60,
         candidates: int | None = None,
         skipped: Mapping[str, str] | None = None,
+        source_filters: Mapping[str, FilterExpr | None] | None = None,
     ) -> None:
         self._sources: tuple[WorkspaceRetriever, ...] = tuple(sources)
+        # A knowledge base's own `filter` (kairox.toml), ANDed into every query it gets.
+        self._source_filters = {k: v for k, v in (source_filters or {}).items() if v}
         self._skipped: dict[str, str] = dict(skipped or {})
         seen: set[str] = set()
         for name in [source.name for source in self._sources] + list(self._skipped):
@@ -178,9 +182,18 @@ class CompositeWorkspaceRetriever:
             started = time.perf_counter()
             answered_at: dict[str, float] = {}
             tasks: list[asyncio.Task[list[Hit]]] = []
+            refused: dict[str, SourceReport] = {}
             for source in self._sources:
+                own = self._source_filters.get(source.name)
+                mine = asked
+                if own is not None:
+                    mine = dataclasses.replace(asked, filters=all_of(asked.filter, own))
+                refusal = filter_refusal(source, mine.filter)
+                if refusal is not None:
+                    refused[source.name] = refusal
+                    continue
                 task = asyncio.create_task(
-                    self._call(source, asked, embeddings, answered_at),
+                    self._call(source, mine, embeddings, answered_at),
                     name=f"kairox-source-{source.name}",
                 )
                 # A source past its deadline is cancelled and its outcome never read.
@@ -188,9 +201,10 @@ class CompositeWorkspaceRetriever:
                 tasks.append(task)
         finally:
             FAN_OUT.reset(fan_out)
+        asked_sources = [s for s in self._sources if s.name not in refused]
         expired: dict[asyncio.Task[list[Hit]], float] = {}
         try:
-            expired = await self._wait(tasks, started)
+            expired = await self._wait(tasks, started, asked_sources)
         finally:
             # Past every deadline, or the caller gave up: nobody waits for these any
             # more. A source (or an embedding) busy in a thread finishes on its own.
@@ -198,8 +212,10 @@ class CompositeWorkspaceRetriever:
                 task.cancel()
         outcomes = [
             self._outcome(source, task, depth, answered_at.get(source.name), started, expired)
-            for source, task in zip(self._sources, tasks, strict=True)
+            for source, task in zip(asked_sources, tasks, strict=True)
         ]
+        by_name = {o.report.source: o for o in outcomes}
+        outcomes = [by_name.get(s.name) or _Outcome(refused[s.name], []) for s in self._sources]
 
         reports = [outcome.report for outcome in outcomes]
         reports += [
@@ -324,7 +340,10 @@ class CompositeWorkspaceRetriever:
         return tasks
 
     async def _wait(
-        self, tasks: Sequence[asyncio.Task[list[Hit]]], started: float
+        self,
+        tasks: Sequence[asyncio.Task[list[Hit]]],
+        started: float,
+        sources: Sequence[WorkspaceRetriever],
     ) -> dict[asyncio.Task[list[Hit]], float]:
         """Wait until every source has answered or its deadline has passed; cancel the
         tasks of the sources that ran out of time and return them, with when.
@@ -334,8 +353,7 @@ class CompositeWorkspaceRetriever:
         whole answer.
         """
         deadline_of = {
-            task: self.timeout_ms(source.name)
-            for source, task in zip(self._sources, tasks, strict=True)
+            task: self.timeout_ms(source.name) for source, task in zip(sources, tasks, strict=True)
         }
         expired: dict[asyncio.Task[list[Hit]], float] = {}
         for deadline_ms in sorted(set(deadline_of.values())):
@@ -434,6 +452,30 @@ class CompositeWorkspaceRetriever:
                 raise ValueError(f"hit {hit.id!r} has a non-finite score {hit.score!r}")
         # A source may return more than asked; only the first ``depth`` are its answer.
         return list(hits[:depth])
+
+
+def filter_refusal(source: WorkspaceRetriever, expr: FilterExpr | None) -> SourceReport | None:
+    """The report of a source that must not be asked ``expr``, or ``None`` to ask it.
+
+    A source without ``filter_support`` is ``skipped`` for a filtered query, and one whose
+    support lacks an operator the filter uses reports ``error``: neither may answer with
+    hits the filter did not select.
+    """
+    if expr is None:
+        return None
+    support = getattr(source, "filter_support", None)
+    if support is None:
+        return SourceReport(
+            source.name,
+            SourceStatus.SKIPPED,
+            error=f"source {source.name!r} declares no filter support; the query has the "
+            f"filter {describe(expr)}",
+        )
+    missing = support.first_unsupported(expr)
+    if missing is None:
+        return None
+    error = FilterUnsupportedError(source.name, missing, support)
+    return SourceReport(source.name, SourceStatus.ERROR, error=f"{type(error).__name__}: {error}")
 
 
 def _embed_query(backend: Any, text: str) -> Any:

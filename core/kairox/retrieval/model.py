@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
+from kairox.retrieval.filters.model import FilterExpr
+from kairox.retrieval.filters.parse import parse_filter
+
 #: How many sources the retrieval running in this context asks at once (1: a source asked
 #: alone). The composite sets it for its fan-out; the context follows each source (and
 #: the query embedding) into its worker thread. A source or embedding backend whose work
@@ -37,26 +40,33 @@ class Query:
     :param text: what the user typed, verbatim. Sources must accept any string,
         including quotes, colons, parentheses, boolean words and the empty string.
     :param k: how many hits to return at most.
-    :param filters: metadata equality filters (``{"lang": "en"}``); a list value means
-        "any of these".
+    :param filters: a metadata filter: its canonical JSON form (``{"year": {"$gte":
+        2020}}``; plain ``{"lang": "en"}`` equality and ``{"lang": ["en", "de"]}`` any-of
+        still work), its text form (``"year >= 2020 and not draft"``) or a parsed
+        expression (see :mod:`kairox.retrieval.filters`). A malformed one raises
+        :class:`~kairox.retrieval.filters.FilterError` here, before any source is asked.
     :param embeddings: the query text already embedded, by embedding-backend name. The
         composite fills it once per backend in use, so dense sources look their vector
         up here (``query.embeddings.get(self.embedder.name)``) instead of re-embedding.
     :param embed_text: what dense sources embed instead of ``text`` (a query transform's
         hypothetical passage, HyDE); lexical sources always search ``text``.
+
+    ``filter`` is ``filters`` parsed (``None``: no filter); sources compile it.
     """
 
     text: str
     k: int = 10
-    filters: Mapping[str, Any] = field(default_factory=dict)
+    filters: Mapping[str, Any] | FilterExpr | str = field(default_factory=dict)
     embeddings: Mapping[str, Any] = field(default_factory=dict)
     embed_text: str | None = None
+    filter: FilterExpr | None = field(init=False, default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
             raise TypeError(f"Query.text must be a str, got {type(self.text).__name__}")
         if self.k < 1:
             raise ValueError(f"Query.k must be at least 1, got {self.k}")
+        object.__setattr__(self, "filter", parse_filter(self.filters))
 
 
 @dataclass(frozen=True, slots=True)

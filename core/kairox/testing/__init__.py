@@ -42,18 +42,32 @@ from kairox.testing.build import (
     registered_plugin,
 )
 from kairox.testing.corpus import CORPUS, EXPECTED, HOSTILE_QUERIES, CorpusDocument
+from kairox.testing.filters import (
+    DATE_RANGE_CASES,
+    FILTER_CASES,
+    FILTER_CORPUS,
+    UNICODE_FIELD_CASES,
+    FilterConformance,
+    expected_ids,
+)
 
 __all__ = [
     "CORPUS",
+    "DATE_RANGE_CASES",
     "EXPECTED",
+    "FILTER_CASES",
+    "FILTER_CORPUS",
     "HOSTILE_QUERIES",
+    "UNICODE_FIELD_CASES",
     "CorpusDocument",
     "CountingEmbedder",
     "EmbeddingConformance",
+    "FilterConformance",
     "SourceConformance",
     "build_source",
     "check_kind_registration",
     "check_listed_by_kairox_plugins",
+    "expected_ids",
     "registered_plugin",
     "run",
 ]

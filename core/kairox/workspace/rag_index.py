@@ -37,7 +37,8 @@ import numpy as np
 from kairox.embedding import EmbeddingBackend
 from kairox.errors import KairoxError
 from kairox.paths import state_errors
-from kairox.retrieval import Hit, Query, QueryError, ScoreKind
+from kairox.retrieval import Hit, Query, ScoreKind
+from kairox.retrieval.filters import ALL_OPERATORS, FilterExpr, parse_filter
 from kairox.retrieval.fts5 import match_expression
 from kairox.retrieval.vectors import (
     SENTENCE_WEIGHT,
@@ -49,6 +50,8 @@ from kairox.retrieval.vectors import (
 from kairox.storage import enable_wal, ensure_component_schema
 from kairox.workspace.chunking import chunk_text, split_sentences
 from kairox.workspace.files import Skipped, WorkspaceFile, iter_workspace_files, read_file_text
+from kairox.workspace.filtering import FILES_JOIN, chunk_metadata, filter_sql
+from kairox.workspace.filtering import register as register_filter_functions
 from kairox.workspace.vector_pack import (
     VectorPack,
     pack_key,
@@ -235,6 +238,7 @@ def open_database(path: Path) -> sqlite3.Connection:
     with state_errors(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, check_same_thread=False, timeout=30)
+        register_filter_functions(db)
     try:
         with state_errors(path):
             db.execute("PRAGMA busy_timeout=30000")
@@ -805,8 +809,8 @@ class WorkspaceRagIndex:
         rows = {
             row[0]: row[1:]
             for row in self._db.execute(
-                f'SELECT id, relpath, chunk_index, start, "end", text FROM rag_chunks '
-                f"WHERE id IN ({marks})",
+                f'SELECT c.id, c.relpath, c.chunk_index, c.start, c."end", c.text, f.size, '
+                f"f.mtime_ns FROM rag_chunks c {FILES_JOIN} WHERE c.id IN ({marks})",
                 [chunk_id for chunk_id, _ in scored],
             )
         }
@@ -814,7 +818,7 @@ class WorkspaceRagIndex:
         for chunk_id, score in scored:
             if chunk_id not in rows:
                 continue  # removed by a `kairox index` that committed since the search began
-            relpath, index, start, end, text = rows[chunk_id]
+            relpath, index, start, end, text, size, mtime_ns = rows[chunk_id]
             hits.append(
                 Hit(
                     id=f"{relpath}#{index}",
@@ -823,8 +827,7 @@ class WorkspaceRagIndex:
                     source=source,
                     uri=str(self.root / relpath),
                     metadata={
-                        "path": relpath,
-                        "ext": Path(relpath).suffix,
+                        **chunk_metadata(relpath, size, mtime_ns),
                         "chunk": index,
                         "start": start,
                         "end": end,
@@ -833,32 +836,18 @@ class WorkspaceRagIndex:
             )
         return hits
 
-    def _filter_clause(self, filters: Mapping[str, Any]) -> tuple[str, list[str]]:
-        """SQL over ``rag_chunks c`` for ``path``/``ext`` filters (``""`` when none)."""
-        unknown = set(filters) - {"path", "ext"}
-        if unknown:
-            raise QueryError(
-                f"the workspace index filters on 'path' and 'ext' only, not {sorted(unknown)}"
-            )
-        clauses: list[str] = []
-        params: list[str] = []
-        for key, wanted in filters.items():
-            values = [str(v) for v in (wanted if isinstance(wanted, list | tuple) else [wanted])]
-            if not values:
-                clauses.append("0")
-            elif key == "path":
-                clauses.append(f"c.relpath IN ({','.join('?' * len(values))})")
-                params.extend(values)
-            else:
-                clauses.append("(" + " OR ".join("c.relpath LIKE ?" for _ in values) + ")")
-                params.extend(f"%{v if v.startswith('.') else '.' + v}" for v in values)
-        return "".join(f" AND {c}" for c in clauses), params
+    def _filter_clause(
+        self, filters: Mapping[str, Any] | FilterExpr | None
+    ) -> tuple[str, list[Any]]:
+        """SQL over ``rag_chunks c`` joined with ``rag_files f`` (:data:`FILES_JOIN`) for a
+        filter on chunk metadata (``""`` when none); see :mod:`kairox.workspace.filtering`."""
+        return filter_sql(parse_filter(filters))
 
     def search_vector(
         self,
         vector: np.ndarray,
         k: int,
-        filters: Mapping[str, Any] | None = None,
+        filters: Mapping[str, Any] | FilterExpr | None = None,
         *,
         source: str = "workspace",
     ) -> list[Hit]:
@@ -880,7 +869,8 @@ class WorkspaceRagIndex:
                     (
                         row[0]
                         for row in self._db.execute(
-                            f"SELECT c.id FROM rag_chunks c WHERE c.workspace = ?{clause}",
+                            f"SELECT c.id FROM rag_chunks c {FILES_JOIN} "
+                            f"WHERE c.workspace = ?{clause}",
                             [self.workspace_id, *params],
                         )
                     ),
@@ -902,7 +892,7 @@ class WorkspaceRagIndex:
         self,
         text: str,
         k: int,
-        filters: Mapping[str, Any] | None = None,
+        filters: Mapping[str, Any] | FilterExpr | None = None,
         *,
         source: str = "workspace-fts",
     ) -> list[Hit]:
@@ -914,7 +904,7 @@ class WorkspaceRagIndex:
         with self._lock:
             rows = self._db.execute(
                 "SELECT rag_chunks_fts.rowid, bm25(rag_chunks_fts) AS rank FROM rag_chunks_fts "
-                "JOIN rag_chunks c ON c.id = rag_chunks_fts.rowid "
+                f"JOIN rag_chunks c ON c.id = rag_chunks_fts.rowid {FILES_JOIN} "
                 f"WHERE rag_chunks_fts MATCH ? AND c.workspace = ?{clause} "
                 "ORDER BY rank, c.id LIMIT ?",
                 [expression, self.workspace_id, *params, k],
@@ -926,6 +916,7 @@ class WorkspaceDenseRetriever:
     """The workspace index searched by embedding similarity."""
 
     score_kind = ScoreKind.COSINE
+    filter_support = ALL_OPERATORS
 
     def __init__(self, index: WorkspaceRagIndex, name: str = "workspace") -> None:
         self.index = index
@@ -941,7 +932,7 @@ class WorkspaceDenseRetriever:
         vector = query.embeddings.get(self.embedder.name)
         if vector is None:
             vector = self.embedder.embed([query.embed_text or query.text])[0]
-        return self.index.search_vector(vector, query.k, query.filters, source=self.name)
+        return self.index.search_vector(vector, query.k, query.filter, source=self.name)
 
     async def retrieve(self, query: Query) -> list[Hit]:
         return await asyncio.to_thread(self._search, query)
@@ -951,6 +942,7 @@ class WorkspaceLexicalRetriever:
     """The workspace index searched by words (FTS5 BM25 over chunks and paths)."""
 
     score_kind = ScoreKind.BM25
+    filter_support = ALL_OPERATORS
 
     def __init__(self, index: WorkspaceRagIndex, name: str = "workspace-fts") -> None:
         self.index = index
@@ -961,5 +953,5 @@ class WorkspaceLexicalRetriever:
 
     async def retrieve(self, query: Query) -> list[Hit]:
         return await asyncio.to_thread(
-            self.index.search_words, query.text, query.k, query.filters, source=self.name
+            self.index.search_words, query.text, query.k, query.filter, source=self.name
         )

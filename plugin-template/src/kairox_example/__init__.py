@@ -19,7 +19,7 @@ import math
 import re
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from kairox import (
     ScoreKind,
     hookimpl,
 )
+from kairox.retrieval.filters import ALL_OPERATORS, FilterExpr, matches
 
 #: The ``kind = "..."`` users write in ``[knowledge_bases.<id>]``. Rename it for your plugin.
 KIND = "example-jsonl"
@@ -123,6 +124,8 @@ class JsonlBm25Source:
     """BM25 (Okapi) over the records of a JSONL file, reloaded when the file changes."""
 
     score_kind = ScoreKind.BM25
+    #: every operator of the filter language (kairox.retrieval.filters)
+    filter_support = ALL_OPERATORS
 
     def __init__(self, name: str, path: Path, *, k1: float = 1.2, b: float = 0.75) -> None:
         self.name = name
@@ -171,18 +174,15 @@ class JsonlBm25Source:
         return self._index
 
     @staticmethod
-    def _allowed(records: list[_Record], filters: Mapping[str, Any]) -> list[bool] | None:
-        """Which records pass the metadata filters (a list value means any of them)."""
-        if not filters:
+    def _allowed(records: list[_Record], expr: FilterExpr | None) -> list[bool] | None:
+        """Which records pass the filter, before ranking, so k matches give k hits.
+
+        An in-memory engine evaluates the filter itself with the reference evaluator; an
+        engine with its own filter language compiles ``query.filter`` into it instead.
+        """
+        if expr is None:
             return None
-        wanted = {
-            key: value if isinstance(value, list | tuple | set) else [value]
-            for key, value in filters.items()
-        }
-        return [
-            all(record.metadata.get(key) in values for key, values in wanted.items())
-            for record in records
-        ]
+        return [matches(expr, record.metadata) for record in records]
 
     def _search(self, query: Query) -> list[Hit]:
         with self._lock:
@@ -190,7 +190,7 @@ class JsonlBm25Source:
         terms = set(tokenize(query.text))
         if not terms or not index.records:
             return []
-        allowed = self._allowed(index.records, query.filters)
+        allowed = self._allowed(index.records, query.filter)
         return [
             Hit(
                 id=index.records[number].id,

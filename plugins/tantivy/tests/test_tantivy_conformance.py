@@ -12,12 +12,42 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kairox.retrieval import Document, Query, QueryError, ScoreKind
+from kairox.retrieval.filters import FilterUnsupportedError
 from kairox.testing import (
+    FILTER_CORPUS,
+    FilterConformance,
     SourceConformance,
     check_kind_registration,
     check_listed_by_kairox_plugins,
     run,
 )
+
+
+@pytest.fixture(scope="module")
+def filter_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("filters")
+    docs = [Document(d.id, d.text, title=d.title, metadata=d.metadata) for d in FILTER_CORPUS]
+    kairox_tantivy.TantivyIndex(folder / "index", create=True).upsert(docs)
+    return folder
+
+
+class TestTantivyFilters(FilterConformance):
+    @pytest.fixture
+    def filter_source(self, filter_folder, make_source):
+        return make_source(filter_folder, "index")
+
+
+def test_an_index_without_range_terms_refuses_ranges_with_the_fix(filter_folder, make_source):
+    marker = filter_folder / "index" / kairox_tantivy.filters.RANGE_MARKER
+    marker.unlink()  # as an index written before range terms looks
+    try:
+        source = make_source(filter_folder, "index")
+        with pytest.raises(FilterUnsupportedError, match="kairox kb ingest"):
+            run(source.retrieve(Query("passage", filters={"year": {"$gt": 2020}})))
+        hits = run(source.retrieve(Query("passage", k=300, filters={"topic": "cooking"})))
+        assert len(hits) == 50  # everything but ranges still works
+    finally:
+        marker.touch()
 
 
 class TestTantivyConformance(SourceConformance):
@@ -115,3 +145,31 @@ def test_kairox_plugins_lists_tantivy_as_ok():
     check_listed_by_kairox_plugins(
         "tantivy", "kairox-tantivy", "kairox_register_knowledge_base_kinds"
     )
+
+
+@pytest.fixture(scope="module")
+def numbers_index(tmp_path_factory):
+    values = [-1e9, -2.5, -1, -0.0, 0, 1e-9, 0.5, 1, 2, 2.5, 1023, 1024, 2**40, 1e300]
+    index = kairox_tantivy.TantivyIndex(tmp_path_factory.mktemp("n") / "index", create=True)
+    index.upsert(Document(f"v{i}", "number", metadata={"x": v}) for i, v in enumerate(values))
+    return index, values
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    op=st.sampled_from(["$gt", "$gte", "$lt", "$lte"]),
+    bound=st.one_of(
+        st.integers(-(2**50), 2**50), st.floats(-1e12, 1e12, allow_nan=False), st.just(1024)
+    ),
+)
+def test_range_terms_order_like_the_numbers(numbers_index, op, bound):
+    index, values = numbers_index
+    spec = {"x": {op: bound}}
+    got = {hit.id for hit in index.search("number", 100, spec)}
+    compare = {
+        "$gt": lambda v: v > bound,
+        "$gte": lambda v: v >= bound,
+        "$lt": lambda v: v < bound,
+        "$lte": lambda v: v <= bound,
+    }[op]
+    assert got == {f"v{i}" for i, v in enumerate(values) if compare(v)}

@@ -422,8 +422,10 @@ def test_filters_compare_typed_values(tagged):
 def test_filters_or_within_a_key_and_across_keys(tagged):
     assert sorted(search_ids(tagged, "word", tags="x")) == ["a", "b"]
     assert search_ids(tagged, "word", tags="y") == ["a"]
-    assert sorted(search_ids(tagged, "word", year=[2021, "2021"])) == ["a", "b"]
-    assert search_ids(tagged, "word", year=[2021, "2021"], draft=False) == ["b"]
+    # one kind of value per any-of list (the filter language): numbers, or strings
+    either = {"$or": [{"year": 2021}, {"year": "2021"}]}
+    assert sorted(search_ids(tagged, "word", **either)) == ["a", "b"]
+    assert search_ids(tagged, "word", **either, draft=False) == ["b"]
     assert search_ids(tagged, "word", year=[]) == []
     assert search_ids(tagged, "word", missing="x") == []
 
@@ -435,9 +437,9 @@ def test_filters_do_not_change_scores(tagged):
 
 
 def test_a_bad_filter_value_is_a_query_error(tagged, tmp_path, make_source):
-    with pytest.raises(QueryError, match="filter 'nested'"):
+    with pytest.raises(QueryError, match=r"filter\.nested\.a: unknown operator"):
         tagged.search("word", 5, {"nested": {"a": 1}})
-    with pytest.raises(QueryError, match="filter 'year'"):
+    with pytest.raises(QueryError, match=r"filter\.year\[1\]"):
         run(make_source(tmp_path).retrieve(Query("word", filters={"year": [2021, None]})))
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Any, Literal
 
 from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
 
 from kairox import KnowledgeBaseConfig, QueryError
-from kairox_bedrock.filters import translate_filters
+from kairox.retrieval.filters import FilterError, parse_filter
+from kairox_bedrock.filters import translate_filters, upgrade_old_filter
 
 __all__ = ["BedrockConfig"]
 
@@ -88,15 +90,31 @@ class BedrockConfig(KnowledgeBaseConfig):
             )
         return value
 
-    @field_validator("filter")
+    @field_validator("filter", mode="before")
     @classmethod
-    def _filter_translates(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            try:
-                translate_filters(value)
-            except QueryError as exc:
-                raise ValueError(str(exc)) from None
-        return value
+    def _filter_translates(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value  # None, or a type error the field itself reports
+        try:
+            parse_filter(value)
+            return value
+        except FilterError:
+            pass
+        # The operator names of older releases (gte, not_in): one more release, with a
+        # warning, then only the Kairox language.
+        try:
+            translate_filters(value)
+            upgraded = upgrade_old_filter(value)
+            parse_filter(upgraded)
+        except QueryError as exc:
+            raise ValueError(str(exc)) from None
+        warnings.warn(
+            f"bedrock `filter` {value!r} uses the old operator names; write "
+            f"{upgraded!r} (the Kairox filter language, docs/filters.md)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return upgraded
 
     @model_validator(mode="after")
     def _arn_region_matches(self) -> BedrockConfig:

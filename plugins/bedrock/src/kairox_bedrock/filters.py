@@ -24,13 +24,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from kairox import QueryError
+from kairox.retrieval.filters import (
+    OPERATORS as KAIROX_OPERATORS,
+)
+from kairox.retrieval.filters import (
+    And,
+    Condition,
+    FilterExpr,
+    FilterSupport,
+    FilterUnsupportedError,
+    Not,
+    Or,
+)
 
 __all__ = [
     "BEDROCK_OPERATORS",
     "COMBINATORS",
     "OPERATORS",
+    "SUPPORT",
     "BedrockFilter",
+    "compile_filter",
     "translate_filters",
+    "upgrade_old_filter",
 ]
 
 #: Kairox operator -> Bedrock ``RetrievalFilter`` member.
@@ -239,3 +254,100 @@ def _check_key(key: str, where: str) -> None:
             f"{where}: metadata key {key[:40]!r} must be 1 to {_MAX_KEY_LENGTH} characters "
             f"long (Bedrock's limit), got {len(key)}"
         )
+
+
+# -- the Kairox filter language ------------------------------------------------------------
+
+#: Bedrock has no ``exists``, and its ranges compare numbers only; ``$not`` is pushed
+#: down with De Morgan where the result stays exact (not over a range or ``listContains``
+#: would also have to hold where the key is missing, which Bedrock cannot say).
+SUPPORT = FilterSupport(KAIROX_OPERATORS - {"$exists"}, date_ranges=False)
+
+_RANGE_MEMBERS = {
+    "$gt": "greaterThan",
+    "$gte": "greaterThanOrEquals",
+    "$lt": "lessThan",
+    "$lte": "lessThanOrEquals",
+}
+_OLD_TO_NEW = {
+    "eq": "$eq",
+    "ne": "$ne",
+    "in": "$in",
+    "not_in": "$nin",
+    "gt": "$gt",
+    "gte": "$gte",
+    "lt": "$lt",
+    "lte": "$lte",
+    "list_contains": "$contains",
+}
+
+
+def compile_filter(source: str, expr: FilterExpr | None) -> BedrockFilter:
+    """A parsed Kairox filter as Bedrock's ``RetrievalFilter``.
+
+    :raises FilterUnsupportedError: for what Bedrock cannot express exactly.
+    """
+    if expr is None:
+        return BedrockFilter(None)
+    SUPPORT.check(source, expr)
+    node = _node(source, expr, negate=False)
+    if isinstance(node, _Nothing):
+        return BedrockFilter(None, matches_nothing=True)
+    if isinstance(node, _Everything):
+        return BedrockFilter(None)
+    return BedrockFilter(node)
+
+
+def _node(source: str, expr: FilterExpr, negate: bool) -> _Node:
+    if isinstance(expr, Not):
+        return _node(source, expr.item, not negate)
+    if isinstance(expr, And | Or):
+        parts = [_node(source, item, negate) for item in expr.items]
+        return _and(parts) if isinstance(expr, And) != negate else _or(parts)
+    assert isinstance(expr, Condition)
+    key, op, value = expr.field, expr.op, expr.value
+    if len(key) > _MAX_KEY_LENGTH:
+        raise QueryError(f"filter {key[:40]!r}...: Bedrock keys are at most 100 characters")
+    if op in ("$eq", "$ne"):
+        member = "notEquals" if (op == "$eq") == negate else "equals"
+        return {member: {"key": key, "value": value}}
+    if op in ("$in", "$nin"):
+        assert isinstance(value, tuple)
+        positive = (op == "$in") != negate
+        if not value:
+            return _NOTHING if positive else _EVERYTHING
+        return {"in" if positive else "notIn": {"key": key, "value": list(value)}}
+    if negate:
+        raise FilterUnsupportedError(
+            source,
+            f"$not over {op}",
+            SUPPORT.describe() + ("; $not only over $eq $ne $in $nin and their combinations"),
+        )
+    if op == "$contains":
+        return {"listContains": {"key": key, "value": value}}
+    return {_RANGE_MEMBERS[op]: {"key": key, "value": value}}
+
+
+def upgrade_old_filter(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``filter`` table in the operator names of older releases (``gte``, ``not_in``)
+    rewritten in the Kairox language (``$gte``, ``$nin``).
+
+    :raises QueryError: for ``starts_with``/``string_contains``, which have no equivalent.
+    """
+    out: dict[str, Any] = {}
+    for key, value in spec.items():
+        if key in ("$and", "$or") and isinstance(value, list | tuple):
+            out[key] = [upgrade_old_filter(v) if isinstance(v, Mapping) else v for v in value]
+        elif isinstance(value, Mapping):
+            ops: dict[str, Any] = {}
+            for op, operand in value.items():
+                if op not in _OLD_TO_NEW:
+                    raise QueryError(
+                        f"filter {key!r}: {op!r} has no equivalent in the Kairox filter "
+                        "language; write it with $eq/$in/$gte... (docs/filters.md)"
+                    )
+                ops[_OLD_TO_NEW[op]] = operand
+            out[key] = ops
+        else:
+            out[key] = value
+    return out

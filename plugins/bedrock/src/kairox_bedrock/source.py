@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kairox import Hit, LazyImport, Query, QueryError, ScoreKind
+from kairox.retrieval.filters import all_of, parse_filter
 from kairox.retry import RetryPolicy, call_with_retries
 from kairox_bedrock.config import BedrockConfig
 from kairox_bedrock.errors import (
@@ -28,7 +29,7 @@ from kairox_bedrock.errors import (
     BedrockTimeoutError,
     BedrockUnavailableError,
 )
-from kairox_bedrock.filters import translate_filters
+from kairox_bedrock.filters import SUPPORT, compile_filter
 
 __all__ = [
     "CHUNK_ID_KEY",
@@ -207,6 +208,7 @@ class BedrockSource:
     """
 
     score_kind = ScoreKind.COSINE
+    filter_support = SUPPORT
 
     def __init__(
         self, name: str, config: BedrockConfig, *, retry_policy: RetryPolicy | None = None
@@ -229,7 +231,7 @@ class BedrockSource:
         """At most ``query.k`` hits, best first; no call at all for an empty query."""
         if not query.text.strip():
             return []  # Bedrock rejects empty query text
-        plan = translate_filters(self.config.filter, query.filters)
+        plan = compile_filter(self.name, all_of(parse_filter(self.config.filter), query.filter))
         if plan.matches_nothing:
             return []
         return await asyncio.to_thread(self._search, query, plan.expression)

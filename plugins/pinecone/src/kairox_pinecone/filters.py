@@ -14,8 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from kairox import QueryError
+from kairox.retrieval.filters import OPERATORS, Condition, FilterExpr, FilterSupport, Not, Or
+from kairox.retrieval.filters import And as And
 
-__all__ = ["NO_MATCH", "merge_filters", "to_pinecone_filter"]
+__all__ = ["NO_MATCH", "SUPPORT", "compile_filter", "merge_filters", "to_pinecone_filter"]
 
 
 class _NoMatch:
@@ -91,3 +93,75 @@ def merge_filters(
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else {"$and": parts}
+
+
+# -- the Kairox filter language ------------------------------------------------------------
+
+#: Pinecone has every operator but ``$contains`` (a list field's ``$in``), ``$not`` (pushed
+#: down with De Morgan) and ranges over dates (its ranges compare numbers only).
+SUPPORT = FilterSupport(OPERATORS, date_ranges=False)
+
+
+class _All:
+    """No condition: every vector matches."""
+
+
+_ALL: Any = _All()
+
+
+def compile_filter(expr: FilterExpr | None) -> Any:
+    """A parsed Kairox filter as a Pinecone filter: ``None`` for none, :data:`NO_MATCH`
+    when nothing can match. ``$not`` is pushed down to the conditions (``$eq`` <->
+    ``$ne``, ``$in`` <-> ``$nin``, a negated range is "the other range, or missing")."""
+    if expr is None:
+        return None
+    node = _compile(expr, negate=False)
+    if node is _ALL:
+        return None
+    return node
+
+
+def _join(op: str, parts: list[Any]) -> Any:
+    # op "$and": NO_MATCH absorbs, _ALL vanishes; "$or" the other way round.
+    absorbing, neutral = (NO_MATCH, _ALL) if op == "$and" else (_ALL, NO_MATCH)
+    kept: list[Any] = []
+    for part in parts:
+        if part is absorbing:
+            return absorbing
+        if part is not neutral:
+            kept.append(part)
+    if not kept:
+        return neutral
+    return kept[0] if len(kept) == 1 else {op: kept}
+
+
+_FLIP = {"$gt": "$lte", "$gte": "$lt", "$lt": "$gte", "$lte": "$gt"}
+
+
+def _compile(expr: FilterExpr, negate: bool) -> Any:
+    if isinstance(expr, Not):
+        return _compile(expr.item, not negate)
+    if isinstance(expr, And | Or):
+        op = "$and" if isinstance(expr, And) != negate else "$or"
+        return _join(op, [_compile(item, negate) for item in expr.items])
+    assert isinstance(expr, Condition)
+    field, op, value = expr.field, expr.op, expr.value
+    if op == "$exists":
+        return {field: {"$exists": value != negate}}
+    if op == "$contains":
+        return {field: {"$nin" if negate else "$in": [value]}}
+    if op in ("$eq", "$ne"):
+        return {field: {"$ne" if (op == "$eq") == negate else "$eq": value}}
+    if op in ("$in", "$nin"):
+        assert isinstance(value, tuple)
+        positive = (op == "$in") != negate
+        if not value:
+            return NO_MATCH if positive else _ALL
+        if isinstance(value[0], bool):  # Pinecone's $in takes strings or numbers only
+            cond = "$eq" if positive else "$ne"
+            return _join("$or" if positive else "$and", [{field: {cond: v}} for v in value])
+        return {field: {"$in" if positive else "$nin": list(value)}}
+    if not negate:
+        return {field: {op: value}}
+    # not (f > v) holds where f <= v and where f is missing.
+    return {"$or": [{field: {_FLIP[op]: value}}, {field: {"$exists": False}}]}

@@ -39,7 +39,7 @@ from kairox_pinecone.errors import (
     _switch_off_sdk_retries,
     load_pinecone,
 )
-from kairox_pinecone.filters import NO_MATCH, merge_filters, to_pinecone_filter
+from kairox_pinecone.filters import NO_MATCH, SUPPORT, compile_filter, merge_filters
 
 if TYPE_CHECKING:
     from kairox.embedding import EmbeddingBackend
@@ -155,6 +155,7 @@ class PineconeSource:
     """
 
     score_kind = ScoreKind.COSINE
+    filter_support = SUPPORT
 
     def __init__(
         self,
@@ -381,7 +382,8 @@ class PineconeSource:
     def _search(self, query: Query) -> list[Hit]:
         if not query.text.strip():
             return []
-        query_filter = to_pinecone_filter(query.filters)
+        SUPPORT.check(self.name, query.filter)
+        query_filter = compile_filter(query.filter)
         if query_filter is NO_MATCH:
             return []
         combined = merge_filters(self.filter, query_filter)

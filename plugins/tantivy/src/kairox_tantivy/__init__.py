@@ -28,6 +28,7 @@ from kairox import (
     hookimpl,
 )
 from kairox.retrieval import FAN_OUT
+from kairox_tantivy.filters import SUPPORT
 from kairox_tantivy.index import (
     IndexHit,
     TantivyIndex,
@@ -80,6 +81,7 @@ class TantivySource:
     """
 
     score_kind = ScoreKind.BM25
+    filter_support = SUPPORT
 
     def __init__(
         self, name: str, path: Path, *, title_boost: float = 0.5, body_boost: float = 1.0
@@ -128,10 +130,11 @@ class TantivySource:
     # -- WorkspaceRetriever ----------------------------------------------------------------
 
     def _search(self, query: Query) -> list[Hit]:
+        SUPPORT.check(self.name, query.filter)
         rows = self._open().search_rows(
             query.text,
             query.k,
-            query.filters,
+            query.filter,
             title_boost=self.title_boost,
             body_boost=self.body_boost,
         )

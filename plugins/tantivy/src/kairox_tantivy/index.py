@@ -38,6 +38,14 @@ from types import ModuleType
 from typing import Any
 
 from kairox import BackendError, Document, LazyImport, QueryError
+from kairox.retrieval.filters import FilterUnsupportedError, parse_filter
+from kairox_tantivy.filters import (
+    RANGE_MARKER,
+    SUPPORT,
+    WITHOUT_RANGES,
+    compile_filter,
+    range_terms,
+)
 
 __all__ = [
     "MAX_QUERY_TERMS",
@@ -234,6 +242,8 @@ class TantivyIndex:
                     )
             else:
                 index = tantivy.Index(self._schema, path=str(self.path), reuse=True)
+                # A new index: every document it will hold carries range terms.
+                (self.path / RANGE_MARKER).touch()
             # Reload explicitly (after our own commits; before a search when meta.json
             # changed) instead of relying on a file watcher thread: deterministic.
             index.config_reader(reload_policy="Manual")
@@ -250,6 +260,11 @@ class TantivyIndex:
 
     def __repr__(self) -> str:
         return f"TantivyIndex({str(self.path)!r})"
+
+    @property
+    def has_range_terms(self) -> bool:
+        """Whether every document carries range terms (the index was created with them)."""
+        return (self.path / RANGE_MARKER).is_file()
 
     # -- writing -----------------------------------------------------------------------
 
@@ -310,7 +325,7 @@ class TantivyIndex:
             out.add_text("uri", _valid_utf8(str(doc.uri)))
         out.add_text("fingerprint", doc.fingerprint)
         metadata = dict(doc.metadata)
-        for term in _metadata_terms(metadata):
+        for term in [*_metadata_terms(metadata), *range_terms(metadata)]:
             out.add_text("filter", term)
         out.add_bytes("metadata", json.dumps(metadata, sort_keys=True, default=str).encode())
         return out
@@ -396,24 +411,23 @@ class TantivyIndex:
         terms = dict.fromkeys(self._analyzer.analyze(_valid_utf8(text)))
         return list(terms)[:MAX_QUERY_TERMS]
 
-    def _filter_clauses(self, filters: Mapping[str, Any]) -> list[Any] | None:
-        """Must clauses (scoring 0) for the filters; None when nothing can match."""
-        Occur, Query = self._tantivy.Occur, self._tantivy.Query
-        clauses = []
-        for key, wanted in filters.items():
-            values = list(wanted) if isinstance(wanted, _SEQUENCES) else [wanted]
-            for value in values:
-                if not isinstance(value, _SCALARS):
-                    raise QueryError(
-                        f"filter {key!r}: {value!r} is not a string, number or boolean; "
-                        "metadata filters compare plain values"
-                    )
-            if not values:
-                return None  # "any of nothing"
-            terms = [filter_term(key, value) for value in values]
-            any_of = Query.term_set_query(self._schema, "filter", terms)
-            clauses.append((Occur.Must, Query.const_score_query(any_of, 0.0)))
-        return clauses
+    def _filter_clauses(self, filters: Any) -> list[Any] | None:
+        """Must clauses (scoring 0) for the filter (:mod:`kairox_tantivy.filters`)."""
+        expr = parse_filter(filters)
+        if expr is None:
+            return []
+        support = SUPPORT if self.has_range_terms else WITHOUT_RANGES
+        try:
+            support.check(f"tantivy index {self.path}", expr)
+        except FilterUnsupportedError as exc:
+            raise FilterUnsupportedError(
+                f"tantivy index {self.path}",
+                exc.operator,
+                "everything but ranges: the index was written before range terms; delete "
+                "the folder and run `kairox kb ingest` again to filter on ranges",
+            ) from None
+        query = compile_filter(expr, self._tantivy, self._schema)
+        return [(self._tantivy.Occur.Must, self._tantivy.Query.const_score_query(query, 0.0))]
 
     def _build_clause(self, name: str, term: str, boost: float) -> Any:
         Query = self._tantivy.Query
@@ -424,7 +438,7 @@ class TantivyIndex:
         self,
         text: str,
         k: int,
-        filters: Mapping[str, Any] | None = None,
+        filters: Any = None,
         *,
         title_boost: float = 1.0,
         body_boost: float = 1.0,
@@ -443,7 +457,7 @@ class TantivyIndex:
         terms = self.query_terms(text)
         if not terms or not fields:
             return []
-        filter_clauses = self._filter_clauses(filters or {})
+        filter_clauses = self._filter_clauses(filters)
         if filter_clauses is None:
             return []
         clause = self._clause
@@ -480,7 +494,7 @@ class TantivyIndex:
         self,
         text: str,
         k: int,
-        filters: Mapping[str, Any] | None = None,
+        filters: Any = None,
         *,
         title_boost: float = 1.0,
         body_boost: float = 1.0,

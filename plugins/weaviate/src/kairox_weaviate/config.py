@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -143,6 +144,14 @@ class WeaviateConfig(KnowledgeBaseConfig):
                     raise ValueError(f"filter {key!r}: {item} is not a finite number")
                 if isinstance(item, int) and not -(2**63) <= item < 2**63:
                     raise ValueError(f"filter {key!r}: {item} is outside 64-bit integers")
+        if value:
+            warnings.warn(
+                f"weaviate `filters = {value!r}` is deprecated and goes in the next release: "
+                "write `filter` (singular) in the Kairox filter language instead, e.g. "
+                'filter = { lang = "en" } or filter = "lang = en" (docs/filters.md)',
+                DeprecationWarning,
+                stacklevel=2,
+            )
         return value
 
     @model_validator(mode="after")

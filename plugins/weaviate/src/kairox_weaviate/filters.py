@@ -8,6 +8,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kairox.retrieval import QueryError
+from kairox.retrieval.filters import (
+    OPERATORS,
+    And,
+    Condition,
+    FilterExpr,
+    FilterSupport,
+    FilterUnsupportedError,
+    Not,
+    Or,
+)
 from kairox_weaviate.config import PROPERTY_NAME
 
 if TYPE_CHECKING:
@@ -83,3 +93,80 @@ def build_filter(*filter_maps: Mapping[str, Any]) -> Any:
         for key, value in clauses
     ]
     return built[0] if len(built) == 1 else Filter.all_of(built)
+
+
+# -- the Kairox filter language ------------------------------------------------------------
+
+#: Weaviate's v4 filters express every operator; ranges here compare numbers (a date
+#: range needs a ``date`` property and RFC 3339 values, which is not wired up yet).
+SUPPORT = FilterSupport(OPERATORS, date_ranges=False)
+
+
+def compile_filter(source: str, expr: FilterExpr | None) -> Any:
+    """A parsed Kairox filter as a v4 ``Filter`` (``None``: no filter; ``_MATCH_NOTHING``
+    when nothing can match).
+
+    ``$not`` is ``Filter.not_``; ``$in`` is ``contains_any`` (``$nin`` its negation, so a
+    missing property matches it as the language says); ``$exists`` is ``is_none``;
+    ``$contains`` is ``contains_any`` of one value on a ``text[]`` property.
+
+    :raises FilterUnsupportedError: for a field that is not a Weaviate property name.
+    """
+    if expr is None:
+        return None
+    SUPPORT.check(source, expr)
+    from weaviate.classes.query import Filter
+
+    def node(e: FilterExpr) -> Any:
+        if isinstance(e, Not):
+            inner = node(e.item)
+            if inner is _MATCH_NOTHING:
+                return None  # not(nothing): everything
+            return _MATCH_NOTHING if inner is None else Filter.not_(inner)
+        if isinstance(e, And | Or):
+            parts = [node(item) for item in e.items]
+            if isinstance(e, And):
+                if any(p is _MATCH_NOTHING for p in parts):
+                    return _MATCH_NOTHING
+                kept = [p for p in parts if p is not None]
+                if not kept:
+                    return None
+                return kept[0] if len(kept) == 1 else Filter.all_of(kept)
+            if any(p is None for p in parts):
+                return None
+            kept = [p for p in parts if p is not _MATCH_NOTHING]
+            if not kept:
+                return _MATCH_NOTHING
+            return kept[0] if len(kept) == 1 else Filter.any_of(kept)
+        assert isinstance(e, Condition)
+        if not PROPERTY_NAME.fullmatch(e.field):
+            raise FilterUnsupportedError(
+                source,
+                f"the field {e.field!r}",
+                "fields that are Weaviate property names (a letter or _, then letters, "
+                "digits or _)",
+            )
+        prop = Filter.by_property(e.field)
+        value = e.value
+        if e.op == "$eq":
+            return prop.equal(value)
+        if e.op == "$ne":
+            return prop.not_equal(value)
+        if e.op in ("$in", "$nin"):
+            assert isinstance(value, tuple)
+            if not value:
+                return _MATCH_NOTHING if e.op == "$in" else None
+            any_of = prop.contains_any(list(value))
+            return any_of if e.op == "$in" else Filter.not_(any_of)
+        if e.op == "$exists":
+            return prop.is_none(not value)
+        if e.op == "$contains":
+            return prop.contains_any([value])
+        return {
+            "$gt": prop.greater_than,
+            "$gte": prop.greater_or_equal,
+            "$lt": prop.less_than,
+            "$lte": prop.less_or_equal,
+        }[e.op](value)
+
+    return node(expr)

@@ -42,7 +42,7 @@ from kairox_weaviate.errors import (
     load_client,
     require_client,
 )
-from kairox_weaviate.filters import _MATCH_NOTHING, build_filter
+from kairox_weaviate.filters import _MATCH_NOTHING, SUPPORT, build_filter, compile_filter
 
 if TYPE_CHECKING:
     from kairox.embedding import EmbeddingBackend
@@ -175,6 +175,7 @@ class WeaviateSource:
         if config.mode != "bm25" and embedder is None:
             raise ValueError(f"mode {config.mode!r} needs an embedder")
         self.name = name
+        self.filter_support = SUPPORT
         self.config = config
         self.embedder = embedder if config.mode != "bm25" else None
         #: the backend whose vectors the collection holds (VectorSyncTarget): the configured
@@ -404,9 +405,14 @@ class WeaviateSource:
 
     def _search(self, query: Query) -> list[Hit]:
         text = _clean_text(query.text)
-        where = build_filter(self.config.filters, query.filters)
-        if where is _MATCH_NOTHING:
+        static = build_filter(self.config.filters)  # the deprecated `filters` table
+        where = compile_filter(self.name, query.filter)
+        if where is _MATCH_NOTHING or static is _MATCH_NOTHING:
             return []
+        if static is not None:
+            from weaviate.classes.query import Filter
+
+            where = static if where is None else Filter.all_of([static, where])
         vector = self._query_vector(query, text) if self.embedder is not None else None
         from weaviate.classes.query import HybridFusion, MetadataQuery
 
