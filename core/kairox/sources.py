@@ -110,7 +110,18 @@ class SourceFactory:
             embedding_backend=self.embedding_backend,
             workspace=self.config.workspace,
             shared=self.shared,
+            owned_paths=self._owned_paths(),
         )
+
+    def _owned_paths(self) -> tuple[Path, ...]:
+        """$KAIROX_HOME and every knowledge base's ``path`` (resolved as its kind does)."""
+        owned = [self.state_dir]
+        for entry in self.config.knowledge_bases.values():
+            path = entry.raw.get("path")
+            if isinstance(path, str) and path.strip():
+                where = Path(path).expanduser()
+                owned.append(where if where.is_absolute() else entry.origin.parent / where)
+        return tuple(owned)
 
     def workspace_retriever(self, name: str) -> WorkspaceRetriever:
         spec = self.registry.workspace_retrievers.get(name)
