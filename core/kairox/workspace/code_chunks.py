@@ -121,7 +121,14 @@ class _Packer:
     """Turns segments into chunks: definitions alone, other statements packed."""
 
     def __init__(
-        self, table: LineTable, max_tokens: int, overlap_tokens: int, module: str, language: str
+        self,
+        table: LineTable,
+        max_tokens: int,
+        overlap_tokens: int,
+        module: str,
+        language: str,
+        *,
+        merge: bool = True,
     ) -> None:
         self.table = table
         self.max_tokens = max_tokens
@@ -131,6 +138,8 @@ class _Packer:
         self.chunks: list[SourceChunk] = []
         self.emitted = -1  # last line already in a chunk
         self.group: list[_Segment] = []
+        self.parent: tuple[str, ...] = ()
+        self.merge = merge
 
     def symbol(self, path: tuple[str, ...]) -> str | None:
         return ".".join(p for p in (self.module, *path) if p) or None
@@ -173,8 +182,20 @@ class _Packer:
 
     def flush(self) -> None:
         if self.group:
-            self.emit(self.group[0].first, max(s.last for s in self.group), self.group[0].path)
+            defs = [s for s in self.group if s.is_def]
+            path = defs[0].path if len(defs) == 1 else self.parent
+            self.emit(self.group[0].first, max(s.last for s in self.group), path)
             self.group = []
+
+    def _leading_comments(self, before: _Segment) -> list[_Segment]:
+        """Comments ending the group right above ``before``, taken out of the group."""
+        leading: list[_Segment] = []
+        while self.group and self.group[-1].kind in _COMMENTS:
+            expected = leading[0].first if leading else before.first
+            if self.group[-1].last + 1 < expected:
+                break
+            leading.insert(0, self.group.pop())
+        return leading
 
     def add(self, segment: _Segment) -> None:
         if segment.last <= self.emitted:
@@ -184,24 +205,22 @@ class _Packer:
         if group and segment.first <= max(s.last for s in group):
             group.append(segment)  # on a line the group already holds: must stay with it
             return
-        if segment.is_def:
+        parent = segment.path[:-1] if segment.is_def else segment.path
+        if segment.is_def and not self.merge:
             # Comments right above a definition document it: they go with it.
-            leading: list[_Segment] = []
-            while group and group[-1].kind in _COMMENTS:
-                expected = leading[0].first if leading else segment.first
-                if group[-1].last + 1 < expected:
-                    break
-                leading.insert(0, group.pop())
+            leading = self._leading_comments(segment)
             self.flush()
             first = leading[0].first if leading else segment.first
             self.emit(first, segment.last, segment.path)
             return
         if group and (
-            group[0].path != segment.path
-            or self.size(group[0].first, segment.last) > self.max_tokens
+            self.parent != parent or self.size(group[0].first, segment.last) > self.max_tokens
         ):
+            leading = self._leading_comments(segment) if segment.is_def else []
             self.flush()
+            self.group = leading
         self.group.append(segment)
+        self.parent = parent
 
 
 def _fill_gaps(table: LineTable, chunks: list[SourceChunk], **options: Any) -> list[SourceChunk]:
@@ -242,6 +261,7 @@ def chunk_source(
     overlap_tokens: int = 32,
     encoding: str = DEFAULT_ENCODING,
     syntax: bool = True,
+    merge: bool = True,
 ) -> list[SourceChunk]:
     """Chunk ``text`` at syntax boundaries when its grammar is installed, else by lines.
 
@@ -251,6 +271,8 @@ def chunk_source(
     :param overlap_tokens: how much consecutive line windows share; syntax chunks do
         not overlap.
     :param syntax: ``False`` always uses line windows (the benchmark's baseline).
+    :param merge: pack neighbouring small definitions of one parent into one chunk up to
+        ``max_tokens`` (never cutting one); ``False`` gives each definition its own chunk.
     """
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
         raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
@@ -268,7 +290,9 @@ def chunk_source(
     if parser is None or grammar is None:
         return line_windows(table, max_tokens=max_tokens, overlap_tokens=overlap_tokens)
     tree = parser.parse(text.encode("utf-8", "surrogatepass"))
-    packer = _Packer(table, max_tokens, overlap_tokens, module_path(path), grammar.name)
+    packer = _Packer(
+        table, max_tokens, overlap_tokens, module_path(path), grammar.name, merge=merge
+    )
     for segment in _segments(tree.root_node, (), grammar, table, max_tokens):
         packer.add(segment)
     packer.flush()

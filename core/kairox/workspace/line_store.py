@@ -3,7 +3,7 @@
 Two tables beside ``rag_chunks`` (schema version 4 of the workspace index):
 ``rag_chunk_lines`` gives each chunk its 1-based line range, symbol path and language;
 ``rag_file_chunking`` records which chunker cut each file (``lines``, or
-``syntax:<language>``), so that a file indexed before line ranges existed, or before its
+``syntax:<language>:<version>``), so that a file indexed before line ranges existed, or before its
 grammar was installed, is cut again on the next ``kairox index`` even if it did not change.
 """
 
@@ -14,6 +14,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kairox.workspace.grammars import language_of, load_parser
+
+#: Bumped when syntax chunks change shape, so ``kairox index`` cuts code files again.
+SYNTAX_CHUNKER_VERSION = 2
 
 __all__ = [
     "LINE_SCHEMA",
@@ -45,7 +48,7 @@ def chunker_for(relpath: str, syntax: bool) -> str:
     """The chunker a file gets now: ``syntax:<language>`` when its grammar loads."""
     language = language_of(relpath) if syntax else None
     if language and load_parser(language) is not None:
-        return f"syntax:{language}"
+        return f"syntax:{language}:{SYNTAX_CHUNKER_VERSION}"
     return "lines"
 
 
