@@ -137,15 +137,15 @@ def code_benchmark(
         for name, backend in backends.items():
             database = Path(work) / f"index-{chunking}-{name}" / "kairox.db"
             database.parent.mkdir(parents=True, exist_ok=True)
-            index, seconds = _index(corpus, database, backend, chunking, chunk_tokens, chunk_overlap)
+            index, seconds = _index(
+                corpus, database, backend, chunking, chunk_tokens, chunk_overlap
+            )
             try:
                 if fts is None:
                     fts = {q.id: index.search_words(q.text, K) for q in queries}
                     rows.append(_row(chunking, "fts", fts, splits, chunks=index.chunk_count()))
                 vectors = backend.embed([q.text for q in queries])
-                vec = {
-                    q.id: index.search_vector(vectors[i], K) for i, q in enumerate(queries)
-                }
+                vec = {q.id: index.search_vector(vectors[i], K) for i, q in enumerate(queries)}
             finally:
                 index.close()
             rows.append(_row(chunking, name, vec, splits, index_s=seconds))
@@ -157,9 +157,7 @@ def code_benchmark(
             best = max(WEIGHT_GRID, key=lambda w: (grid[str(w)], w))
             tuning[f"{chunking}/{name}"] = {"train_mrr@10": grid, "best_weight": best}
             if best != 1.0:
-                rows.append(
-                    _row(chunking, f"hybrid-{name}@{best}", _fused(fts, vec, best), splits)
-                )
+                rows.append(_row(chunking, f"hybrid-{name}@{best}", _fused(fts, vec, best), splits))
             if progress is not None:
                 progress(f"{chunking}/{name}", 1, 1)
     return {

@@ -19,6 +19,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from kairox.bench import BenchError
+
 __all__ = ["CodeQuery", "build_corpus", "strip_docstrings"]
 
 # Folders whose files are not the package's own code.
@@ -115,7 +117,7 @@ def _extract(archive: Path, into: Path) -> Path:
         tar.extractall(into, filter="data")
     tops = sorted(p for p in into.iterdir() if p.is_dir())
     if len(tops) != 1:
-        raise ValueError(f"{archive.name}: expected one top folder, found {len(tops)}")
+        raise BenchError(f"{archive.name}: expected one top folder, found {len(tops)}")
     return tops[0]
 
 
@@ -126,7 +128,7 @@ def build_corpus(sdists: Path, work: Path) -> list[CodeQuery]:
     """
     archives = sorted(Path(sdists).glob("*.tar.gz"))
     if not archives:
-        raise ValueError(
+        raise BenchError(
             f"no .tar.gz sdists in {sdists}; fetch some with `pip download --no-binary :all: "
             f"--no-deps click rich httpx -d {sdists}`"
         )
@@ -169,7 +171,9 @@ def build_corpus(sdists: Path, work: Path) -> list[CodeQuery]:
                         query_id,
                         first,
                         relpath,
-                        where.lineno if not where.decorator_list else where.decorator_list[0].lineno,
+                        where.lineno
+                        if not where.decorator_list
+                        else where.decorator_list[0].lineno,
                         where.end_lineno or where.lineno,
                         _split(query_id),
                     )

@@ -44,6 +44,12 @@ def code(
     names = [name.strip() for name in embedders.split(",") if name.strip()]
     if not names:
         raise click.BadParameter("name at least one embedding backend", param_hint="--embedders")
+    if not any(sdists.glob("*.tar.gz")):
+        raise click.BadParameter(
+            f"no .tar.gz sdists in {sdists}; fetch some with `pip download --no-binary :all: "
+            f"--no-deps click rich httpx -d {sdists}`",
+            param_hint="--sdists",
+        )
     report = code_benchmark(sdists, work, app.plugin_manager().registry, embedders=names)
     if out is not None:
         write_report(report, out)
