@@ -259,6 +259,9 @@ class WorkspaceConfig(BaseModel):
     # Cut code at function/class boundaries where a tree-sitter grammar is installed
     # (kairox[code]); false: whole-line windows for every file.
     syntax_chunks: StrictBool = True
+    # The workspace vector source's convex-fusion weight against FTS; unset: the
+    # embedder's own default (hashing 0.05, others 1.0; benchmarks/README.md).
+    vector_weight: float | None = Field(default=None, ge=0)
     # gitignore-syntax patterns relative to the workspace root (kairox.workspace.selection).
     include: list[StrictStr] = Field(default_factory=list)
     exclude: list[StrictStr] = Field(default_factory=list)
@@ -335,6 +338,7 @@ _FIELD_FIXES: dict[str, str] = {
         "e.g. sentence_weight = 0.5"
     ),
     "vector_pack": "use true or false (no quotes), e.g. vector_pack = false",
+    "vector_weight": "use a number >= 0, e.g. vector_weight = 1.0 (0 leaves vector hits out)",
     "syntax_chunks": "use true or false (no quotes), e.g. syntax_chunks = false",
     "include": 'use a list of gitignore patterns, e.g. include = ["src/", "docs/*.md"]',
     "exclude": 'use a list of gitignore patterns, e.g. exclude = ["build/", "*.min.js"]',

@@ -158,6 +158,12 @@ class SourceFactory:
             if name in disabled or (only is not None and name not in only):
                 continue
             self._add(plan, name, lambda n=name: self.workspace_retriever(n))
+            added = plan.sources[-1] if plan.sources else None
+            weight = getattr(added, "fusion_weight", None) if added is not None else None
+            if getattr(added, "name", None) != name:
+                weight = None  # this retriever was skipped; the last one is another's
+            if isinstance(weight, int | float) and not isinstance(weight, bool):
+                plan.weights[name] = float(weight)  # the source's own default weight
             plan.timeouts_ms[name] = self.config.workspace.timeout_ms
             plan.groups[name] = spec.item.group
         for entry in self.config.visible_knowledge_bases(profile):

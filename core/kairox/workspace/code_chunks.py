@@ -5,14 +5,16 @@ and its path (or language), it parses it with the language's tree-sitter grammar
 (:mod:`kairox.workspace.grammars`) when one is installed and packs whole lines into
 :class:`~kairox.workspace.line_chunks.SourceChunk` windows otherwise.
 
-With a grammar, every definition (function, class, method, impl...) that fits in
-``max_tokens`` is a chunk of its own, with the comments right above it; the statements
-between definitions are packed together. A definition too large for one chunk is opened
-and its children are chunked the same way (a class becomes its header plus one chunk per
-method; a long function is cut between statements), so the cuts fall at the innermost
-boundaries that make the pieces fit. A single node still too large (a huge literal) falls
-back to line windows. Each chunk names the symbol it holds or lies in,
-``module.Class.method`` with the module taken from the path. Chunks always start and end
+With a grammar, neighbouring definitions (functions, classes, methods, impls...) of one
+parent and the statements between them are packed into chunks of up to ``max_tokens``,
+never cutting a definition that fits (``merge=False``: one definition per chunk, with the
+comments right above it; on the code benchmark packing did better, benchmarks/README.md).
+A definition too large for one chunk is opened and its children are chunked the same way
+(a class becomes its header plus its methods; a long function is cut between statements),
+so the cuts fall at the innermost boundaries that make the pieces fit. A single node still
+too large (a huge literal) falls back to line windows. Each chunk names the symbol it
+holds (or, holding several, their parent), ``module.Class.method`` with the module taken
+from the path. Chunks always start and end
 at line boundaries and never overlap; every non-blank line is in one.
 """
 

@@ -981,10 +981,17 @@ class WorkspaceDenseRetriever:
 
     score_kind = ScoreKind.COSINE
 
-    def __init__(self, index: WorkspaceRagIndex, name: str = "workspace") -> None:
+    def __init__(
+        self, index: WorkspaceRagIndex, name: str = "workspace", fusion_weight: float | None = None
+    ) -> None:
         self.index = index
         self.name = name
         self.embedder = index.embedder
+        #: The weight the composite gives this source unless told otherwise: the one
+        #: given, else the embedder's own ``fusion_weight`` (1.0 when it names none).
+        self.fusion_weight = float(
+            getattr(self.embedder, "fusion_weight", 1.0) if fusion_weight is None else fusion_weight
+        )
 
     def unavailable_reason(self) -> str | None:
         return None if self.index.is_indexed() else NOT_INDEXED
