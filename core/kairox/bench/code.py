@@ -27,6 +27,7 @@ from kairox.bench.code_corpus import CodeQuery, build_corpus
 from kairox.bench.report import machine
 from kairox.registry import Registry
 from kairox.retrieval import FusedHit, Hit, ScoreKind, fuse
+from kairox.retrieval.vectors import SENTENCE_WEIGHT
 
 __all__ = ["CHUNKINGS", "WEIGHT_GRID", "code_benchmark", "is_relevant"]
 
@@ -89,6 +90,7 @@ def _index(
     chunking: str,
     chunk_tokens: int,
     chunk_overlap: int,
+    sentence_weight: float,
 ) -> tuple[Any, float]:
     from kairox.workspace.rag_index import WorkspaceRagIndex
 
@@ -99,6 +101,7 @@ def _index(
         chunk_tokens=chunk_tokens,
         chunk_overlap=chunk_overlap,
         syntax_chunks=chunking == "syntax",
+        sentence_weight=sentence_weight,
     )
     began = time.perf_counter()
     index.index()
@@ -113,6 +116,7 @@ def code_benchmark(
     embedders: Sequence[str] = ("hashing", "minilm"),
     chunk_tokens: int = 256,
     chunk_overlap: int = 32,
+    sentence_weight: float = SENTENCE_WEIGHT,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark; returns the report (see the module docs for what it holds)."""
@@ -138,7 +142,7 @@ def code_benchmark(
             database = Path(work) / f"index-{chunking}-{name}" / "kairox.db"
             database.parent.mkdir(parents=True, exist_ok=True)
             index, seconds = _index(
-                corpus, database, backend, chunking, chunk_tokens, chunk_overlap
+                corpus, database, backend, chunking, chunk_tokens, chunk_overlap, sentence_weight
             )
             try:
                 if fts is None:
@@ -156,8 +160,13 @@ def code_benchmark(
             }
             best = max(WEIGHT_GRID, key=lambda w: (grid[str(w)], w))
             tuning[f"{chunking}/{name}"] = {"train_mrr@10": grid, "best_weight": best}
-            if best != 1.0:
-                rows.append(_row(chunking, f"hybrid-{name}@{best}", _fused(fts, vec, best), splits))
+            # The weight tuned here, and the one the embedder ships (kairox search's default).
+            shipped = float(getattr(backend, "fusion_weight", 1.0))
+            tuning[f"{chunking}/{name}"]["shipped_weight"] = shipped
+            for weight in sorted({best, shipped} - {1.0}):
+                rows.append(
+                    _row(chunking, f"hybrid-{name}@{weight}", _fused(fts, vec, weight), splits)
+                )
             if progress is not None:
                 progress(f"{chunking}/{name}", 1, 1)
     return {
@@ -167,6 +176,7 @@ def code_benchmark(
         "files": sum(1 for _ in corpus.rglob("*.py")),
         "chunk_tokens": chunk_tokens,
         "chunk_overlap": chunk_overlap,
+        "sentence_weight": sentence_weight,
         "systems": rows,
         "weight_tuning": tuning,
         "machine": machine(),

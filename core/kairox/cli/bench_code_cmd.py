@@ -31,11 +31,24 @@ from kairox.cli.app import AppContext, console
     show_default=True,
     help="Comma-separated embedding backends (minilm: kairox-sentence-transformers).",
 )
+@click.option(
+    "--sentence-weight",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+    help="As [workspace] sentence_weight; 0 embeds whole chunks only (half the work).",
+)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write JSON here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
 @click.pass_obj
 def code(
-    app: AppContext, sdists: Path, work: Path, embedders: str, out: Path | None, as_json: bool
+    app: AppContext,
+    sdists: Path,
+    work: Path,
+    embedders: str,
+    sentence_weight: float,
+    out: Path | None,
+    as_json: bool,
 ) -> None:
     """MRR@10 and Recall@10 of FTS, each embedder and the hybrid, per chunking."""
     from kairox.bench.code import code_benchmark
@@ -50,7 +63,13 @@ def code(
             f"--no-deps click rich httpx -d {sdists}`",
             param_hint="--sdists",
         )
-    report = code_benchmark(sdists, work, app.plugin_manager().registry, embedders=names)
+    report = code_benchmark(
+        sdists,
+        work,
+        app.plugin_manager().registry,
+        embedders=names,
+        sentence_weight=sentence_weight,
+    )
     if out is not None:
         write_report(report, out)
     if as_json:
