@@ -268,6 +268,27 @@ class WorkspaceConfig(BaseModel):
     # Keep a memory-mappable copy of the vectors next to the database (fast cold search,
     # about the vectors' size again on disk); kairox.workspace.vector_pack.
     vector_pack: StrictBool = True
+    # Cut code at function/class boundaries where a tree-sitter grammar is installed
+    # (kairox[code]); false: whole-line windows for every file.
+    syntax_chunks: StrictBool = True
+    # The workspace vector source's convex-fusion weight against FTS; unset: the
+    # embedder's own default (hashing 0.05, others 1.0; benchmarks/README.md).
+    vector_weight: float | None = Field(default=None, ge=0)
+    # gitignore-syntax patterns relative to the workspace root (kairox.workspace.selection).
+    include: list[StrictStr] = Field(default_factory=list)
+    exclude: list[StrictStr] = Field(default_factory=list)
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _gitignore_patterns(cls, value: list[str]) -> list[str]:
+        from pathspec import GitIgnoreSpec
+
+        for pattern in value:
+            try:
+                GitIgnoreSpec.from_lines([pattern])
+            except ValueError as exc:
+                raise ValueError(f"{pattern!r} is not a gitignore pattern ({exc})") from None
+        return value
 
     @field_validator("chunk_overlap")
     @classmethod
@@ -329,6 +350,10 @@ _FIELD_FIXES: dict[str, str] = {
         "e.g. sentence_weight = 0.5"
     ),
     "vector_pack": "use true or false (no quotes), e.g. vector_pack = false",
+    "vector_weight": "use a number >= 0, e.g. vector_weight = 1.0 (0 leaves vector hits out)",
+    "syntax_chunks": "use true or false (no quotes), e.g. syntax_chunks = false",
+    "include": 'use a list of gitignore patterns, e.g. include = ["src/", "docs/*.md"]',
+    "exclude": 'use a list of gitignore patterns, e.g. exclude = ["build/", "*.min.js"]',
     "max_proposals_per_turn": "use a whole number from 0 to 100, e.g. max_proposals_per_turn = 5",
     "hold_tainted_session": "use true or false (no quotes), e.g. hold_tainted_session = true",
 }

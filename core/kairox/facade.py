@@ -433,6 +433,7 @@ class AppFacade:
         from kairox.sources import SourceError
         from kairox.sync import sync_workspace
         from kairox.workspace.rag_index import NOT_INDEXED, WorkspaceRagIndex
+        from kairox.workspace.shared import workspace_selection
 
         entry = self._knowledge_base_entry(kb_id)
         target = self.sources.knowledge_base(entry)
@@ -451,6 +452,8 @@ class AppFacade:
             max_file_bytes=settings.max_file_bytes,
             # The target stores and searches chunk vectors only: no sentences to embed.
             sentence_weight=0,
+            syntax_chunks=settings.syntax_chunks,
+            selection=workspace_selection(self.sources.context()),
         )
         try:
             if not index.is_indexed():

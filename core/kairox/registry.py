@@ -54,6 +54,8 @@ class BuildContext:
         ``build()`` the first time: sources built by one facade share it (the two built-in
         workspace retrievers share one index this way). The facade closes shared objects
         that have a ``close()`` when it closes. Without a facade, every call builds anew.
+    :param owned_paths: files and folders Kairox keeps its own data in (``$KAIROX_HOME``,
+        local knowledge bases' ``path``): never indexed as workspace files.
     """
 
     workspace_root: Path
@@ -62,6 +64,7 @@ class BuildContext:
     embedding_backend: Callable[[str], EmbeddingBackend]
     workspace: WorkspaceConfig | None = None
     shared: Callable[[str, Callable[[], Any]], Any] = _build_unshared
+    owned_paths: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

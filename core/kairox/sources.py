@@ -112,7 +112,18 @@ class SourceFactory:
             embedding_backend=self.embedding_backend,
             workspace=self.config.workspace,
             shared=self.shared,
+            owned_paths=self._owned_paths(),
         )
+
+    def _owned_paths(self) -> tuple[Path, ...]:
+        """$KAIROX_HOME and every knowledge base's ``path`` (resolved as its kind does)."""
+        owned = [self.state_dir]
+        for entry in self.config.knowledge_bases.values():
+            path = entry.raw.get("path")
+            if isinstance(path, str) and path.strip():
+                where = Path(path).expanduser()
+                owned.append(where if where.is_absolute() else entry.origin.parent / where)
+        return tuple(owned)
 
     def workspace_retriever(self, name: str) -> WorkspaceRetriever:
         spec = self.registry.workspace_retrievers.get(name)
@@ -149,6 +160,12 @@ class SourceFactory:
             if name in disabled or (only is not None and name not in only):
                 continue
             self._add(plan, name, lambda n=name: self.workspace_retriever(n))
+            added = plan.sources[-1] if plan.sources else None
+            weight = getattr(added, "fusion_weight", None) if added is not None else None
+            if getattr(added, "name", None) != name:
+                weight = None  # this retriever was skipped; the last one is another's
+            if isinstance(weight, int | float) and not isinstance(weight, bool):
+                plan.weights[name] = float(weight)  # the source's own default weight
             plan.timeouts_ms[name] = self.config.workspace.timeout_ms
             plan.groups[name] = spec.item.group
         for entry in self.config.visible_knowledge_bases(profile):

@@ -36,6 +36,7 @@ def plugins(app: AppContext, show_all: bool, as_json: bool) -> None:
         return
     if not infos:
         console.print("No plugins installed. Use --all to include the built-ins.")
+        print_grammars()
         return
     table = Table("name", "package", "version", "registers", "status")
     fold_long_values(table)
@@ -48,6 +49,23 @@ def plugins(app: AppContext, show_all: bool, as_json: bool) -> None:
         hooks = "\n".join(hook.removeprefix("kairox_register_") for hook in info.hooks)
         table.add_row(info.name, info.package or "", info.version or "", hooks, status)
     console.print(table)
+    print_grammars()
+
+
+def print_grammars() -> None:
+    """Which tree-sitter grammars code is chunked with (the others get line windows)."""
+    from kairox.workspace.grammars import grammar_status
+
+    status = grammar_status()
+    have = [name for name, _, ok in status if ok]
+    missing = sorted({package for _, package, ok in status if not ok})
+    line = "code grammars (syntax-aware chunks): " + (", ".join(have) or "none")
+    if missing:
+        line += (
+            f"; not installed: {', '.join(missing)} (their files get line windows; "
+            "pip install 'kairox[code]')"
+        )
+    console.print(line, markup=False)
 
 
 def source_checkout_plugin(package: str) -> Path | None:

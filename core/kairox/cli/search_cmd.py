@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import click
@@ -12,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kairox.cli.app import AppContext, console, fold_long_values, print_json
+from kairox.cli.hit_format import code_excerpt, location, vimgrep_line
 from kairox.retrieval import FusedHit, RetrievalResult, SourceReport
 from kairox.retrieval.fusion import DEFAULT_FUSION, FUSION_METHODS
 from kairox.terminal import printable
@@ -75,8 +77,12 @@ def _provenance(hit: FusedHit) -> str:
     return ", ".join(f"{p.source}#{p.rank}" for p in hit.sources)
 
 
-def print_result(result: RetrievalResult, query: str) -> None:
-    """The hits as a table (snippets around the query's words), then one line per source."""
+def print_result(result: RetrievalResult, query: str, root: Path | None = None) -> None:
+    """The hits as a table (snippets around the query's words), then one line per source.
+
+    ``where`` is ``path:12-40`` relative to ``root`` when the hit knows its lines; code and
+    other line-ranged hits show a few lines with their indentation kept.
+    """
     if result.hits:
         table = Table("#", "score", "sources", "where", "snippet")
         fold_long_values(table)
@@ -86,8 +92,8 @@ def print_result(result: RetrievalResult, query: str) -> None:
                 str(rank),
                 f"{hit.score:.4f}",
                 Text(printable(_provenance(hit))),
-                Text(printable(hit.uri or hit.id)),
-                Text(printable(snippet(hit.text, query))),
+                Text(printable(location(hit, root))),
+                Text(printable(_excerpt(hit, query))),
             )
         console.print(table)
     else:
@@ -123,6 +129,18 @@ def parse_cli_filter(text: str | None) -> Any:
         return parse_filter(spec)
     except (FilterError, RecursionError) as exc:
         raise click.BadParameter(printable(str(exc)), param_hint="'--filter'") from None
+
+
+def _excerpt(hit: FusedHit, query: str) -> str:
+    if "line_start" in hit.metadata:
+        return code_excerpt(hit.text, query)
+    return snippet(hit.text, query)
+
+
+def print_vimgrep(result: RetrievalResult, query: str, root: Path | None) -> None:
+    """One ``path:line:col:text`` line per hit, best first (no source summary)."""
+    for hit in result.hits:
+        click.echo(printable(vimgrep_line(hit, root, query)))
 
 
 def check_sources(facade: Any, profile: str, only: set[str]) -> None:
@@ -191,7 +209,7 @@ def check_stage(facade: Any, table: str, name: str | None, hint: str) -> None:
     help="Rewrite the query with this transform instead of the profile's `query_transform` "
     "(none: the query as typed). Built in: multi-query, hyde.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (same as --format json).")
 @click.option(
     "--filter",
     "filter_text",
@@ -199,6 +217,14 @@ def check_stage(facade: Any, table: str, name: str | None, hint: str) -> None:
     metavar="FILTER",
     help='Metadata filter: JSON (\'{"year": {"$gte": 2020}}\') or text '
     "('year >= 2020 and lang in (en, de) and not draft'); see docs/filters.md.",
+)
+@click.option(
+    "--format",
+    "output",
+    type=click.Choice(["table", "json", "vimgrep"]),
+    default="table",
+    show_default=True,
+    help="vimgrep: path:line:col:text per hit, for editors' quickfix lists.",
 )
 @click.pass_obj
 def search(
@@ -212,6 +238,7 @@ def search(
     query_transform: str | None,
     as_json: bool,
     filter_text: str | None,
+    output: str,
 ) -> None:
     """Search the workspace index and every knowledge base the profile sees."""
     filters = parse_cli_filter(filter_text)
@@ -231,7 +258,11 @@ def search(
         query_transform=query_transform,
         filters=filters,
     )
-    if as_json:
+    if as_json or output == "json":
         print_json(result_as_json(result, query, name), default=str)
         return
-    print_result(result, query)
+    root = Path(facade.workspace_root).resolve()
+    if output == "vimgrep":
+        print_vimgrep(result, query, root)
+        return
+    print_result(result, query, root)

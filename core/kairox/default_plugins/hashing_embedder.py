@@ -18,10 +18,22 @@ from kairox import hookimpl
 from kairox.registry import EmbeddingBackendSpec
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+#: See HashingEmbedder; benchmarks/README.md ("A default that never hurts").
+HASHING_FUSION_WEIGHT = 0.05
 
 
 class HashingEmbedder:
-    """Signed feature hashing of unigrams and bigrams; ``name`` encodes the width."""
+    """Signed feature hashing of unigrams and bigrams; ``name`` encodes the width.
+
+    ``fusion_weight``: how much the workspace's vector hits count in ``convex`` fusion
+    against its FTS hits when this embedder makes them (``[workspace] vector_weight``
+    overrides it). Hashing vectors only echo the words FTS already matches, so at 1:1 they
+    pull junk to the top; tuned on the train halves of SciFact and of the code benchmark
+    (``benchmarks/tune_default.py``, ``kairox bench code``), a small weight keeps FTS's
+    ranking and still fills the list with vector hits.
+    """
+
+    fusion_weight = HASHING_FUSION_WEIGHT
 
     def __init__(self, dim: int = 384) -> None:
         if dim < 8:

@@ -19,7 +19,8 @@ build_index = build_workspace_index
 def dense_retriever(ctx: BuildContext):
     from kairox.workspace.rag_index import WorkspaceDenseRetriever
 
-    return WorkspaceDenseRetriever(workspace_index(ctx), name="workspace")
+    weight = ctx.workspace.vector_weight if ctx.workspace is not None else None
+    return WorkspaceDenseRetriever(workspace_index(ctx), name="workspace", fusion_weight=weight)
 
 
 def lexical_retriever(ctx: BuildContext):

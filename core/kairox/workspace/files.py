@@ -22,8 +22,12 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pathspec import GitIgnoreSpec
+
+if TYPE_CHECKING:
+    from kairox.workspace.selection import FileSelection
 
 __all__ = [
     "ALWAYS_SKIPPED",
@@ -163,7 +167,11 @@ def _inside(root: Path, target: str) -> bool:
 
 
 def iter_workspace_files(
-    root: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, on_skip: SkipCallback | None = None
+    root: Path,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    on_skip: SkipCallback | None = None,
+    selection: FileSelection | None = None,
 ) -> Iterator[WorkspaceFile]:
     """Yield the workspace's files under ``root`` in sorted ``relpath`` order.
 
@@ -172,7 +180,9 @@ def iter_workspace_files(
     outside ``root`` and files larger than ``max_bytes`` are skipped. Folders that cannot
     be read are skipped silently. ``on_skip(relpath, reason)`` hears of the files that
     are part of the workspace but cannot be taken: too large, or failing to ``stat``
-    (unreadable, vanished, path too long). ``root`` must be an existing folder.
+    (unreadable, vanished, path too long). ``selection`` (``[workspace] include`` and
+    ``exclude``, and the folders Kairox owns) narrows the walk further. ``root`` must be
+    an existing folder.
     """
     if max_bytes < 0:
         raise ValueError(f"max_bytes must not be negative, got {max_bytes}")
@@ -215,6 +225,8 @@ def iter_workspace_files(
                 key = (info.st_dev, info.st_ino)
                 if key in visited or _is_ignored(levels, relpath, is_dir=True):
                     continue
+                if selection is not None and selection.skips_folder(entry.path, relpath):
+                    continue
                 visited.add(key)
                 spec = _load_ignore_file(Path(entry.path) / ".gitignore")
                 inner = [*levels, (relpath, spec)] if spec is not None else levels
@@ -230,6 +242,10 @@ def iter_workspace_files(
                 on_skip(relpath, _os_reason(exc))
             continue
         if _is_ignored(levels, relpath, is_dir=False):
+            continue
+        if selection is not None and (
+            not selection.takes_file(relpath) or selection.owns(entry.path)
+        ):
             continue
         if info.st_size > max_bytes:
             if on_skip is not None:

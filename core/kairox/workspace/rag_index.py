@@ -48,10 +48,20 @@ from kairox.retrieval.vectors import (
     top_k,
 )
 from kairox.storage import enable_wal, ensure_component_schema
-from kairox.workspace.chunking import chunk_text, split_sentences
+from kairox.workspace.chunking import split_sentences
+from kairox.workspace.code_chunks import chunk_source
 from kairox.workspace.files import Skipped, WorkspaceFile, iter_workspace_files, read_file_text
 from kairox.workspace.filtering import FILES_JOIN, chunk_metadata, filter_sql
 from kairox.workspace.filtering import register as register_filter_functions
+from kairox.workspace.line_store import (
+    LINE_SCHEMA,
+    chunker_for,
+    delete_file_lines,
+    insert_lines,
+    line_metadata,
+    stale_files,
+)
+from kairox.workspace.selection import FileSelection
 from kairox.workspace.vector_pack import (
     VectorPack,
     pack_key,
@@ -65,7 +75,9 @@ from kairox.workspace.vector_pack import (
 # indexed before it get their sentences on the next run (_add_missing_sentences).
 # Version 3 added rag_vector_packs (kairox.workspace.vector_pack); an index without any
 # is searched from its rows until the next run writes one.
-_SCHEMA_VERSION = 3
+# Version 4 added line ranges (kairox.workspace.line_store); files indexed before get
+# them on the next run, which cuts them again.
+_SCHEMA_VERSION = 4
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS rag_files (
     workspace TEXT NOT NULL,
@@ -123,6 +135,7 @@ END""",
     INSERT INTO rag_chunks_fts(rag_chunks_fts, rowid, relpath, text)
     VALUES ('delete', old.id, old.relpath, old.text);
 END""",
+    *LINE_SCHEMA,
 )
 
 # Files whose chunks are embedded and written together: small enough that a killed run
@@ -218,6 +231,10 @@ class _Chunk:
     text_hash: str
     text: str
     sentences: tuple[_Sentence, ...] = ()
+    line_start: int = 0
+    line_end: int = 0
+    symbol: str | None = None
+    language: str | None = None
 
 
 @dataclass(frozen=True)
@@ -227,6 +244,7 @@ class _PendingFile:
     size: int
     mtime_ns: int
     chunks: list[_Chunk]
+    chunker: str = "lines"
 
 
 def _text_hash(text: str) -> str:
@@ -278,6 +296,8 @@ class WorkspaceRagIndex:
         max_file_bytes: int = 2_000_000,
         sentence_weight: float = SENTENCE_WEIGHT,
         vector_pack: bool = True,
+        syntax_chunks: bool = True,
+        selection: FileSelection | None = None,
     ) -> None:
         check_sentence_weight(sentence_weight)
         self.database = Path(database)
@@ -290,6 +310,8 @@ class WorkspaceRagIndex:
         self.max_file_bytes = max_file_bytes
         self.sentence_weight = sentence_weight
         self.vector_pack = vector_pack
+        self.syntax_chunks = syntax_chunks
+        self.selection = selection
         self._db = open_database(self.database)
         # One connection, used from asyncio.to_thread workers: serialise access to it.
         self._lock = threading.RLock()
@@ -354,8 +376,16 @@ class WorkspaceRagIndex:
                 (self.workspace_id,),
             )
         }
+        # Files cut by another chunker than they would get now are cut again.
+        for relpath in stale_files(self._db, self.workspace_id, self._chunker):
+            known[relpath] = ("", -1, -1)
         files = list(
-            iter_workspace_files(self.root, max_bytes=self.max_file_bytes, on_skip=stats.skip)
+            iter_workspace_files(
+                self.root,
+                max_bytes=self.max_file_bytes,
+                on_skip=stats.skip,
+                selection=self.selection,
+            )
         )
         seen: set[str] = set()
         batch: list[_PendingFile] = []
@@ -408,20 +438,38 @@ class WorkspaceRagIndex:
         stats.chunks_total = self.chunk_count()
         return stats
 
+    def _chunker(self, relpath: str) -> str:
+        return chunker_for(relpath, self.syntax_chunks)
+
     def _prepare(self, file: WorkspaceFile, text: str, content_hash: str) -> _PendingFile:
         chunks = []
-        for c in chunk_text(
+        chunker = self._chunker(file.relpath)
+        for c in chunk_source(
             text,
+            path=file.relpath,
             max_tokens=self.chunk_tokens,
             overlap_tokens=self.chunk_overlap,
             encoding=self.encoding,
+            syntax=chunker != "lines",
         ):
             text_hash = _text_hash(c.text)
             sentences = self._sentences(c.text, text_hash)
             chunks.append(
-                _Chunk(c.index, c.start, c.end, c.token_count, text_hash, c.text, sentences)
+                _Chunk(
+                    c.index,
+                    c.start,
+                    c.end,
+                    c.token_count,
+                    text_hash,
+                    c.text,
+                    sentences,
+                    c.line_start,
+                    c.line_end,
+                    c.symbol,
+                    c.language,
+                )
             )
-        return _PendingFile(file.relpath, content_hash, file.size, file.mtime_ns, chunks)
+        return _PendingFile(file.relpath, content_hash, file.size, file.mtime_ns, chunks, chunker)
 
     def _sentences(self, chunk: str, chunk_hash: str) -> tuple[_Sentence, ...]:
         if self.sentence_weight == 0:
@@ -485,6 +533,7 @@ class WorkspaceRagIndex:
             self._db.executemany(_INSERT_VECTORS, rows + sentence_rows)
             for pending in batch:
                 self._delete_file(pending.relpath)
+                lines = []
                 for c in pending.chunks:
                     cursor = self._db.execute(
                         'INSERT INTO rag_chunks(workspace, relpath, chunk_index, start, "end", '
@@ -501,6 +550,8 @@ class WorkspaceRagIndex:
                         ),
                     )
                     self._insert_sentences(cursor.lastrowid, c.sentences)
+                    lines.append((cursor.lastrowid, c.line_start, c.line_end, c.symbol, c.language))
+                insert_lines(self._db, self.workspace_id, pending.relpath, pending.chunker, lines)
                 self._db.execute(
                     "INSERT INTO rag_files VALUES (?, ?, ?, ?, ?)",
                     (
@@ -551,6 +602,7 @@ class WorkspaceRagIndex:
 
     def _delete_file(self, relpath: str) -> None:
         key = (self.workspace_id, relpath)
+        delete_file_lines(self._db, self.workspace_id, relpath)
         self._db.execute(
             "DELETE FROM rag_sentences WHERE chunk_id IN "
             "(SELECT id FROM rag_chunks WHERE workspace=? AND relpath=?)",
@@ -814,6 +866,7 @@ class WorkspaceRagIndex:
                 [chunk_id for chunk_id, _ in scored],
             )
         }
+        lines = line_metadata(self._db, list(rows))
         hits = []
         for chunk_id, score in scored:
             if chunk_id not in rows:
@@ -831,6 +884,7 @@ class WorkspaceRagIndex:
                         "chunk": index,
                         "start": start,
                         "end": end,
+                        **lines.get(chunk_id, {}),
                     },
                 )
             )
@@ -918,10 +972,17 @@ class WorkspaceDenseRetriever:
     score_kind = ScoreKind.COSINE
     filter_support = ALL_OPERATORS
 
-    def __init__(self, index: WorkspaceRagIndex, name: str = "workspace") -> None:
+    def __init__(
+        self, index: WorkspaceRagIndex, name: str = "workspace", fusion_weight: float | None = None
+    ) -> None:
         self.index = index
         self.name = name
         self.embedder = index.embedder
+        #: The weight the composite gives this source unless told otherwise: the one
+        #: given, else the embedder's own ``fusion_weight`` (1.0 when it names none).
+        self.fusion_weight = float(
+            getattr(self.embedder, "fusion_weight", 1.0) if fusion_weight is None else fusion_weight
+        )
 
     def unavailable_reason(self) -> str | None:
         return None if self.index.is_indexed() else NOT_INDEXED

@@ -7,11 +7,12 @@ connection, one schema check and one vector cache per facade, not one per retrie
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kairox.registry import BuildContext
     from kairox.workspace.rag_index import WorkspaceRagIndex
+    from kairox.workspace.selection import FileSelection
 
 #: The key of the workspace index among a :class:`~kairox.registry.BuildContext`'s shared
 #: resources.
@@ -29,15 +30,31 @@ def build_workspace_index(ctx: BuildContext) -> WorkspaceRagIndex:
 
     settings = ctx.workspace
     backend = ctx.embedding_backend(settings.embedding_backend if settings else "hashing")
-    options = (
+    options: dict[str, Any] = (
         {
             "chunk_tokens": settings.chunk_tokens,
             "chunk_overlap": settings.chunk_overlap,
             "max_file_bytes": settings.max_file_bytes,
             "sentence_weight": settings.sentence_weight,
             "vector_pack": settings.vector_pack,
+            "syntax_chunks": settings.syntax_chunks,
         }
         if settings
         else {}
     )
+    options["selection"] = workspace_selection(ctx)
     return WorkspaceRagIndex(ctx.state_dir / "kairox.db", ctx.workspace_root, backend, **options)
+
+
+def workspace_selection(ctx: BuildContext) -> FileSelection:
+    """The files ``ctx``'s workspace index takes: ``[workspace] include``/``exclude``,
+    never ``$KAIROX_HOME`` or a knowledge base's own files."""
+    from kairox.workspace.selection import FileSelection
+
+    settings = ctx.workspace
+    return FileSelection.for_workspace(
+        ctx.workspace_root,
+        include=settings.include if settings else (),
+        exclude=settings.exclude if settings else (),
+        owned=(ctx.state_dir, *ctx.owned_paths),
+    )

@@ -1,0 +1,98 @@
+"""``kairox bench code``: code search quality, line windows versus syntax-aware chunks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from kairox.cli.app import AppContext, console
+
+
+@click.command()
+@click.option(
+    "--sdists",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A folder of .tar.gz sdists, e.g. from `pip download --no-binary :all: --no-deps "
+    "click rich httpx -d DIR` (keep it outside the repository).",
+)
+@click.option(
+    "--work",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Scratch folder: the stripped corpus and one index per chunking and embedder.",
+)
+@click.option(
+    "--embedders",
+    default="hashing,minilm",
+    show_default=True,
+    help="Comma-separated embedding backends (minilm: kairox-sentence-transformers).",
+)
+@click.option(
+    "--sentence-weight",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+    help="As [workspace] sentence_weight; 0 embeds whole chunks only (half the work).",
+)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write JSON here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
+@click.pass_obj
+def code(
+    app: AppContext,
+    sdists: Path,
+    work: Path,
+    embedders: str,
+    sentence_weight: float,
+    out: Path | None,
+    as_json: bool,
+) -> None:
+    """MRR@10 and Recall@10 of FTS, each embedder and the hybrid, per chunking."""
+    from kairox.bench.code import code_benchmark
+    from kairox.bench.report import write_report
+
+    names = [name.strip() for name in embedders.split(",") if name.strip()]
+    if not names:
+        raise click.BadParameter("name at least one embedding backend", param_hint="--embedders")
+    if not any(sdists.glob("*.tar.gz")):
+        raise click.BadParameter(
+            f"no .tar.gz sdists in {sdists}; fetch some with `pip download --no-binary :all: "
+            f"--no-deps click rich httpx -d {sdists}`",
+            param_hint="--sdists",
+        )
+    report = code_benchmark(
+        sdists,
+        work,
+        app.plugin_manager().registry,
+        embedders=names,
+        sentence_weight=sentence_weight,
+    )
+    if out is not None:
+        write_report(report, out)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    table = Table("chunking", "system", "MRR@10", "Recall@10", "test MRR@10", "test Recall@10")
+    for row in report["systems"]:
+        table.add_row(
+            row["chunking"],
+            row["system"],
+            f"{row['mrr@10']:.3f}",
+            f"{row['recall@10']:.3f}",
+            f"{row['test_mrr@10']:.3f}",
+            f"{row['test_recall@10']:.3f}",
+        )
+    queries = report["queries"]
+    console.print(
+        f"{', '.join(report['packages'])} · {report['files']} files · {queries['all']} queries "
+        f"({queries['train']} train, {queries['test']} test)",
+        markup=False,
+    )
+    console.print(table)
+    for key, tuned in report["weight_tuning"].items():
+        console.print(f"{key}: vector weight tuned on train = {tuned['best_weight']}", markup=False)
+    if out is not None:
+        console.print(f"wrote {out}", markup=False)
