@@ -238,6 +238,18 @@ class KnowledgeBaseConfig(BaseModel):
     profile_aliases: list[StrictStr] | None = None
     timeout_ms: StrictInt = Field(default=800, gt=0, le=600000)
     weight: float = Field(default=1.0, ge=0)
+    # How `kairox kb ingest` cuts documents (kairox.ingest); kinds filled elsewhere ignore it.
+    chunk: StrictBool = True
+    chunk_tokens: StrictInt = Field(default=256, ge=16, le=8192)
+    chunk_overlap: StrictInt = Field(default=32, ge=0)
+
+    @field_validator("chunk_overlap")
+    @classmethod
+    def _kb_overlap_below_chunk(cls, value: int, info: ValidationInfo) -> int:
+        size = info.data.get("chunk_tokens")
+        if isinstance(size, int) and value >= size:
+            raise ValueError(f"chunk_overlap ({value}) must be smaller than chunk_tokens ({size})")
+        return value
 
 
 class WorkspaceConfig(BaseModel):

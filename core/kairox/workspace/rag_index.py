@@ -48,7 +48,8 @@ from kairox.retrieval.vectors import (
 )
 from kairox.storage import enable_wal, ensure_component_schema
 from kairox.workspace.chunking import chunk_text, split_sentences
-from kairox.workspace.files import Skipped, WorkspaceFile, iter_workspace_files, read_file_text
+from kairox.workspace.convert.converters import Converters
+from kairox.workspace.files import Skipped, WorkspaceFile, iter_workspace_files
 from kairox.workspace.vector_pack import (
     VectorPack,
     pack_key,
@@ -157,11 +158,17 @@ class IndexStats:
     #: How many files were skipped for each reason (``binary``, ``too large``, ...).
     skipped_reasons: dict[str, int] = field(default_factory=dict)
 
-    def skip(self, relpath: str, reason: str) -> None:
+    #: ``(relpath, why)`` of the skipped files whose reason has a detail (a document
+    #: its converter could not read says which converter and why).
+    skipped_details: list[tuple[str, str]] = field(default_factory=list)
+
+    def skip(self, relpath: str, reason: str, detail: str = "") -> None:
         """Count one skipped file under its reason."""
         self.skipped += 1
         self.skipped_files.append(relpath)
         self.skipped_reasons[reason] = self.skipped_reasons.get(reason, 0) + 1
+        if detail:
+            self.skipped_details.append((relpath, f"{reason} ({detail})"))
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -171,6 +178,7 @@ class IndexStats:
             "unchanged": self.unchanged,
             "skipped": self.skipped,
             "skipped_reasons": dict(sorted(self.skipped_reasons.items())),
+            "skipped_details": [{"path": p, "why": why} for p, why in self.skipped_details],
             "chunks_embedded": self.chunks_embedded,
             "chunks_total": self.chunks_total,
             "sentences_embedded": self.sentences_embedded,
@@ -260,6 +268,8 @@ class WorkspaceRagIndex:
         new process maps into memory at once (:mod:`kairox.workspace.vector_pack`);
         ``False`` searches from the rows only and deletes the workspace's packs on the
         next :meth:`index`.
+    :param converters: how files are read (PDF, HTML, Office, notebooks as text; see
+        :mod:`kairox.workspace.convert`); ``None`` means the built-in converters.
     """
 
     def __init__(
@@ -274,6 +284,7 @@ class WorkspaceRagIndex:
         max_file_bytes: int = 2_000_000,
         sentence_weight: float = SENTENCE_WEIGHT,
         vector_pack: bool = True,
+        converters: Converters | None = None,
     ) -> None:
         check_sentence_weight(sentence_weight)
         self.database = Path(database)
@@ -286,6 +297,7 @@ class WorkspaceRagIndex:
         self.max_file_bytes = max_file_bytes
         self.sentence_weight = sentence_weight
         self.vector_pack = vector_pack
+        self.converters = converters if converters is not None else Converters.builtin()
         self._db = open_database(self.database)
         # One connection, used from asyncio.to_thread workers: serialise access to it.
         self._lock = threading.RLock()
@@ -363,10 +375,11 @@ class WorkspaceRagIndex:
                 stats.unchanged += 1
             else:
                 # Binary, unreadable or gone since the walk: not indexed (leaves if it was).
-                text = read_file_text(file.path, max_bytes=self.max_file_bytes)
-                if isinstance(text, Skipped):
-                    stats.skip(file.relpath, text.reason)
+                converted = self.converters.read(file.path, max_bytes=self.max_file_bytes)
+                if isinstance(converted, Skipped):
+                    stats.skip(file.relpath, converted.reason, converted.detail)
                 else:
+                    text = converted.text
                     seen.add(file.relpath)
                     content_hash = _text_hash(text)
                     if previous is not None and previous[0] == content_hash:

@@ -40,4 +40,10 @@ def build_workspace_index(ctx: BuildContext) -> WorkspaceRagIndex:
         if settings
         else {}
     )
-    return WorkspaceRagIndex(ctx.state_dir / "kairox.db", ctx.workspace_root, backend, **options)
+    return WorkspaceRagIndex(
+        ctx.state_dir / "kairox.db",
+        ctx.workspace_root,
+        backend,
+        converters=ctx.converters,
+        **options,
+    )
