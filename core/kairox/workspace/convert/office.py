@@ -125,7 +125,10 @@ def convert_pptx(data: bytes, filename: str) -> Converted:
             title_shape = slide.shapes.title
             title = title_shape.text_frame.text.strip() if title_shape is not None else ""
             first = blocks.add(title or f"Slide {number}", heading_level=1)
-            body = [t for s in slide.shapes if s is not title_shape for t in _shape_texts([s])]
+            # Shape proxies are made anew on each access: compare ids, not objects.
+            title_id = title_shape.shape_id if title_shape is not None else None
+            others = [s for s in slide.shapes if s.shape_id != title_id]
+            body = list(_shape_texts(others))
             if slide.has_notes_slide:
                 body.append(slide.notes_slide.notes_text_frame.text)
             span = None
