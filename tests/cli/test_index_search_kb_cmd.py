@@ -158,3 +158,20 @@ def test_a_source_the_profile_does_not_search_is_exit_2(invoke, workspace_with_k
     seen = invoke("search", "oxygen", "-p", "r", "--source", "papers", "--json")
     assert seen.exit_code == 0, seen.output
     assert [h["id"] for h in json.loads(seen.output)["hits"]] == ["p2"]
+
+
+def test_index_reads_documents_and_counts_the_ones_it_cannot(invoke, workspace):
+    from tests.workspace.convert.conftest import make_docx, make_pdf
+
+    (workspace / "manual.docx").write_bytes(make_docx())
+    (workspace / "tides.pdf").write_bytes(make_pdf([["Spring tides follow the full moon."]]))
+    (workspace / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
+    (workspace / "kairox.toml").write_text("[profiles.default]\n")
+    result = invoke("index")
+    assert result.exit_code == 0, result.output
+    assert "1 skipped (1 conversion failed)" in result.output
+    assert "skipped broken.pdf: conversion failed (pdf: is not a readable PDF" in result.output
+    found = json.loads(invoke("search", "full moon tides", "--json").output)
+    assert found["hits"][0]["uri"].endswith("tides.pdf")
+    found = json.loads(invoke("search", "needle rests on zero", "--json").output)
+    assert found["hits"][0]["uri"].endswith("manual.docx")
