@@ -402,9 +402,13 @@ def ingest(
             progress(len(part))
     if stale:
         target.delete(stale)
+    gone: list[str] = []
     if prune:
         gone = sorted(set(stored) - produced - set(stale))
         if gone:
             target.delete(gone)
         stats.deleted = len({_owner(g) for g in gone} - set(inputs))
+    finish = getattr(target, "finish", None)
+    if callable(finish) and (changed or stale or gone):
+        finish()  # the target's end-of-run work (sqlite-fts packs its vectors)
     return stats
