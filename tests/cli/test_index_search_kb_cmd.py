@@ -175,3 +175,24 @@ def test_index_reads_documents_and_counts_the_ones_it_cannot(invoke, workspace):
     assert found["hits"][0]["uri"].endswith("tides.pdf")
     found = json.loads(invoke("search", "needle rests on zero", "--json").output)
     assert found["hits"][0]["uri"].endswith("manual.docx")
+
+
+def test_a_semantic_knowledge_base_end_to_end(invoke, workspace):
+    (workspace / "notes").mkdir()
+    (workspace / "notes" / "uploads.md").write_text(
+        "# Uploads\n\nA failed upload is retried three times. Then it waits an hour.\n"
+    )
+    (workspace / "kairox.toml").write_text(
+        "[profiles.default]\n"
+        '[knowledge_bases.notes]\nkind = "sqlite-fts"\npath = "state/notes.db"\n'
+        'embedding_backend = "hashing"\n'
+    )
+    first = json.loads(invoke("kb", "ingest", "notes", "notes", "--json").output)
+    assert first["added"] == 1
+    assert list((workspace / "state" / "notes.db.vectors").glob("*.vectors.npy"))
+    again = json.loads(invoke("kb", "ingest", "notes", "notes", "--json").output)
+    assert (again["unchanged"], again["chunks_written"]) == (1, 0)
+    found = json.loads(invoke("search", "retried upload", "--source", "notes", "--json").output)
+    [report] = [r for r in found["sources"] if r["source"] == "notes"]
+    assert report["status"] == "ok"
+    assert found["hits"][0]["uri"].endswith("uploads.md")
