@@ -125,6 +125,22 @@ def test_vectors_are_packed_after_an_ingest_and_used_by_a_new_source(tmp_path):
     assert not any((tmp_path / "kb.db.vectors").iterdir())
 
 
+def test_repeated_sentences_are_embedded_once(tmp_path):
+    embedder = ConceptEmbedder()
+    source = build(tmp_path, embedder)
+    repeated = "See the maintenance manual for every further detail of this procedure."
+    source.upsert(
+        [
+            Document(
+                "a", f"{repeated} The sea is calm and quiet along the coast today. {repeated}"
+            ),
+            Document("b", f"The car needs fresh oil before the long drive north. {repeated}"),
+        ]
+    )
+    assert embedder.embedded.count(repeated) == 1
+    assert run(source.retrieve(Query("ocean", k=1)))[0].id == "a"
+
+
 def test_filters_apply_to_the_meaning_side_too(tmp_path):
     source = build(tmp_path, ConceptEmbedder())
     source.upsert(

@@ -138,7 +138,9 @@ class DocumentVectors:
             made.update((h, vectors[i].astype(np.float32).tobytes()) for i, h in enumerate(part))
         prepared = []
         for doc_id, whole_hash, sentence_hashes in plans:
-            own = [h for h in (whole_hash, *sentence_hashes) if h in made]
+            # Each new vector is written once, with the first document that uses it (a
+            # sentence can repeat within a document and across documents).
+            own = [h for h in dict.fromkeys((whole_hash, *sentence_hashes)) if h in made]
             prepared.append(
                 _Prepared(doc_id, whole_hash, sentence_hashes, [(h, made.pop(h)) for h in own])
             )
