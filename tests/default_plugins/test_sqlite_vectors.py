@@ -74,6 +74,15 @@ def test_finds_by_meaning_what_words_alone_miss(tmp_path):
     assert run(source.retrieve(Query("waves shore", k=1)))[0].id == "d2"
 
 
+def test_vector_weight_sets_how_much_meaning_counts(tmp_path):
+    source = build(tmp_path, ConceptEmbedder(), vector_weight=0)
+    source.upsert(DOCS)
+    assert run(source.retrieve(Query("automobile"))) == []  # words only
+    words = build_source(sqlite_fts, "sqlite-fts", base_dir=tmp_path, path="kb.db")
+    query = Query("the sea and the car")
+    assert [h.id for h in run(source.retrieve(query))] == [h.id for h in run(words.retrieve(query))]
+
+
 def test_ingest_is_incremental_and_deletes_vectors(tmp_path):
     embedder = ConceptEmbedder()
     source = build(tmp_path, embedder)

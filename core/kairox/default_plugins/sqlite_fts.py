@@ -283,6 +283,8 @@ class SqliteFtsConfig(KnowledgeBaseConfig):
     # sqlite_vectors), fused with the words in this one source as the workspace is.
     embedding_backend: StrictStr | None = None
     sentence_weight: float = Field(default=SENTENCE_WEIGHT, ge=0, le=1)
+    # How much meaning counts against words in the fused ranking (1: alike, as the workspace).
+    vector_weight: float = Field(default=1.0, ge=0)
     vector_pack: StrictBool = True
 
 
@@ -300,6 +302,7 @@ class SqliteFtsSource:
         body_weight: float = 1.0,
         embedder: EmbeddingBackend | None = None,
         sentence_weight: float = SENTENCE_WEIGHT,
+        vector_weight: float = 1.0,
         vector_pack: bool = True,
     ) -> None:
         self.name = name
@@ -308,6 +311,7 @@ class SqliteFtsSource:
         self.body_weight = body_weight
         #: With an embedder the source is hybrid: words and meaning, fused (convex).
         self.embedder = embedder
+        self.vector_weight = vector_weight
         self._vector_options = {"sentence_weight": sentence_weight, "vector_pack": vector_pack}
         self._vectors: DocumentVectors | None = None
         self._index: SqliteFtsIndex | None = None
@@ -385,6 +389,7 @@ class SqliteFtsSource:
             {"words": words, "meaning": meaning},
             method="convex",
             score_kinds={"words": ScoreKind.BM25, "meaning": ScoreKind.COSINE},
+            weights={"meaning": self.vector_weight},
             limit=query.k,
         )
         return [
@@ -421,6 +426,7 @@ def build_source(kb_id: str, config: SqliteFtsConfig, ctx: BuildContext) -> Sqli
         body_weight=config.body_weight,
         embedder=embedder,
         sentence_weight=config.sentence_weight,
+        vector_weight=config.vector_weight,
         vector_pack=config.vector_pack,
     )
 
