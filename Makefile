@@ -20,7 +20,7 @@ install-core: $(BIN)/python
 install: $(BIN)/python
 	# torch first, pinned: 2.13.0 is the CPU build (any other version pulls a CUDA build).
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[test,bench,code,mcp,langchain,llamaindex]' $(foreach p,$(filter-out .,$(PACKAGES)),-e '$(p)')
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,code,documents,mcp,langchain,llamaindex]' $(foreach p,$(filter-out .,$(PACKAGES)),-e '$(p)')
 
 lint: install
 	$(BIN)/ruff check .

@@ -809,3 +809,33 @@ def test_a_folder_named_kairox_toml_is_reported_not_passed_over(
     [problem] = info.value.problems
     assert problem.file == inner / "kairox.toml"
     assert problem.problem == "is a folder, not a config file"
+
+
+def test_knowledge_base_chunking_keys(env: Path, registry: Registry) -> None:
+    config = load_ws(
+        env,
+        """
+        [knowledge_bases.papers]
+        kind = "sqlite-fts"
+        path = "a.db"
+        chunk_tokens = 128
+        chunk_overlap = 16
+        """,
+        registry,
+    )
+    settings = config.knowledge_bases["papers"].config
+    assert (settings.chunk, settings.chunk_tokens, settings.chunk_overlap) == (True, 128, 16)
+    err, _ = problems_of(
+        env,
+        """
+        [knowledge_bases.papers]
+        kind = "sqlite-fts"
+        path = "a.db"
+        chunk_tokens = 64
+        chunk_overlap = 64
+        """,
+        registry,
+    )
+    [problem] = err.problems
+    assert problem.key == "chunk_overlap"
+    assert "must be smaller than chunk_tokens (64)" in problem.problem

@@ -15,6 +15,7 @@ from kairox.cli import build_cli
 from kairox.config import KnowledgeBaseConfig
 from kairox.plugins import build_plugin_manager
 from kairox.registry import (
+    ConverterSpec,
     EmbeddingBackendSpec,
     KnowledgeBaseKind,
     ModelBackendSpec,
@@ -227,6 +228,30 @@ def test_a_stage_option_is_validated_by_the_stage_schema(workspace):
     result = CliRunner().invoke(build_cli(_pm()), ["config", "check"])
     assert result.exit_code == 2
     assert "mmr_lambda" in result.output and "1" in result.output
+
+
+def test_hook_kairox_register_converters(tmp_path):
+    from kairox.workspace.convert.base import Converted
+    from kairox.workspace.convert.converters import Converters
+
+    def shout(data: bytes, filename: str) -> Converted:
+        return Converted(text=data.decode().upper(), format="shout")
+
+    class Plugin:
+        @hookimpl
+        def kairox_register_converters(self, register):
+            register(ConverterSpec(name="shout", suffixes=(".md", ".shout"), convert=shout))
+
+    with registered_plugin(Plugin(), "shout-plugin", _pm()) as pm:
+        table = pm.registry.converters
+        assert table.provider("shout") == "shout-plugin"
+        assert table.provider("markdown") == "kairox.default_plugins.converters"
+        converters = Converters(table[name] for name in table)
+        note = tmp_path / "note.md"
+        note.write_text("# quiet words")
+        # The plugin, loaded after the built-ins, takes .md over from the Markdown converter.
+        assert converters.read(note).text == "# QUIET WORDS"
+    assert "shout" not in _pm().registry.converters
 
 
 def test_hook_kairox_register_commands():

@@ -161,3 +161,99 @@ def test_an_unreadable_file_is_skipped_and_the_rest_ingested(tmp_path):
     stats = json.loads(done.stdout)
     assert stats["added"] == 1
     assert stats["skipped"] == [{"path": str(secret), "why": "unreadable (Permission denied)"}]
+
+
+# -- chunking ---------------------------------------------------------------------------
+
+
+def _long_markdown(sections: int = 12) -> str:
+    parts = ["# Runbook\n"]
+    for n in range(sections):
+        parts.append(f"\n## Step {n}\n\n")
+        parts.append(
+            " ".join(f"Sentence {m} about restarting the upload worker{n}." for m in range(12))
+            + "\n"
+        )
+    return "".join(parts)
+
+
+def test_a_long_file_is_stored_as_chunks_that_name_their_document(tmp_path):
+    source = SqliteFtsSource("kb", tmp_path / "kb.db")
+    doc = tmp_path / "runbook.md"
+    doc.write_text(_long_markdown())
+    stats = ingest(source, [doc], root=tmp_path, chunk_tokens=128, chunk_overlap=16)
+    assert (stats.added, stats.chunks_written) == (1, len(source.fingerprints()))
+    assert stats.chunks_written > 5
+    hits = run(source.retrieve(Query("upload worker7", k=3)))
+    top = hits[0]
+    assert top.id.startswith("runbook.md#")
+    assert top.metadata["document_id"] == "runbook.md"
+    assert top.metadata["document_title"] == "runbook.md"
+    assert top.metadata["document_uri"] == str(doc.resolve())
+    assert top.metadata["heading"] == "Runbook > Step 7"
+    text = doc.read_text()
+    start, end = top.metadata["start"], top.metadata["end"]
+    assert text[start:end] in top.text
+    lines = text.splitlines()
+    assert lines[top.metadata["line_start"] - 1] == "## Step 7"
+    assert "worker7" in lines[top.metadata["line_end"] - 1]
+
+
+def test_chunked_ingest_is_incremental_and_drops_chunks_a_document_lost(tmp_path):
+    source = SqliteFtsSource("kb", tmp_path / "kb.db")
+    doc = tmp_path / "runbook.md"
+    doc.write_text(_long_markdown(12))
+    ingest(source, [doc], root=tmp_path, chunk_tokens=128, chunk_overlap=16)
+    before = set(source.fingerprints())
+    again = ingest(source, [doc], root=tmp_path, chunk_tokens=128, chunk_overlap=16)
+    assert (again.unchanged, again.chunks_written) == (1, 0)
+    doc.write_text(_long_markdown(3))  # shorter: its later chunks must go
+    shrunk = ingest(source, [doc], root=tmp_path, chunk_tokens=128, chunk_overlap=16)
+    after = set(source.fingerprints())
+    assert shrunk.updated == 1 and after < before
+    assert not run(source.retrieve(Query("worker11")))
+    assert run(source.retrieve(Query("worker2")))
+    doc.write_text("A short note about uploads.")  # fits one chunk: stored as itself
+    ingest(source, [doc], root=tmp_path, chunk_tokens=128, chunk_overlap=16)
+    assert set(source.fingerprints()) == {"runbook.md"}
+
+
+def test_passage_sized_data_can_opt_out_per_record_or_per_ingest(tmp_path):
+    long_text = " ".join(f"word{n}" for n in range(600))
+    records = jsonl(
+        tmp_path,
+        json.dumps({"id": "keep", "text": long_text, "chunk": False}),
+        json.dumps({"id": "cut", "text": long_text}),
+    )
+    source = SqliteFtsSource("kb", tmp_path / "kb.db")
+    ingest(source, [records], root=tmp_path, chunk_tokens=64, chunk_overlap=8)
+    stored = set(source.fingerprints())
+    assert "keep" in stored and "cut" not in stored
+    assert {i for i in stored if i.startswith("cut#")} and len(stored) > 5
+    whole = SqliteFtsSource("whole", tmp_path / "whole.db")
+    ingest(whole, [records], root=tmp_path, chunk=False, chunk_tokens=64, chunk_overlap=8)
+    assert set(whole.fingerprints()) == {"keep", "cut"}
+
+
+def test_a_bad_chunk_flag_is_refused(tmp_path):
+    with pytest.raises(IngestError, match=r":1: 'chunk' must be true or false, got str"):
+        documents(tmp_path, jsonl(tmp_path, '{"id": "a", "text": "x", "chunk": "no"}'))
+
+
+def test_documents_are_converted_and_a_broken_one_is_skipped_by_name(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "page.html").write_text(
+        "<html><head><title>Ports</title><script>evil()</script></head>"
+        "<body><nav>menu</nav><main><h1>Docking</h1><p>Use fenders.</p></main></body></html>"
+    )
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.4 this is not a pdf")
+    (folder / "notes.txt").write_text("plain notes")
+    found, stats = documents(tmp_path, folder)
+    by_id = {d.id: d for d in found}
+    assert set(by_id) == {"docs/page.html", "docs/notes.txt"}
+    assert by_id["docs/page.html"].text == "Docking\n\nUse fenders."
+    assert by_id["docs/page.html"].title == "Ports"
+    assert stats.skipped_reasons == {"conversion failed": 1}
+    [(path, why)] = stats.skipped
+    assert path.endswith("broken.pdf") and why.startswith("conversion failed (pdf: is not")

@@ -41,6 +41,7 @@ def open(path: str | os.PathLike[str] = ".", profile: str | None = None, **optio
 _PLUGIN_API = {
     # registration records (kairox.hookspecs says which hook takes which)
     "BuildContext": "kairox.registry",
+    "ConverterSpec": "kairox.registry",
     "EmbeddingBackendSpec": "kairox.registry",
     "KnowledgeBaseKind": "kairox.registry",
     "ModelBackendSpec": "kairox.registry",
@@ -70,6 +71,10 @@ _PLUGIN_API = {
     "BackendTimeoutError": "kairox.errors",
     "KairoxError": "kairox.errors",
     "LazyImport": "kairox.lazy_imports",
+    # what a document converter returns, and raises for a file it cannot read
+    "Converted": "kairox.workspace.convert.base",
+    "ConversionError": "kairox.workspace.convert.base",
+    "Region": "kairox.workspace.convert.base",
 }
 
 if TYPE_CHECKING:
@@ -79,6 +84,7 @@ if TYPE_CHECKING:
     from kairox.lazy_imports import LazyImport
     from kairox.registry import (
         BuildContext,
+        ConverterSpec,
         EmbeddingBackendSpec,
         KnowledgeBaseKind,
         ModelBackendSpec,
@@ -100,6 +106,7 @@ if TYPE_CHECKING:
     )
     from kairox.retrieval.stages import TransformedQuery
     from kairox.secrets import EnvVarName
+    from kairox.workspace.convert.base import ConversionError, Converted, Region
 
     __version__: str
 
@@ -140,6 +147,9 @@ __all__ = [
     "BackendError",
     "BackendTimeoutError",
     "BuildContext",
+    "ConversionError",
+    "Converted",
+    "ConverterSpec",
     "Document",
     "EmbeddingBackendSpec",
     "EnvVarName",
@@ -154,6 +164,7 @@ __all__ = [
     "Query",
     "QueryError",
     "QueryTransformSpec",
+    "Region",
     "RerankerSpec",
     "ScoreKind",
     "Source",

@@ -251,6 +251,19 @@ class KnowledgeBaseConfig(BaseModel):
             parse_filter(value)  # FilterError is a ValueError: pydantic reports it
         return value
 
+    # How `kairox kb ingest` cuts documents (kairox.ingest); kinds filled elsewhere ignore it.
+    chunk: StrictBool = True
+    chunk_tokens: StrictInt = Field(default=256, ge=16, le=8192)
+    chunk_overlap: StrictInt = Field(default=32, ge=0)
+
+    @field_validator("chunk_overlap")
+    @classmethod
+    def _kb_overlap_below_chunk(cls, value: int, info: ValidationInfo) -> int:
+        size = info.data.get("chunk_tokens")
+        if isinstance(size, int) and value >= size:
+            raise ValueError(f"chunk_overlap ({value}) must be smaller than chunk_tokens ({size})")
+        return value
+
 
 class WorkspaceConfig(BaseModel):
     """Workspace-wide settings: ``[workspace]``."""

@@ -408,10 +408,16 @@ class AppFacade:
         *,
         prune: bool = False,
         progress: Callable[[int], None] | None = None,
+        chunk: bool | None = None,
     ) -> IngestStats:
-        """Fill knowledge base ``kb_id`` from files, folders and JSONL, incrementally."""
+        """Fill knowledge base ``kb_id`` from files, folders and JSONL, incrementally.
+
+        Documents are chunked as the knowledge base's ``chunk``, ``chunk_tokens`` and
+        ``chunk_overlap`` say; ``chunk=False`` stores them whole this once.
+        """
         from kairox.ingest import ingest
 
+        settings = self._knowledge_base_entry(kb_id).config
         return ingest(
             self.ingestable(kb_id),
             inputs,
@@ -419,6 +425,10 @@ class AppFacade:
             prune=prune,
             progress=progress,
             max_bytes=self.config.workspace.max_file_bytes,
+            chunk=settings.chunk if chunk is None else chunk,
+            chunk_tokens=settings.chunk_tokens,
+            chunk_overlap=settings.chunk_overlap,
+            converters=self.sources.converters(),
         )
 
     def sync(

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import click
 
     from kairox.registry import (
+        ConverterSpec,
         EmbeddingBackendSpec,
         KnowledgeBaseKind,
         ModelBackendSpec,
@@ -103,6 +104,27 @@ def kairox_register_knowledge_base_kinds(
         factory=...))``. A kind another plugin already registered is rejected.
 
     .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def kairox_register_converters(register: Callable[[ConverterSpec], None]) -> None:
+    """Register document converters: file types read as text plus structure.
+
+    Called as a register-callback. A :class:`~kairox.registry.ConverterSpec` claims file
+    suffixes (``(".pdf",)``) and has ``convert(data, filename)`` return a
+    :class:`~kairox.workspace.convert.base.Converted`: the text, its heading sections and
+    labelled regions (pages, slides, sheets, cells). ``kairox index`` and ``kairox kb
+    ingest`` read every claimed file through its converter and chunk along that
+    structure. A file the converter cannot read (it raises
+    :class:`~kairox.workspace.convert.base.ConversionError`) is skipped with the reason;
+    the run goes on. When two plugins claim a suffix, the later-loaded one's wins, so an
+    installed plugin replaces a built-in converter.
+
+    :param register: call ``register(ConverterSpec(name=..., suffixes=..., convert=...))``.
+        A name another plugin already registered is rejected.
+
+    .. versionadded:: 0.2
     """
 
 

@@ -1,10 +1,18 @@
 """Filling a local knowledge base from files, folders and JSONL records, incrementally.
 
-A text file becomes one document whose id is its path (relative to the workspace root
-when it lies inside it, so ``docs/`` and ``./docs`` name the same documents). A
-``.jsonl`` file holds one record per line: ``id`` and ``text`` required, ``title``,
-``uri`` and ``metadata`` optional. Only documents whose fingerprint changed are
-written; ``prune`` deletes stored documents this run did not produce.
+A file becomes one document whose id is its path (relative to the workspace root when
+it lies inside it, so ``docs/`` and ``./docs`` name the same documents); documents
+(PDF, HTML, Office, notebooks) are read through the registered converters
+(:mod:`kairox.workspace.convert`). A ``.jsonl`` file holds one record per line: ``id``
+and ``text`` required, ``title``, ``uri``, ``metadata`` and ``chunk`` optional.
+
+Each document is chunked along its structure (:mod:`kairox.workspace.convert.sections`)
+unless the ingest or its record says ``chunk`` false. A document that fits in one chunk
+is stored as it is; a longer one as chunks ``<id>#0``, ``<id>#1``..., each naming its
+document (``document_id``, its title and uri) and its span (``start``/``end``, the
+heading path, the page, ``line_start``/``line_end`` where the lines are the file's).
+Only chunks whose fingerprint changed are written, and chunks a document no longer has
+are deleted; ``prune`` deletes stored documents this run did not produce.
 """
 
 from __future__ import annotations
@@ -18,14 +26,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kairox.context.tokens import DEFAULT_ENCODING
 from kairox.errors import KairoxError
 from kairox.retrieval import Document, IngestableSource
+from kairox.workspace.convert.base import Converted
+from kairox.workspace.convert.converters import Converters
+from kairox.workspace.convert.sections import chunk_converted
+from kairox.workspace.convert.text import plain
 from kairox.workspace.files import (
     DEFAULT_MAX_BYTES,
     NOT_REGULAR,
     Skipped,
     iter_workspace_files,
-    read_file_text,
 )
 
 BATCH_SIZE = 500
@@ -45,6 +57,8 @@ class IngestStats:
     updated: int = 0
     unchanged: int = 0
     deleted: int = 0
+    #: Chunks (or whole documents) written this run.
+    chunks_written: int = 0
     skipped_files: list[str] = field(default_factory=list)
     #: ``(path, why)`` per skipped input, ``why`` starting with the reason (``binary``...).
     skipped: list[tuple[str, str]] = field(default_factory=list)
@@ -63,6 +77,7 @@ class IngestStats:
             "updated": self.updated,
             "unchanged": self.unchanged,
             "deleted": self.deleted,
+            "chunks_written": self.chunks_written,
             "skipped_files": self.skipped_files,
             "skipped": [{"path": path, "why": why} for path, why in self.skipped],
             "skipped_reasons": dict(sorted(self.skipped_reasons.items())),
@@ -121,7 +136,16 @@ def _text_field(record: dict[str, Any], key: str, where: str, *, required: bool)
     return value
 
 
-def _record(line: bytes, where: str) -> Document | None:
+@dataclass(frozen=True)
+class _Input:
+    """One document read, with its structure and whether it is to be chunked."""
+
+    document: Document
+    converted: Converted | None = None
+    chunk: bool = True
+
+
+def _record(line: bytes, where: str) -> _Input | None:
     try:
         decoded = line.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -157,13 +181,17 @@ def _record(line: bytes, where: str) -> Document | None:
     }
     for key, value in (*fields.items(), ("metadata", metadata)):
         _check_value(value, where, key)
-    return Document(
+    chunk = record.get("chunk", True)
+    if not isinstance(chunk, bool):
+        raise IngestError(f"{where}: 'chunk' must be true or false, got {type(chunk).__name__}")
+    document = Document(
         id=fields["id"] or "",
         text=fields["text"] or "",
         title=fields["title"] or "",
         uri=fields["uri"],
         metadata=metadata,
     )
+    return _Input(document, chunk=chunk)
 
 
 def _open_regular(path: Path) -> int:
@@ -177,15 +205,20 @@ def _open_regular(path: Path) -> int:
 
 def read_jsonl(path: Path) -> Iterator[Document]:
     """The records of a JSONL file; a bad line raises :class:`IngestError` naming it."""
+    for item in _read_records(path):
+        yield item.document
+
+
+def _read_records(path: Path) -> Iterator[_Input]:
     try:
         fd = _open_regular(path)
     except OSError as exc:
         raise IngestError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     with open(fd, "rb") as handle:
         for number, line in enumerate(handle, start=1):
-            document = _record(line, f"{path}:{number}")
-            if document is not None:
-                yield document
+            item = _record(line, f"{path}:{number}")
+            if item is not None:
+                yield item
 
 
 def collect_documents(
@@ -194,14 +227,29 @@ def collect_documents(
     root: Path,
     stats: IngestStats | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    converters: Converters | None = None,
 ) -> Iterator[Document]:
-    """Documents from files, folders (walked like a workspace) and ``.jsonl`` files.
+    """Documents from files, folders (walked like a workspace) and ``.jsonl`` files,
+    whole (before chunking).
 
-    Only regular files are read, text files up to ``max_bytes`` (the workspace walk's
-    cap); each other input is counted in ``stats`` with its reason. A given path that is
-    missing, or a JSONL file that is not a regular file, is an :class:`IngestError`.
+    Only regular files are read, up to ``max_bytes`` (the workspace walk's cap); files
+    a converter claims are converted, others read as UTF-8 text. Each other input
+    (binary, too large, a document its converter cannot read) is counted in ``stats``
+    with its reason. A given path that is missing, or a JSONL file that is not a
+    regular file, is an :class:`IngestError`.
     """
-    stats = stats if stats is not None else IngestStats()
+    for item in _collect(paths, root, stats or IngestStats(), max_bytes, converters):
+        yield item.document
+
+
+def _collect(
+    paths: Sequence[Path],
+    root: Path,
+    stats: IngestStats,
+    max_bytes: int,
+    converters: Converters | None,
+) -> Iterator[_Input]:
+    converters = converters if converters is not None else Converters.builtin()
     for given in paths:
         try:
             is_dir = stat.S_ISDIR(os.stat(given).st_mode)
@@ -220,20 +268,68 @@ def collect_documents(
             files = [given]
         for path in files:
             if path.suffix == ".jsonl":
-                yield from read_jsonl(path)
+                yield from _read_records(path)
                 continue
-            text = read_file_text(path, max_bytes=max_bytes)
-            if isinstance(text, Skipped):
-                stats.skip(str(path), text.reason, text.detail)
+            converted = converters.read(path, max_bytes=max_bytes)
+            if isinstance(converted, Skipped):
+                stats.skip(str(path), converted.reason, converted.detail)
                 continue
             doc_id = _document_id(path, root)
-            yield Document(
+            document = Document(
                 id=doc_id,
-                text=text,
-                title=path.name,
+                text=converted.text,
+                title=converted.title or path.name,
                 uri=str(path.resolve()),
                 metadata={"path": doc_id, "ext": path.suffix},
             )
+            yield _Input(document, converted)
+
+
+def chunk_document(
+    document: Document,
+    converted: Converted | None = None,
+    *,
+    chunk_tokens: int = 256,
+    chunk_overlap: int = 32,
+    encoding: str = DEFAULT_ENCODING,
+) -> list[Document]:
+    """``document`` as stored: itself when it fits in one chunk, else its chunks
+    ``<id>#<n>`` along the structure of ``converted`` (plain text when ``None``)."""
+    chunks = chunk_converted(
+        converted if converted is not None else plain(document.text),
+        max_tokens=chunk_tokens,
+        overlap_tokens=chunk_overlap,
+        encoding=encoding,
+    )
+    if len(chunks) <= 1:
+        return [document]
+    owner = {"document_id": document.id, "document_title": document.title}
+    if document.uri is not None:
+        owner["document_uri"] = document.uri
+    return [
+        Document(
+            id=f"{document.id}#{chunk.index}",
+            text=chunk.text,
+            title=document.title,
+            uri=document.uri,
+            metadata={
+                **document.metadata,
+                **owner,
+                "chunk": chunk.index,
+                "chunks": len(chunks),
+                "start": chunk.start,
+                "end": chunk.end,
+                **chunk.metadata,
+            },
+        )
+        for chunk in chunks
+    ]
+
+
+def _owner(stored_id: str) -> str:
+    """The document a stored id belongs to: ``a#3`` to ``a``, anything else to itself."""
+    base, sep, number = stored_id.rpartition("#")
+    return base if sep and number.isdigit() else stored_id
 
 
 def ingest(
@@ -244,30 +340,75 @@ def ingest(
     prune: bool = False,
     progress: Callable[[int], None] | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    chunk: bool = True,
+    chunk_tokens: int = 256,
+    chunk_overlap: int = 32,
+    encoding: str = DEFAULT_ENCODING,
+    converters: Converters | None = None,
 ) -> IngestStats:
-    """Write the documents of ``paths`` into ``target``; only changed ones are written.
+    """Write the documents of ``paths`` into ``target``; only changed chunks are written.
 
-    Everything is read and validated before the first write, so a malformed input
-    changes nothing. ``progress(n)`` is called with the number of documents written.
-    Text files over ``max_bytes`` are skipped and counted, as by ``kairox index``.
+    Everything is read, validated and chunked before the first write, so a malformed
+    input changes nothing. ``chunk=False`` stores every document whole (for data that is
+    already passage-sized, such as a BEIR corpus); a JSONL record's own ``"chunk":
+    false`` does the same for that record. ``progress(n)`` is called with the number of
+    chunks written. Files over ``max_bytes`` are skipped and counted, as by ``kairox
+    index``; counts are of documents, ``chunks_written`` of what was written.
     """
     stats = IngestStats()
-    documents: dict[str, Document] = {}
-    for doc in collect_documents(paths, root=root, stats=stats, max_bytes=max_bytes):
-        documents[doc.id] = doc  # a later copy of an id wins, as it would on disk
+    inputs: dict[str, _Input] = {}
+    for item in _collect(paths, root, stats, max_bytes, converters):
+        inputs[item.document.id] = item  # a later copy of an id wins, as it would on disk
+    pieces = {
+        doc_id: (
+            chunk_document(
+                item.document,
+                item.converted,
+                chunk_tokens=chunk_tokens,
+                chunk_overlap=chunk_overlap,
+                encoding=encoding,
+            )
+            if chunk and item.chunk
+            else [item.document]
+        )
+        for doc_id, item in inputs.items()
+    }
+    produced = {piece.id for parts in pieces.values() for piece in parts}
     stored = target.fingerprints()
-    changed = [d for d in documents.values() if stored.get(d.id) != d.fingerprint]
-    stats.unchanged = len(documents) - len(changed)
-    stats.added = sum(1 for d in changed if d.id not in stored)
-    stats.updated = len(changed) - stats.added
+    owned: dict[str, set[str]] = {}
+    for stored_id in stored:
+        owner = stored_id if stored_id in inputs else _owner(stored_id)
+        owned.setdefault(owner, set()).add(stored_id)
+    changed: list[Document] = []
+    stale: list[str] = []
+    for doc_id, parts in pieces.items():
+        before = owned.get(doc_id, set())
+        fresh = [p for p in parts if stored.get(p.id) != p.fingerprint]
+        # A stored chunk this document no longer has, unless another input produced it.
+        gone = sorted(before - produced)
+        changed.extend(fresh)
+        stale.extend(gone)
+        if not fresh and not gone:
+            stats.unchanged += 1
+        elif before:
+            stats.updated += 1
+        else:
+            stats.added += 1
     for start in range(0, len(changed), BATCH_SIZE):
         part = changed[start : start + BATCH_SIZE]
         target.upsert(part)
+        stats.chunks_written += len(part)
         if progress is not None:
             progress(len(part))
+    if stale:
+        target.delete(stale)
+    gone: list[str] = []
     if prune:
-        gone = sorted(set(stored) - set(documents))
+        gone = sorted(set(stored) - produced - set(stale))
         if gone:
             target.delete(gone)
-        stats.deleted = len(gone)
+        stats.deleted = len({_owner(g) for g in gone} - set(inputs))
+    finish = getattr(target, "finish", None)
+    if callable(finish) and (changed or stale or gone):
+        finish()  # the target's end-of-run work (sqlite-fts packs its vectors)
     return stats

@@ -27,6 +27,7 @@ ENTRY_POINT_GROUP = "kairox"
 ALLOW_LIST_ENV = "KAIROX_LOAD_PLUGINS"
 
 BUILTIN_PLUGINS: tuple[str, ...] = (
+    "kairox.default_plugins.converters",
     "kairox.default_plugins.hashing_embedder",
     "kairox.default_plugins.openai_compatible",
     "kairox.default_plugins.query_transforms",
@@ -46,6 +47,7 @@ REGISTER_HOOKS: dict[str, str] = {
     "kairox_register_model_backends": "model_backends",
     "kairox_register_rerankers": "rerankers",
     "kairox_register_query_transforms": "query_transforms",
+    "kairox_register_converters": "converters",
 }
 
 

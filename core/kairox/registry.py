@@ -13,6 +13,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from kairox.workspace.convert.base import ConverterSpec
+
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from kairox.embedding import EmbeddingBackend
     from kairox.models import ModelBackend
     from kairox.retrieval import WorkspaceRetriever
+    from kairox.workspace.convert.converters import Converters
 
 R = TypeVar("R")
 
@@ -50,6 +53,8 @@ class BuildContext:
         so a query is embedded once per backend rather than once per source.
     :param workspace: the ``[workspace]`` settings (embedding backend, chunking), when
         a configuration is loaded.
+    :param converters: the document converters in force (registered through
+        ``kairox_register_converters``), or ``None`` for the built-in set.
     :param shared: ``shared(key, build)`` returns the object stored under ``key``, calling
         ``build()`` the first time: sources built by one facade share it (the two built-in
         workspace retrievers share one index this way). The facade closes shared objects
@@ -65,6 +70,8 @@ class BuildContext:
     workspace: WorkspaceConfig | None = None
     shared: Callable[[str, Callable[[], Any]], Any] = _build_unshared
     owned_paths: tuple[Path, ...] = ()
+    #: the registered document converters (``None``: the built-in ones).
+    converters: Converters | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,4 +320,7 @@ class Registry:
     rerankers: Table[RerankerSpec] = field(default_factory=lambda: Table("reranker", RerankerSpec))
     query_transforms: Table[QueryTransformSpec] = field(
         default_factory=lambda: Table("query transform", QueryTransformSpec)
+    )
+    converters: Table[ConverterSpec] = field(
+        default_factory=lambda: Table("converter", ConverterSpec)
     )

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from kairox.retrieval import WorkspaceRetriever
     from kairox.retrieval.composite import CompositeWorkspaceRetriever
     from kairox.retrieval.stages import StagedRetrieval
+    from kairox.workspace.convert.converters import Converters
 
 
 #: First-party embedding backends and the package that provides each (for the install hint).
@@ -81,6 +82,7 @@ class SourceFactory:
         self._composites: dict[tuple[Any, ...], CompositeWorkspaceRetriever] = {}
         self._stages: dict[tuple[str, str, str], Any] = {}
         self._lock = threading.RLock()
+        self._converters: Converters | None = None
 
     def embedding_backend(self, name: str) -> EmbeddingBackend:
         """The shared backend registered under ``name``, built on first use."""
@@ -104,6 +106,17 @@ class SourceFactory:
                 self._shared[key] = build()
             return self._shared[key]
 
+    def converters(self) -> Converters:
+        """The registered document converters (a later plugin's claim on a suffix wins)."""
+        from kairox.workspace.convert.converters import Converters
+
+        with self._lock:
+            if self._converters is None:
+                self._converters = Converters(
+                    self.registry.converters[name] for name in self.registry.converters
+                )
+            return self._converters
+
     def context(self, base_dir: Path | None = None) -> BuildContext:
         return BuildContext(
             workspace_root=self.workspace_root,
@@ -113,6 +126,7 @@ class SourceFactory:
             workspace=self.config.workspace,
             shared=self.shared,
             owned_paths=self._owned_paths(),
+            converters=self.converters(),
         )
 
     def _owned_paths(self) -> tuple[Path, ...]:

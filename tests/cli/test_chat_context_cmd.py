@@ -143,3 +143,41 @@ def test_a_key_echoed_in_an_error_body_is_masked(invoke, workspace, monkeypatch)
     assert result.exit_code == 0, result.output
     assert "bad request; headers: Authorization: Bearer ***" in result.output
     assert key not in result.output
+
+
+def test_context_takes_knowledge_base_chunks_not_whole_documents(invoke, workspace):
+    """A 15k-character runbook in a knowledge base reaches an 8k prompt as chunks."""
+    (workspace / "ops").mkdir()
+    steps = [
+        f"## Step {n}\n\n"
+        + " ".join(f"Retry failed uploads from queue {n} after check {m}." for m in range(22))
+        for n in range(14)
+    ]
+    runbook = "# Upload runbook\n\n" + "\n\n".join(steps) + "\n"
+    assert len(runbook) > 15_000
+    (workspace / "ops" / "runbook.md").write_text(runbook)
+    (workspace / "kairox.toml").write_text(
+        "[profiles.default]\ncontext_window = 8192\nheadroom = 1000\n"
+        '[knowledge_bases.ops]\nkind = "sqlite-fts"\npath = "state/ops.db"\n'
+        "chunk_tokens = 200\nchunk_overlap = 20\n"
+    )
+    ingested = invoke("kb", "ingest", "ops", "ops", "--json")
+    assert ingested.exit_code == 0, ingested.output
+    assert json.loads(ingested.output)["chunks_written"] > 10
+
+    result = invoke("context", "how do I retry failed uploads from queue 9?", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    hits = [h for h in data["hits"] if h["source"] == "ops" and h["included"]]
+    assert hits
+    from kairox.context.tokens import TokenCounter
+
+    label_cost = TokenCounter("o200k_base").count(f"### {hits[0]['label']} (ops)\n")
+    for hit in hits:
+        assert hit["document"] == "ops/runbook.md"  # the trace names the chunk's document
+        assert hit["id"].startswith("ops/runbook.md#")
+        assert hit["tokens"] <= 200 + label_cost + 2  # the chunk plus its heading line
+    [account] = [s for s in data["sources"] if s["source"] == "knowledge_base:ops"]
+    assert account["tokens"] < len(hits) * (200 + label_cost + 8)
+    table = invoke("context", "how do I retry failed uploads from queue 9?")
+    assert "ops/runbook.md#" in table.output

@@ -158,3 +158,41 @@ def test_a_source_the_profile_does_not_search_is_exit_2(invoke, workspace_with_k
     seen = invoke("search", "oxygen", "-p", "r", "--source", "papers", "--json")
     assert seen.exit_code == 0, seen.output
     assert [h["id"] for h in json.loads(seen.output)["hits"]] == ["p2"]
+
+
+def test_index_reads_documents_and_counts_the_ones_it_cannot(invoke, workspace):
+    from tests.workspace.convert.conftest import make_docx, make_pdf
+
+    (workspace / "manual.docx").write_bytes(make_docx())
+    (workspace / "tides.pdf").write_bytes(make_pdf([["Spring tides follow the full moon."]]))
+    (workspace / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
+    (workspace / "kairox.toml").write_text("[profiles.default]\n")
+    result = invoke("index")
+    assert result.exit_code == 0, result.output
+    assert "1 skipped (1 conversion failed)" in result.output
+    assert "skipped broken.pdf: conversion failed (pdf: is not a readable PDF" in result.output
+    found = json.loads(invoke("search", "full moon tides", "--json").output)
+    assert found["hits"][0]["uri"].endswith("tides.pdf")
+    found = json.loads(invoke("search", "needle rests on zero", "--json").output)
+    assert found["hits"][0]["uri"].endswith("manual.docx")
+
+
+def test_a_semantic_knowledge_base_end_to_end(invoke, workspace):
+    (workspace / "notes").mkdir()
+    (workspace / "notes" / "uploads.md").write_text(
+        "# Uploads\n\nA failed upload is retried three times. Then it waits an hour.\n"
+    )
+    (workspace / "kairox.toml").write_text(
+        "[profiles.default]\n"
+        '[knowledge_bases.notes]\nkind = "sqlite-fts"\npath = "state/notes.db"\n'
+        'embedding_backend = "hashing"\n'
+    )
+    first = json.loads(invoke("kb", "ingest", "notes", "notes", "--json").output)
+    assert first["added"] == 1
+    assert list((workspace / "state" / "notes.db.vectors").glob("*.vectors.npy"))
+    again = json.loads(invoke("kb", "ingest", "notes", "notes", "--json").output)
+    assert (again["unchanged"], again["chunks_written"]) == (1, 0)
+    found = json.loads(invoke("search", "retried upload", "--source", "notes", "--json").output)
+    [report] = [r for r in found["sources"] if r["source"] == "notes"]
+    assert report["status"] == "ok"
+    assert found["hits"][0]["uri"].endswith("uploads.md")

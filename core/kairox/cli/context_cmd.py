@@ -22,6 +22,7 @@ def assembly_json(assembly: Any) -> dict[str, Any]:
         "budget": assembly.budget,
         "used_tokens": assembly.used_tokens,
         "sources": assembly.trace()["sources"],
+        "hits": assembly.trace()["hits"],
     }
 
 
@@ -54,6 +55,19 @@ def print_accounting(assembly: Any) -> None:
             Text("; ".join(source.reasons)),
         )
     console.print(table)
+    hits = [hit for hit in assembly.hits if hit["included"]]
+    if hits:
+        found = Table("rank", "source", "hit", "document", "tokens")
+        fold_long_values(found)
+        for hit in hits:
+            found.add_row(
+                str(hit["rank"]),
+                Text(hit["source"]),
+                Text(hit["id"]),
+                Text(str(hit["document"])),
+                str(hit["tokens"]),
+            )
+        console.print(found)
     console.print(f"{assembly.used_tokens} of {assembly.budget} tokens used", markup=False)
 
 

@@ -45,6 +45,8 @@ def index(app: AppContext, path: Path | None, no_wait: bool, as_json: bool) -> N
     if as_json:
         print_json({"workspace": str(root), **stats.as_json()})
         return
+    for relpath, why in stats.skipped_details:
+        console_err.print(f"skipped {relpath}: {why}", markup=False)
     console.print(
         f"indexed {root}: {stats.added} added, {stats.updated} updated, "
         f"{stats.removed} removed, {stats.unchanged} unchanged"

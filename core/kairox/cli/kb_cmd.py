@@ -19,22 +19,40 @@ def kb() -> None:
 @click.argument("kb_id")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--prune", is_flag=True, help="Delete stored documents these inputs no longer hold.")
+@click.option(
+    "--no-chunk",
+    is_flag=True,
+    help="Store every document whole (data already passage-sized, such as a BEIR corpus).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 @click.pass_obj
 def ingest(
-    app: AppContext, kb_id: str, inputs: tuple[Path, ...], prune: bool, as_json: bool
+    app: AppContext,
+    kb_id: str,
+    inputs: tuple[Path, ...],
+    prune: bool,
+    no_chunk: bool,
+    as_json: bool,
 ) -> None:
     """Fill knowledge base KB_ID from files, folders or JSONL records, incrementally.
 
-    JSONL lines hold "id" and "text", optionally "title", "uri" and "metadata".
-    Unchanged documents are not rewritten. Only regular files are read, text files up to
-    [workspace] max_file_bytes (default 2 MB); each skipped input gets a line on stderr.
+    JSONL lines hold "id" and "text", optionally "title", "uri", "metadata" and "chunk"
+    (false: keep this record whole). Documents longer than the knowledge base's
+    chunk_tokens (default 256) are stored as chunks along their headings and pages.
+    PDF, HTML, Office files and notebooks are converted to text (HTML, PDF and Office
+    need `pip install 'kairox[documents]'`). Unchanged documents are not rewritten.
+    Only regular files are read, up to [workspace] max_file_bytes (default 2 MB); each
+    skipped input gets a line on stderr.
     """
     facade = app.facade()
     with Progress(console=console_err, transient=True, disable=as_json) as progress:
         task = progress.add_task(f"ingesting into {kb_id}", total=None)
         stats = facade.ingest(
-            kb_id, list(inputs), prune=prune, progress=lambda n: progress.advance(task, n)
+            kb_id,
+            list(inputs),
+            prune=prune,
+            progress=lambda n: progress.advance(task, n),
+            chunk=False if no_chunk else None,
         )
     if as_json:
         print_json({"knowledge_base": kb_id, **stats.as_json()})
@@ -44,6 +62,7 @@ def ingest(
     console.print(
         f"{kb_id}: {stats.added} added, {stats.updated} updated, {stats.unchanged} unchanged"
         + (f", {stats.deleted} deleted" if prune else "")
+        + f"; {stats.chunks_written} chunks written"
         + skipped_summary(stats.skipped_reasons),
         markup=False,
     )

@@ -191,7 +191,8 @@ class Assembly:
     sources: list[SourceAccount]
     had_tool_output: bool = False
     hits: list[dict[str, Any]] = field(default_factory=list)
-    """One entry per retrieval hit offered, in fusion's order: ``rank``, ``label``,
+    """One entry per retrieval hit offered, in fusion's order: ``rank``, ``label``, ``id``,
+    ``document`` (the document a chunk came from), ``tokens`` (what its block costs),
     ``source``, ``group``, ``section``, ``included`` and every source's rank (``found_by``)."""
 
     @property
@@ -636,6 +637,13 @@ class ContextAssembler:
             {
                 "rank": rank,
                 "label": r.label,
+                "id": r.hit.id,
+                # The document a chunk came from (knowledge-base chunks name it; the
+                # workspace's carry their file's path).
+                "document": r.hit.metadata.get("document_id")
+                or r.hit.metadata.get("path")
+                or r.hit.id,
+                "tokens": taken[rank - 1].tokens,
                 "source": r.hit.source,
                 "group": r.group,
                 "section": r.section,

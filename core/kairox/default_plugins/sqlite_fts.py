@@ -18,17 +18,25 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-from pydantic import Field
+import numpy as np
+from pydantic import Field, StrictBool, StrictStr
 
 from kairox import hookimpl
 from kairox.config import KnowledgeBaseConfig
+from kairox.default_plugins.sqlite_vectors import DocumentVectors
+from kairox.embedding import EmbeddingBackend
 from kairox.errors import KairoxError
 from kairox.registry import BuildContext, KnowledgeBaseKind
 from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind, sqlite_engine
 from kairox.retrieval.filters import ALL_OPERATORS, FilterExpr, parse_filter
 from kairox.retrieval.filters.sql import compile_sql, register_functions
 from kairox.retrieval.fts5 import match_expression
+from kairox.retrieval.fusion import fuse
 from kairox.retrieval.sqlite_engine import connect, enable_wal
+from kairox.retrieval.vectors import SENTENCE_WEIGHT
+
+#: One stored document: (id, title, body, uri, metadata).
+_Row = tuple[str, str, str, "str | None", dict[str, Any]]
 
 _SCHEMA_VERSION = 1
 #: bm25 weight of a title match against a body match (tuned on SciFact train).
@@ -180,6 +188,31 @@ class SqliteFtsIndex:
         with self._lock:
             return self._db.execute("SELECT count(*) FROM documents").fetchone()[0]
 
+    def vectors(self, embedder: EmbeddingBackend, **options: Any) -> DocumentVectors:
+        """The vectors of this file for ``embedder`` (same connection, same lock)."""
+        return DocumentVectors(self._db, self._lock, self.path, embedder, **options)
+
+    def rows(self, rowids: Sequence[int]) -> dict[int, _Row]:
+        """``rowid -> (id, title, body, uri, metadata)`` of the given documents."""
+        with self._lock:
+            found = self._db.execute(
+                "SELECT rowid, id, title, body, uri, metadata FROM documents "
+                "WHERE rowid IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(rowids)),),
+            ).fetchall()
+        return {r: (i, t, b, u, _metadata(m)) for r, i, t, b, u, m in found}
+
+    def matching_rowids(self, filters: Mapping[str, Any]) -> list[int]:
+        """The rowids of the documents whose metadata passes ``filters``."""
+        where, params = _filter_sql(filters)
+        with self._lock:
+            return [
+                row[0]
+                for row in self._db.execute(
+                    f"SELECT d.rowid FROM documents d WHERE 1{where}", params
+                )
+            ]
+
     def search(
         self,
         text: str,
@@ -236,6 +269,13 @@ class SqliteFtsConfig(KnowledgeBaseConfig):
     # 3 was chosen on SciFact's train split (benchmarks/README.md); test was never used.
     title_weight: float = Field(default=DEFAULT_TITLE_WEIGHT, ge=0)
     body_weight: float = Field(default=1.0, ge=0)
+    # Set: also search by meaning with this registered backend (kairox.default_plugins.
+    # sqlite_vectors), fused with the words in this one source as the workspace is.
+    embedding_backend: StrictStr | None = None
+    sentence_weight: float = Field(default=SENTENCE_WEIGHT, ge=0, le=1)
+    # How much meaning counts against words in the fused ranking (1: alike, as the workspace).
+    vector_weight: float = Field(default=1.0, ge=0)
+    vector_pack: StrictBool = True
 
 
 class SqliteFtsSource:
@@ -251,11 +291,20 @@ class SqliteFtsSource:
         *,
         title_weight: float = DEFAULT_TITLE_WEIGHT,
         body_weight: float = 1.0,
+        embedder: EmbeddingBackend | None = None,
+        sentence_weight: float = SENTENCE_WEIGHT,
+        vector_weight: float = 1.0,
+        vector_pack: bool = True,
     ) -> None:
         self.name = name
         self.path = path
         self.title_weight = title_weight
         self.body_weight = body_weight
+        #: With an embedder the source is hybrid: words and meaning, fused (convex).
+        self.embedder = embedder
+        self.vector_weight = vector_weight
+        self._vector_options = {"sentence_weight": sentence_weight, "vector_pack": vector_pack}
+        self._vectors: DocumentVectors | None = None
         self._index: SqliteFtsIndex | None = None
         # Concurrent first queries run in several worker threads; they must share one
         # index rather than each open (and leak) a connection of its own.
@@ -271,20 +320,41 @@ class SqliteFtsSource:
                         "correct `path`."
                     )
                 self._index = SqliteFtsIndex(self.path, create=create)
+                if self.embedder is not None:
+                    self._vectors = self._index.vectors(self.embedder, **self._vector_options)
             return self._index
 
     # -- IngestableSource: `kairox kb ingest` creates the file on first write ----------
 
     def upsert(self, documents: Sequence[Document]) -> None:
-        self._open(create=True).upsert(documents)
+        index = self._open(create=True)
+        if self._vectors is None:
+            index.upsert(documents)
+            return
+        prepared = self._vectors.prepare(documents)  # embed before writing anything
+        index.upsert(documents)
+        self._vectors.write(prepared)
 
     def delete(self, ids: Sequence[str]) -> None:
         self._open(create=True).delete(ids)
+        if self._vectors is not None:
+            self._vectors.delete(ids)
 
     def fingerprints(self) -> dict[str, str]:
         if self._index is None and not self.path.exists():
             return {}
-        return self._open().fingerprints()
+        stored = self._open().fingerprints()
+        if self._vectors is None:
+            return stored
+        # A document without this embedder's vector (a run cut short, a new backend)
+        # counts as not stored, so the next ingest embeds it.
+        embedded = self._vectors.embedded_ids()
+        return {doc_id: fp for doc_id, fp in stored.items() if doc_id in embedded}
+
+    def finish(self) -> None:
+        """After an ingest run: pack the vectors for fast loading."""
+        if self._vectors is not None:
+            self._vectors.finish()
 
     def _search(self, query: Query) -> list[Hit]:
         rows = self._open().search(
@@ -294,17 +364,40 @@ class SqliteFtsSource:
             title_weight=self.title_weight,
             body_weight=self.body_weight,
         )
+        words = [self._hit(doc_id, t, b, u, m, score) for doc_id, t, b, u, m, score in rows]
+        if self._vectors is None or self.embedder is None or not query.text.strip():
+            return words
+        vector = query.embeddings.get(self.embedder.name)
+        if vector is None:
+            vector = self.embedder.embed([query.text])[0]
+        allowed = None
+        if query.filters:
+            allowed = np.asarray(self._open().matching_rowids(query.filters), dtype=np.int64)
+        nearest = self._vectors.search(vector, query.k, allowed)
+        found = self._open().rows([rowid for rowid, _ in nearest])
+        meaning = [self._hit(*found[r], score) for r, score in nearest if r in found]
+        fused = fuse(
+            {"words": words, "meaning": meaning},
+            method="convex",
+            score_kinds={"words": ScoreKind.BM25, "meaning": ScoreKind.COSINE},
+            weights={"meaning": self.vector_weight},
+            limit=query.k,
+        )
         return [
-            Hit(
-                id=doc_id,
-                text=f"{title}\n{body}" if title else body,
-                score=score,
-                source=self.name,
-                uri=uri,
-                metadata={**metadata, "title": title} if title else metadata,
-            )
-            for doc_id, title, body, uri, metadata, score in rows
+            Hit(f.id, f.text, f.score, self.name, uri=f.uri, metadata=f.metadata) for f in fused
         ]
+
+    def _hit(
+        self, doc_id: str, title: str, body: str, uri: str | None, metadata: dict, score: float
+    ) -> Hit:
+        return Hit(
+            id=doc_id,
+            text=f"{title}\n{body}" if title else body,
+            score=score,
+            source=self.name,
+            uri=uri,
+            metadata={**metadata, "title": title} if title else metadata,
+        )
 
     async def retrieve(self, query: Query) -> list[Hit]:
         return await asyncio.to_thread(self._search, query)
@@ -314,8 +407,18 @@ def build_source(kb_id: str, config: SqliteFtsConfig, ctx: BuildContext) -> Sqli
     path = Path(config.path).expanduser()
     if not path.is_absolute():
         path = ctx.base_dir / path
+    embedder = None
+    if config.embedding_backend is not None:
+        embedder = ctx.embedding_backend(config.embedding_backend)
     return SqliteFtsSource(
-        kb_id, path, title_weight=config.title_weight, body_weight=config.body_weight
+        kb_id,
+        path,
+        title_weight=config.title_weight,
+        body_weight=config.body_weight,
+        embedder=embedder,
+        sentence_weight=config.sentence_weight,
+        vector_weight=config.vector_weight,
+        vector_pack=config.vector_pack,
     )
 
 
@@ -326,6 +429,9 @@ def kairox_register_knowledge_base_kinds(register):
             name="sqlite-fts",
             config_model=SqliteFtsConfig,
             factory=build_source,
-            description="SQLite FTS5 (porter unicode61) over title and body; bm25.",
+            description=(
+                "SQLite FTS5 (porter unicode61) over title and body; bm25. With "
+                "embedding_backend, also by meaning (sentence-aware), fused in one source."
+            ),
         )
     )

@@ -50,7 +50,8 @@ from kairox.retrieval.vectors import (
 from kairox.storage import enable_wal, ensure_component_schema
 from kairox.workspace.chunking import split_sentences
 from kairox.workspace.code_chunks import chunk_source
-from kairox.workspace.files import Skipped, WorkspaceFile, iter_workspace_files, read_file_text
+from kairox.workspace.convert.converters import Converters
+from kairox.workspace.files import Skipped, WorkspaceFile, iter_workspace_files
 from kairox.workspace.filtering import FILES_JOIN, chunk_metadata, filter_sql
 from kairox.workspace.filtering import register as register_filter_functions
 from kairox.workspace.line_store import (
@@ -173,11 +174,17 @@ class IndexStats:
     #: How many files were skipped for each reason (``binary``, ``too large``, ...).
     skipped_reasons: dict[str, int] = field(default_factory=dict)
 
-    def skip(self, relpath: str, reason: str) -> None:
+    #: ``(relpath, why)`` of the skipped files whose reason has a detail (a document
+    #: its converter could not read says which converter and why).
+    skipped_details: list[tuple[str, str]] = field(default_factory=list)
+
+    def skip(self, relpath: str, reason: str, detail: str = "") -> None:
         """Count one skipped file under its reason."""
         self.skipped += 1
         self.skipped_files.append(relpath)
         self.skipped_reasons[reason] = self.skipped_reasons.get(reason, 0) + 1
+        if detail:
+            self.skipped_details.append((relpath, f"{reason} ({detail})"))
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -187,6 +194,7 @@ class IndexStats:
             "unchanged": self.unchanged,
             "skipped": self.skipped,
             "skipped_reasons": dict(sorted(self.skipped_reasons.items())),
+            "skipped_details": [{"path": p, "why": why} for p, why in self.skipped_details],
             "chunks_embedded": self.chunks_embedded,
             "chunks_total": self.chunks_total,
             "sentences_embedded": self.sentences_embedded,
@@ -282,6 +290,8 @@ class WorkspaceRagIndex:
         new process maps into memory at once (:mod:`kairox.workspace.vector_pack`);
         ``False`` searches from the rows only and deletes the workspace's packs on the
         next :meth:`index`.
+    :param converters: how files are read (PDF, HTML, Office, notebooks as text; see
+        :mod:`kairox.workspace.convert`); ``None`` means the built-in converters.
     """
 
     def __init__(
@@ -298,6 +308,7 @@ class WorkspaceRagIndex:
         vector_pack: bool = True,
         syntax_chunks: bool = True,
         selection: FileSelection | None = None,
+        converters: Converters | None = None,
     ) -> None:
         check_sentence_weight(sentence_weight)
         self.database = Path(database)
@@ -312,6 +323,7 @@ class WorkspaceRagIndex:
         self.vector_pack = vector_pack
         self.syntax_chunks = syntax_chunks
         self.selection = selection
+        self.converters = converters if converters is not None else Converters.builtin()
         self._db = open_database(self.database)
         # One connection, used from asyncio.to_thread workers: serialise access to it.
         self._lock = threading.RLock()
@@ -397,10 +409,11 @@ class WorkspaceRagIndex:
                 stats.unchanged += 1
             else:
                 # Binary, unreadable or gone since the walk: not indexed (leaves if it was).
-                text = read_file_text(file.path, max_bytes=self.max_file_bytes)
-                if isinstance(text, Skipped):
-                    stats.skip(file.relpath, text.reason)
+                converted = self.converters.read(file.path, max_bytes=self.max_file_bytes)
+                if isinstance(converted, Skipped):
+                    stats.skip(file.relpath, converted.reason, converted.detail)
                 else:
+                    text = converted.text
                     seen.add(file.relpath)
                     content_hash = _text_hash(text)
                     if previous is not None and previous[0] == content_hash:

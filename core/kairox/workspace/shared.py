@@ -43,7 +43,13 @@ def build_workspace_index(ctx: BuildContext) -> WorkspaceRagIndex:
         else {}
     )
     options["selection"] = workspace_selection(ctx)
-    return WorkspaceRagIndex(ctx.state_dir / "kairox.db", ctx.workspace_root, backend, **options)
+    return WorkspaceRagIndex(
+        ctx.state_dir / "kairox.db",
+        ctx.workspace_root,
+        backend,
+        converters=ctx.converters,
+        **options,
+    )
 
 
 def workspace_selection(ctx: BuildContext) -> FileSelection:

@@ -1,0 +1,267 @@
+"""Vectors beside a ``sqlite-fts`` knowledge base, so it searches by meaning as well.
+
+With ``embedding_backend`` set, every document stored is also embedded, whole and
+sentence by sentence, exactly as the workspace index embeds its chunks: vectors are
+addressed by (text hash, embedder), so an unchanged text is never embedded twice and
+vectors of two models never meet, and searches are sentence-aware (a document's score
+blends its own cosine with its best sentence's, ``sentence_weight``). They live in the
+knowledge base's own SQLite file, and after each ingest a copy is packed next to it
+(:mod:`kairox.workspace.vector_pack`) for a new process to map at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+import numpy as np
+
+from kairox.embedding import EmbeddingBackend
+from kairox.retrieval import Document
+from kairox.retrieval.vectors import SentenceVectors, normalise, top_k
+from kairox.workspace.chunking import split_sentences
+from kairox.workspace.vector_pack import VectorPack, pack_key, read_pack, remove_packs, write_pack
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS kb_passages (id TEXT PRIMARY KEY, text_hash TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS kb_sentences (id TEXT NOT NULL, sentence_index INTEGER NOT NULL,"
+    " text_hash TEXT NOT NULL, PRIMARY KEY (id, sentence_index))",
+    "CREATE INDEX IF NOT EXISTS kb_sentences_hash ON kb_sentences(text_hash)",
+    "CREATE TABLE IF NOT EXISTS kb_embeddings (text_hash TEXT NOT NULL, embedder TEXT NOT NULL,"
+    " dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (text_hash, embedder, dim))",
+    "CREATE TABLE IF NOT EXISTS kb_vector_packs (embedder TEXT NOT NULL, dim INTEGER NOT NULL,"
+    " token TEXT NOT NULL, PRIMARY KEY (embedder, dim))",
+)
+_EMBED_BATCH = 256
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def passage_text(document: Document) -> str:
+    """What is embedded for a document: its title line, then its text."""
+    return f"{document.title}\n{document.text}" if document.title else document.text
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    id: str
+    text_hash: str
+    sentences: tuple[str, ...]  # text hashes, in order
+    vectors: list[tuple[str, bytes]]  # (text hash, vector) not stored yet
+
+
+class DocumentVectors:
+    """The vectors of one knowledge-base file for one embedder (shares its connection)."""
+
+    def __init__(
+        self,
+        db: apsw.Connection,
+        lock: threading.Lock,
+        path: Path,
+        embedder: EmbeddingBackend,
+        *,
+        sentence_weight: float,
+        vector_pack: bool = True,
+    ) -> None:
+        self._db = db
+        self._lock = lock
+        self.embedder = embedder
+        self.sentence_weight = sentence_weight
+        self.vector_pack = vector_pack
+        self._pack_folder = path.parent / f"{path.name}.vectors"
+        self._pack_key = pack_key(str(path.resolve()), embedder.name, embedder.dim)
+        self._kind = (embedder.name, embedder.dim)
+        self._cache: tuple[tuple[int, int], np.ndarray, np.ndarray, SentenceVectors | None]
+        self._cache = None  # type: ignore[assignment]
+        with self._lock, self._db:
+            for statement in _SCHEMA:
+                self._db.execute(statement)
+
+    # -- writing ------------------------------------------------------------------
+
+    def embedded_ids(self) -> set[str]:
+        """The ids whose passage vector this embedder has made."""
+        with self._lock:
+            return {
+                row[0]
+                for row in self._db.execute(
+                    "SELECT p.id FROM kb_passages p JOIN kb_embeddings e ON e.text_hash = "
+                    "p.text_hash AND e.embedder = ? AND e.dim = ?",
+                    self._kind,
+                )
+            }
+
+    def _have(self, hashes: Sequence[str]) -> set[str]:
+        with self._lock:
+            return {
+                row[0]
+                for row in self._db.execute(
+                    "SELECT text_hash FROM kb_embeddings WHERE embedder = ? AND dim = ? AND "
+                    "text_hash IN (SELECT value FROM json_each(?))",
+                    (*self._kind, json.dumps(list(hashes))),
+                )
+            }
+
+    def prepare(self, documents: Sequence[Document]) -> list[_Prepared]:
+        """Split and embed ``documents`` (outside any transaction: this is the slow part)."""
+        texts: dict[str, str] = {}
+        plans: list[tuple[str, str, tuple[str, ...]]] = []
+        for document in documents:
+            whole = passage_text(document)
+            whole_hash = _hash(whole)
+            texts[whole_hash] = whole
+            found = split_sentences(document.text) if self.sentence_weight else []
+            sentence_hashes = []
+            if len(found) > 1:  # one sentence: the passage's own vector serves
+                for sentence in found:
+                    sentence_hashes.append(_hash(sentence.text))
+                    texts[sentence_hashes[-1]] = sentence.text
+            plans.append((document.id, whole_hash, tuple(sentence_hashes)))
+        have = self._have(sorted(texts))
+        missing = sorted(h for h in texts if h not in have)
+        made: dict[str, bytes] = {}
+        for start in range(0, len(missing), _EMBED_BATCH):
+            part = missing[start : start + _EMBED_BATCH]
+            vectors = normalise(self.embedder.embed([texts[h] for h in part]))
+            if vectors.shape != (len(part), self.embedder.dim):
+                raise ValueError(
+                    f"embedding backend {self.embedder.name!r} returned shape {vectors.shape}, "
+                    f"expected ({len(part)}, {self.embedder.dim})"
+                )
+            made.update((h, vectors[i].astype(np.float32).tobytes()) for i, h in enumerate(part))
+        prepared = []
+        for doc_id, whole_hash, sentence_hashes in plans:
+            # Each new vector is written once, with the first document that uses it (a
+            # sentence can repeat within a document and across documents).
+            own = [h for h in dict.fromkeys((whole_hash, *sentence_hashes)) if h in made]
+            prepared.append(
+                _Prepared(doc_id, whole_hash, sentence_hashes, [(h, made.pop(h)) for h in own])
+            )
+        return prepared
+
+    def write(self, prepared: Sequence[_Prepared]) -> None:
+        """Store prepared documents' vectors, replacing what their ids had."""
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM kb_vector_packs")
+            for item in prepared:
+                self._db.execute("DELETE FROM kb_sentences WHERE id = ?", (item.id,))
+                self._db.execute(
+                    "INSERT OR REPLACE INTO kb_passages VALUES (?, ?)", (item.id, item.text_hash)
+                )
+                self._db.executemany(
+                    "INSERT INTO kb_sentences VALUES (?, ?, ?)",
+                    [(item.id, n, h) for n, h in enumerate(item.sentences)],
+                )
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO kb_embeddings VALUES (?, ?, ?, ?)",
+                    [(h, *self._kind, v) for h, v in item.vectors],
+                )
+
+    def delete(self, ids: Sequence[str]) -> None:
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM kb_vector_packs")
+            for doc_id in ids:
+                self._db.execute("DELETE FROM kb_sentences WHERE id = ?", (doc_id,))
+                self._db.execute("DELETE FROM kb_passages WHERE id = ?", (doc_id,))
+            # Vectors no passage or sentence uses any more (of any embedder) go too.
+            self._db.execute(
+                "DELETE FROM kb_embeddings WHERE text_hash NOT IN (SELECT text_hash FROM "
+                "kb_passages UNION SELECT text_hash FROM kb_sentences)"
+            )
+
+    def finish(self) -> None:
+        """Pack the vectors for the next process (after an ingest run); best effort."""
+        if not self.vector_pack:
+            remove_packs(self._pack_folder, self._pack_key)
+            return
+        with self._lock:
+            pack = self._from_rows()
+            try:
+                token = write_pack(self._pack_folder, self._pack_key, pack)
+            except OSError:
+                return  # searches read the rows, as without a pack
+            with self._db:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO kb_vector_packs VALUES (?, ?, ?)", (*self._kind, token)
+                )
+            remove_packs(self._pack_folder, self._pack_key, keep=token)
+
+    # -- searching ----------------------------------------------------------------
+
+    def _from_rows(self) -> VectorPack:
+        passages = self._db.execute(
+            "SELECT d.rowid, p.text_hash FROM kb_passages p JOIN documents d ON d.id = p.id "
+            "ORDER BY d.rowid"
+        ).fetchall()
+        sentences = self._db.execute(
+            "SELECT d.rowid, s.text_hash FROM kb_sentences s JOIN documents d ON d.id = s.id "
+            "ORDER BY d.rowid, s.sentence_index"
+        ).fetchall()
+        rows = self._db.execute(
+            "SELECT text_hash, vector FROM kb_embeddings WHERE embedder = ? AND dim = ?",
+            self._kind,
+        ).fetchall()
+        row_of = {h: n for n, (h, _) in enumerate(rows)}
+        vectors = np.frombuffer(b"".join(v for _, v in rows), dtype=np.float32)
+        vectors = vectors.reshape(len(rows), self.embedder.dim)
+        kept = [(rowid, row_of[h]) for rowid, h in passages if h in row_of]
+        ids = np.array([rowid for rowid, _ in kept], dtype=np.int64)
+        position = {rowid: n for n, (rowid, _) in enumerate(kept)}
+        owned = [(position[r], row_of[h]) for r, h in sentences if r in position and h in row_of]
+        return VectorPack(
+            ids=ids,
+            chunk_rows=np.array([row for _, row in kept], dtype=np.int64),
+            owners=np.array([o for o, _ in owned], dtype=np.int64),
+            sentence_rows=np.array([row for _, row in owned], dtype=np.int64),
+            vectors=vectors,
+        )
+
+    def _stored_pack(self) -> VectorPack | None:
+        if not self.vector_pack:
+            return None
+        row = self._db.execute(
+            "SELECT token FROM kb_vector_packs WHERE embedder = ? AND dim = ?", self._kind
+        ).fetchone()
+        if row is None:
+            return None
+        return read_pack(self._pack_folder, self._pack_key, row[0], self.embedder.dim)
+
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, SentenceVectors | None]:
+        key = (self._db.execute("PRAGMA data_version").fetchone()[0], self._db.total_changes())
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1:]
+        pack = self._stored_pack() or self._from_rows()
+        matrix = np.asarray(pack.vectors[pack.chunk_rows])
+        sentences = None
+        if self.sentence_weight and len(pack.owners):
+            sentences = SentenceVectors(
+                pack.vectors, pack.owners, unit=True, rows=pack.sentence_rows
+            )
+        self._cache = (key, pack.ids, matrix, sentences)
+        return pack.ids, matrix, sentences
+
+    def search(
+        self, vector: np.ndarray, k: int, allowed: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
+        """``(document rowid, score)`` of the ``k`` nearest documents, best first."""
+        with self._lock:
+            ids, matrix, sentences = self._arrays()
+            if len(ids) == 0:
+                return []
+            mask = None if allowed is None else np.isin(ids, allowed)
+            rows, scores = top_k(
+                matrix,
+                np.asarray(vector, dtype=np.float32),
+                k,
+                mask=mask,
+                sentences=sentences,
+                sentence_weight=self.sentence_weight,
+            )
+            return [(int(ids[r]), float(s)) for r, s in zip(rows, scores, strict=True)]

@@ -1,0 +1,109 @@
+"""The converters in force, by file suffix, and reading a file through them.
+
+A file no converter claims is read as UTF-8 text (binary files are skipped), exactly as
+before converters existed; a claimed file is read as bytes and converted. A converter
+that fails skips that one file with the reason, so one bad PDF never stops a run.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+from kairox.workspace.convert.base import ConversionError, Converted, ConverterSpec
+from kairox.workspace.convert.text import plain
+from kairox.workspace.files import (
+    DEFAULT_MAX_BYTES,
+    NOT_REGULAR,
+    PATH_TOO_LONG,
+    TOO_LARGE,
+    UNREADABLE,
+    VANISHED,
+    Skipped,
+    read_file_text,
+)
+
+__all__ = ["CONVERSION_FAILED", "CONVERTER_MISSING", "Converters", "read_file_bytes"]
+
+#: Why a claimed file was skipped, as counted in index and ingest summaries.
+CONVERSION_FAILED = "conversion failed"
+CONVERTER_MISSING = "converter not installed"
+
+
+def _reason(exc: OSError) -> Skipped:
+    if exc.errno == errno.ENAMETOOLONG:
+        reason = PATH_TOO_LONG
+    elif isinstance(exc, FileNotFoundError | NotADirectoryError):
+        reason = VANISHED
+    else:
+        reason = UNREADABLE
+    return Skipped(reason, exc.strerror or str(exc))
+
+
+def read_file_bytes(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes | Skipped:
+    """The bytes of the regular file ``path`` (at most ``max_bytes``), or why not.
+
+    Like :func:`kairox.workspace.files.read_file_text`: opened without blocking and
+    checked through its own descriptor, so a FIFO or device is refused, never read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        return _reason(exc)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return Skipped(NOT_REGULAR)
+        if info.st_size > max_bytes:
+            return Skipped(TOO_LARGE, f"{info.st_size:,} bytes, the cap is {max_bytes:,}")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        return _reason(exc)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        return Skipped(TOO_LARGE, f"over {max_bytes:,} bytes, the cap")
+    return data
+
+
+class Converters:
+    """Converters by suffix; a later spec's claim on a suffix replaces an earlier one's."""
+
+    def __init__(self, specs: Iterable[ConverterSpec] = ()) -> None:
+        self.by_suffix: dict[str, ConverterSpec] = {}
+        for spec in specs:
+            for suffix in spec.suffixes:
+                self.by_suffix[suffix.lower()] = spec
+
+    @classmethod
+    def builtin(cls) -> Converters:
+        """The built-in converters, for callers with no plugin registry at hand."""
+        from kairox.workspace.convert.builtin import BUILTIN_CONVERTERS
+
+        return cls(BUILTIN_CONVERTERS)
+
+    def claiming(self, path: Path | str) -> ConverterSpec | None:
+        """The converter for ``path``'s suffix, if any."""
+        return self.by_suffix.get(Path(path).suffix.lower())
+
+    def read(self, path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Converted | Skipped:
+        """``path`` converted, or as plain text when unclaimed; or why it was skipped."""
+        spec = self.claiming(path)
+        if spec is None:
+            text = read_file_text(path, max_bytes=max_bytes)
+            return text if isinstance(text, Skipped) else plain(text)
+        data = read_file_bytes(path, max_bytes=max_bytes)
+        if isinstance(data, Skipped):
+            return data
+        try:
+            return spec.convert(data, path.name)
+        except ImportError as exc:
+            return Skipped(CONVERTER_MISSING, str(exc))
+        except ConversionError as exc:
+            return Skipped(CONVERSION_FAILED, f"{spec.name}: {exc}")
+        except Exception as exc:  # a plugin's converter must not stop the run either
+            return Skipped(CONVERSION_FAILED, f"{spec.name}: {type(exc).__name__}: {exc}")

@@ -1,0 +1,170 @@
+"""HTML: the page's main content as text, headings as sections; no scripts, styles,
+navigation, headers, footers or forms.
+
+Parsed with Beautiful Soup over the standard library's parser (tolerant of broken
+markup, nothing compiled). The main content is ``<main>``, else ``[role=main]``, else
+the only ``<article>``, else ``<body>``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kairox.lazy_imports import LazyImport
+from kairox.workspace.convert.base import ConversionError, Converted, ConverterSpec
+from kairox.workspace.convert.markdown import heading_sections
+from kairox.workspace.convert.text import decode_text
+
+DOCUMENTS_EXTRA = "pip install 'kairox[documents]'"
+BS4 = LazyImport(
+    "bs4",
+    needed_by="the HTML converter",
+    install=DOCUMENTS_EXTRA,
+    distributions={"bs4": "beautifulsoup4"},
+)
+
+#: Never content: dropped with everything inside them.
+_DROPPED = (
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "nav",
+    "header",
+    "footer",
+    "aside",
+    "form",
+    "iframe",
+    "svg",
+    "canvas",
+    "button",
+    "select",
+    "dialog",
+)
+_HEADINGS = {f"h{n}": n for n in range(1, 7)}
+#: Elements that end a line of text (a paragraph, a list item, a table row...).
+_BLOCKS = frozenset(
+    [
+        "p",
+        "div",
+        "section",
+        "article",
+        "main",
+        "li",
+        "ul",
+        "ol",
+        "dl",
+        "dt",
+        "dd",
+        "pre",
+        "blockquote",
+        "table",
+        "tr",
+        "thead",
+        "tbody",
+        "tfoot",
+        "caption",
+        "figure",
+        "figcaption",
+        "details",
+        "summary",
+        "address",
+        "hr",
+        "br",
+    ]
+)
+_SPACE = re.compile(r"\s+")
+
+
+def _main(soup: Any) -> Any:
+    main = soup.find("main") or soup.find(attrs={"role": "main"})
+    if main is None:
+        articles = soup.find_all("article")
+        main = articles[0] if len(articles) == 1 else None
+    return main or soup.body or soup
+
+
+class _Writer:
+    """Collects blocks of text and the offsets of the headings among them."""
+
+    def __init__(self) -> None:
+        self.blocks: list[str] = []
+        self.length = 0
+        self.line: list[str] = []
+        self.headings: list[tuple[int, int, str]] = []
+
+    def flush(self) -> None:
+        text = _SPACE.sub(" ", "".join(self.line)).strip()
+        self.line = []
+        if text:
+            self.add(text)
+
+    def add(self, text: str) -> None:
+        if self.blocks:
+            self.length += 2  # the "\n\n" joining blocks
+        self.blocks.append(text)
+        self.length += len(text)
+
+    def heading(self, level: int, text: str) -> None:
+        self.flush()
+        text = _SPACE.sub(" ", text).strip()
+        if text:
+            self.headings.append((self.length + (2 if self.blocks else 0), level, text))
+            self.add(text)
+
+    def walk(self, node: Any, bs4: Any) -> None:
+        for child in node.children:
+            if isinstance(child, bs4.Comment | bs4.Doctype | bs4.ProcessingInstruction):
+                continue
+            if isinstance(child, bs4.NavigableString):
+                self.line.append(str(child))
+            elif child.name in _HEADINGS:
+                self.heading(_HEADINGS[child.name], child.get_text(" "))
+            elif child.name == "pre":
+                self.flush()
+                code = child.get_text().strip("\n")
+                if code.strip():
+                    self.add(code)
+            elif child.name in _BLOCKS:
+                self.flush()
+                self.walk(child, bs4)
+                self.flush()
+            elif child.name in ("td", "th"):
+                self.walk(child, bs4)
+                self.line.append(" | ")
+            else:
+                self.walk(child, bs4)
+
+
+def convert_html(data: bytes, filename: str) -> Converted:
+    bs4 = BS4.load()
+    if b"\x00" in data[:8192]:
+        raise ConversionError("holds binary data (NUL bytes), not HTML")
+    try:
+        markup = decode_text(data, filename)
+    except ConversionError:
+        markup = data.decode("latin-1")  # old pages: the parser still reads the markup
+    soup = bs4.BeautifulSoup(markup, "html.parser")
+    title = soup.title.get_text(" ", strip=True) if soup.title else ""
+    for element in soup.find_all(_DROPPED):
+        element.decompose()
+    writer = _Writer()
+    writer.walk(_main(soup), bs4)
+    writer.flush()
+    text = "\n\n".join(writer.blocks)
+    return Converted(
+        text=text,
+        sections=heading_sections(writer.headings, len(text)),
+        title=title,
+        format="html",
+    )
+
+
+HTML = ConverterSpec(
+    name="html",
+    suffixes=(".html", ".htm", ".xhtml"),
+    convert=convert_html,
+    description="HTML main content (no scripts or navigation), a section per heading.",
+    install=DOCUMENTS_EXTRA,
+)

@@ -1,0 +1,53 @@
+"""PDF: the text layer of each page (pypdf), a ``page`` region per page.
+
+An encrypted PDF is opened with the empty password (many are "encrypted" only against
+editing); one that needs a real password, a corrupt one, and one with no text layer at
+all (a scan) are refused with the reason.
+"""
+
+from __future__ import annotations
+
+import io
+
+from kairox.lazy_imports import LazyImport
+from kairox.workspace.convert.base import ConversionError, Converted, ConverterSpec, Region
+from kairox.workspace.convert.html import DOCUMENTS_EXTRA
+
+PYPDF = LazyImport("pypdf", needed_by="the PDF converter", install=DOCUMENTS_EXTRA)
+
+
+def convert_pdf(data: bytes, filename: str) -> Converted:
+    pypdf = PYPDF.load()
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise ConversionError("is encrypted with a password; save a decrypted copy")
+        pages = [page.extract_text() or "" for page in reader.pages]
+    except ConversionError:
+        raise
+    except Exception as exc:  # pypdf raises many types for broken files
+        raise ConversionError(f"is not a readable PDF ({type(exc).__name__}: {exc})") from exc
+    parts: list[str] = []
+    regions: list[Region] = []
+    length = 0
+    for number, page in enumerate(pages, start=1):
+        page = page.strip()
+        if not page:
+            continue
+        if parts:
+            length += 2
+        regions.append(Region(length, length + len(page), str(number)))
+        parts.append(page)
+        length += len(page)
+    if not parts:
+        raise ConversionError("has no text layer (a scan?); run OCR on it first")
+    return Converted(text="\n\n".join(parts), regions={"page": tuple(regions)}, format="pdf")
+
+
+PDF = ConverterSpec(
+    name="pdf",
+    suffixes=(".pdf",),
+    convert=convert_pdf,
+    description="PDF text layer (pypdf); page numbers in hits.",
+    install=DOCUMENTS_EXTRA,
+)

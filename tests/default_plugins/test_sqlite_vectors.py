@@ -1,0 +1,181 @@
+"""``sqlite-fts`` with ``embedding_backend``: by meaning and by words in one source."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from kairox.default_plugins import sqlite_fts
+from kairox.default_plugins.hashing_embedder import HashingEmbedder
+from kairox.ingest import ingest
+from kairox.retrieval import Document, Query
+from kairox.testing import CORPUS, SourceConformance, build_source, run
+
+#: Words that mean one thing, for an embedder that knows synonyms and FTS5 does not.
+CONCEPTS = {
+    "car": 0, "automobile": 0, "vehicle": 0,
+    "doctor": 1, "physician": 1,
+    "ocean": 2, "sea": 2,
+    "happy": 3, "glad": 3,
+}  # fmt: skip
+
+
+class ConceptEmbedder:
+    """A real (if tiny) embedding backend: words map to concepts, the rest is hashed."""
+
+    name = "concepts-test"
+    dim = 64
+
+    def __init__(self) -> None:
+        self.embedded: list[str] = []
+        self._hashing = HashingEmbedder(dim=self.dim - len(set(CONCEPTS.values())))
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.embedded.extend(texts)
+        rest = self._hashing.embed(list(texts))
+        concepts = np.zeros((len(texts), len(set(CONCEPTS.values()))), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().replace(".", " ").split():
+                if word in CONCEPTS:
+                    concepts[row, CONCEPTS[word]] += 3.0
+        return np.hstack([concepts, rest]).astype(np.float32)
+
+
+def build(tmp_path, embedder, **options):
+    return build_source(
+        sqlite_fts,
+        "sqlite-fts",
+        base_dir=tmp_path,
+        embedders={embedder.name: embedder},
+        path="kb.db",
+        embedding_backend=embedder.name,
+        **options,
+    )
+
+
+DOCS = [
+    Document("d1", "The physician examined the patient's lungs.", title="Clinic"),
+    Document("d2", "Waves crashed on the shore of the sea.", title="Coast"),
+    Document("d3", "She drove her car to work. Traffic was heavy.", title="Commute"),
+]
+
+
+def test_finds_by_meaning_what_words_alone_miss(tmp_path):
+    source = build(tmp_path, ConceptEmbedder())
+    source.upsert(DOCS)
+    words_only = build_source(sqlite_fts, "sqlite-fts", base_dir=tmp_path, path="kb.db")
+    assert run(words_only.retrieve(Query("automobile"))) == []
+    hits = run(source.retrieve(Query("automobile", k=2)))
+    assert hits[0].id == "d3" and hits[0].source == "papers"
+    assert hits[0].metadata["title"] == "Commute"
+    # Words still count: an exact term ranks its document first.
+    assert run(source.retrieve(Query("waves shore", k=1)))[0].id == "d2"
+
+
+def test_vector_weight_sets_how_much_meaning_counts(tmp_path):
+    source = build(tmp_path, ConceptEmbedder(), vector_weight=0)
+    source.upsert(DOCS)
+    assert run(source.retrieve(Query("automobile"))) == []  # words only
+    words = build_source(sqlite_fts, "sqlite-fts", base_dir=tmp_path, path="kb.db")
+    query = Query("the sea and the car")
+    assert [h.id for h in run(source.retrieve(query))] == [h.id for h in run(words.retrieve(query))]
+
+
+def test_ingest_is_incremental_and_deletes_vectors(tmp_path):
+    embedder = ConceptEmbedder()
+    source = build(tmp_path, embedder)
+    records = tmp_path / "docs.jsonl"
+    records.write_text(
+        "\n".join(f'{{"id": "{d.id}", "title": "{d.title}", "text": "{d.text}"}}' for d in DOCS)
+    )
+    first = ingest(source, [records], root=tmp_path)
+    assert first.added == 3 and embedder.embedded
+    embedder.embedded.clear()
+    again = ingest(source, [records], root=tmp_path)
+    assert again.unchanged == 3 and embedder.embedded == []  # nothing embedded twice
+    records.write_text(f'{{"id": "d1", "title": "Clinic", "text": "{DOCS[0].text}"}}')
+    ingest(source, [records], root=tmp_path, prune=True)
+    assert run(source.retrieve(Query("automobile"))) == []
+    # The vectors of the pruned documents left the file with them.
+    vectors = source._vectors
+    assert vectors is not None and vectors.embedded_ids() == {"d1"}
+
+
+def test_a_new_embedder_re_embeds_on_the_next_ingest(tmp_path):
+    source = build(tmp_path, ConceptEmbedder())
+    source.upsert(DOCS)
+    other = HashingEmbedder(dim=32)
+    switched = build(tmp_path, other)
+    assert switched.fingerprints() == {}  # no vectors of this model yet: all to write
+    switched.upsert(DOCS)
+    assert set(switched.fingerprints()) == {"d1", "d2", "d3"}
+    assert run(switched.retrieve(Query("sea waves", k=1)))[0].id == "d2"
+
+
+def test_vectors_are_packed_after_an_ingest_and_used_by_a_new_source(tmp_path):
+    embedder = ConceptEmbedder()
+    source = build(tmp_path, embedder)
+    records = tmp_path / "docs.jsonl"
+    records.write_text("\n".join(f'{{"id": "{d.id}", "text": "{d.text}"}}' for d in DOCS))
+    ingest(source, [records], root=tmp_path)
+    packs = sorted(p.name for p in (tmp_path / "kb.db.vectors").iterdir())
+    assert len(packs) == 2
+    assert packs[0].endswith(".index.npz") and packs[1].endswith(".vectors.npy")
+    fresh = build(tmp_path, embedder)
+    fresh._open()
+    assert fresh._vectors is not None and fresh._vectors._stored_pack() is not None
+    assert run(fresh.retrieve(Query("physician", k=1)))[0].id == "d1"
+    off = build(tmp_path, embedder, vector_pack=False)
+    ingest(off, [records], root=tmp_path, prune=True)  # nothing changed: packs stay
+    off.upsert([Document("d4", "A glad ending.")])
+    off.finish()
+    assert not any((tmp_path / "kb.db.vectors").iterdir())
+
+
+def test_repeated_sentences_are_embedded_once(tmp_path):
+    embedder = ConceptEmbedder()
+    source = build(tmp_path, embedder)
+    repeated = "See the maintenance manual for every further detail of this procedure."
+    source.upsert(
+        [
+            Document(
+                "a", f"{repeated} The sea is calm and quiet along the coast today. {repeated}"
+            ),
+            Document("b", f"The car needs fresh oil before the long drive north. {repeated}"),
+        ]
+    )
+    assert embedder.embedded.count(repeated) == 1
+    assert run(source.retrieve(Query("ocean", k=1)))[0].id == "a"
+
+
+def test_filters_apply_to_the_meaning_side_too(tmp_path):
+    source = build(tmp_path, ConceptEmbedder())
+    source.upsert(
+        [
+            Document("a", "A car for the city.", metadata={"lang": "en"}),
+            Document("b", "Another car, for the road.", metadata={"lang": "de"}),
+        ]
+    )
+    hits = run(source.retrieve(Query("automobile", filters={"lang": "de"})))
+    assert [h.id for h in hits] == ["b"]
+
+
+class TestHybridConformance(SourceConformance):
+    @pytest.fixture
+    def conformance_source(self, tmp_path):
+        source = build(tmp_path, HashingEmbedder())
+        source.upsert([Document(d.id, d.text, title=d.title, metadata=d.metadata) for d in CORPUS])
+        return source
+
+    @pytest.fixture
+    def broken_source(self, tmp_path):
+        return build_source(
+            sqlite_fts,
+            "sqlite-fts",
+            base_dir=tmp_path,
+            embedders={"hashing-384": HashingEmbedder()},
+            path="missing.db",
+            embedding_backend="hashing-384",
+        )
