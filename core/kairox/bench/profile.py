@@ -53,9 +53,7 @@ def is_external(name: str) -> bool:
 class FacadeSystem:
     """One benchmarked system that is a facade search (what ``kairox search`` runs)."""
 
-    def __init__(
-        self, facade: AppFacade, name: str, profile: str, only: set[str] | None
-    ) -> None:
+    def __init__(self, facade: AppFacade, name: str, profile: str, only: set[str] | None) -> None:
         self.facade = facade
         self.name = name
         self.profile = profile
@@ -165,7 +163,8 @@ def build_kind(bench: Bench, name: str, options: Mapping[str, Any]) -> tuple[Any
     if not isinstance(source, IngestableSource):
         raise BenchError(f"kind {kind_name!r} cannot be filled with documents")
     documents = [
-        Document(doc_id, text, title=title) for doc_id, (title, text) in bench.dataset.corpus.items()
+        Document(doc_id, text, title=title)
+        for doc_id, (title, text) in bench.dataset.corpus.items()
     ]
     started = time.perf_counter()
     for start in range(0, len(documents), 1000):
@@ -218,7 +217,9 @@ def check_coverage(bench: Bench, name: str, source: Any, judged: set[str]) -> No
     if ids is None:
         return  # a remote kind cannot list its ids; checked on the hits instead
     where = (
-        f"knowledge base {names[0]!r}" if len(names) == 1 else f"the sources of {name!r} ({', '.join(names)})"
+        f"knowledge base {names[0]!r}"
+        if len(names) == 1
+        else f"the sources of {name!r} ({', '.join(names)})"
     )
     check_known(where, judged, ids)
 

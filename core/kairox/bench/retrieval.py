@@ -65,8 +65,8 @@ import numpy as np
 from kairox.bench import BENCH_EXTRA, BenchError
 from kairox.bench.beir import BeirDataset
 from kairox.bench.isolation import can_isolate, run_isolated
-from kairox.bench.metrics import DEPTH, METRICS, _need_ir_measures, per_query
 from kairox.bench.judgments import IdMatcher, check_returned
+from kairox.bench.metrics import DEPTH, METRICS, _need_ir_measures, per_query
 from kairox.bench.peers import PEER_CLASSES, PEERS, _PeerSource
 from kairox.bench.profile import (
     PREFIXES,

@@ -47,7 +47,7 @@ def bench() -> None:
     "--queries",
     "queries_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Your queries: JSONL {\"id\", \"text\"} or TSV id<TAB>text.",
+    help='Your queries: JSONL {"id", "text"} or TSV id<TAB>text.',
 )
 @click.option(
     "--qrels",
@@ -97,6 +97,7 @@ def retrieval(
     Exits 1 when a source timed out, failed or was skipped for some query (the report
     says which and how often), 2 for an unknown system, profile, knowledge base or kind.
     """
+    from kairox.bench.generate import NOTE, generated_judgments
     from kairox.bench.profile import BenchUsageError
     from kairox.bench.report import write_report
     from kairox.bench.retrieval import benchmark
@@ -130,6 +131,9 @@ def retrieval(
             )
     except BenchUsageError as exc:
         raise click.UsageError(str(exc)) from None
+    judgments = generated_judgments(dataset, queries_file.parent if queries_file else None)
+    if judgments is not None:
+        report["judgments"] = judgments
     if out is not None:
         write_report(report, out)
     failed = [row for row in report["systems"] if row.get("failures")]
@@ -163,6 +167,8 @@ def retrieval(
     console.print(table)
     for skipped in report.get("skipped", []):
         console.print(f"skipped {skipped['reason']}", markup=False)
+    if judgments is not None:
+        console.print(printable(f"{NOTE} (model {judgments.get('model')})"), markup=False)
     for row in failed:
         for source, entry in row["failures"].items():
             console_err.print(
@@ -332,3 +338,13 @@ def _attach_session_benchmarks() -> None:
 
 
 _attach_session_benchmarks()
+
+
+def _attach_tuning_benchmarks() -> None:
+    from kairox.cli import bench_tune_cmd
+
+    for command in bench_tune_cmd.COMMANDS:
+        bench.add_command(command)
+
+
+_attach_tuning_benchmarks()

@@ -190,6 +190,22 @@ class SqliteFtsIndex:
         with self._lock:
             return self._db.execute("SELECT count(*) FROM documents").fetchone()[0]
 
+    def documents(self, ids: Sequence[str]) -> list[Document]:
+        """The stored documents with these ids, in that order (missing ids left out)."""
+        found: dict[str, Document] = {}
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                part = list(ids[start : start + 500])
+                marks = ",".join("?" * len(part))
+                for doc_id, title, body, uri, metadata in self._db.execute(
+                    f"SELECT id, title, body, uri, metadata FROM documents WHERE id IN ({marks})",
+                    part,
+                ):
+                    found[doc_id] = Document(
+                        doc_id, body, title=title, uri=uri, metadata=_metadata(metadata)
+                    )
+        return [found[i] for i in ids if i in found]
+
     def search(
         self,
         text: str,
@@ -294,6 +310,10 @@ class SqliteFtsSource:
         if self._index is None and not self.path.exists():
             return {}
         return self._open().fingerprints()
+
+    def documents(self, ids: Sequence[str]) -> list[Document]:
+        """Stored documents by id (``kairox bench generate-queries`` reads passages back)."""
+        return self._open().documents(ids)
 
     def _search(self, query: Query) -> list[Hit]:
         rows = self._open().search(
