@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--system")
     parser.add_argument("--kairox", default=str(Path(sys.executable).with_name("kairox")))
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--save", type=Path, help="Keep the search outputs here (JSON).")
+    parser.add_argument("--load", type=Path, help="Score outputs saved by --save instead.")
     args = parser.parse_args(argv)
 
     queries = {}
@@ -51,8 +53,13 @@ def main(argv: list[str] | None = None) -> int:
         ).stdout
         return qid, json.loads(out)["hits"]
 
-    with ThreadPoolExecutor(args.workers) as pool:
-        outputs = dict(pool.map(search, judged_queries))
+    if args.load is not None:
+        outputs = json.loads(args.load.read_text())
+    else:
+        with ThreadPoolExecutor(args.workers) as pool:
+            outputs = dict(pool.map(search, judged_queries))
+    if args.save is not None:
+        args.save.write_text(json.dumps(outputs))
     run = []
     for qid, hits in outputs.items():
         ranked = list(dict.fromkeys((h["metadata"] or {}).get("path") or h["id"] for h in hits))

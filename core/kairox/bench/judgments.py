@@ -21,7 +21,8 @@ when the id equals any of, in this order:
 
 The ranking scored is the hits' matched ids, best first, each kept once (the first,
 best-ranked chunk of a document stands for it); a hit matching no judged id keeps its
-document id, so it still takes its rank.
+document id (``document_id``, ``doc_id`` or ``path`` metadata, else its id), so it still
+takes one rank, however many of its chunks were found.
 """
 
 from __future__ import annotations
@@ -164,8 +165,7 @@ class IdMatcher:
         line = self._line_key(hit)
         if line is not None:
             return line
-        metadata = getattr(hit, "metadata", None) or {}
-        return str(metadata.get("document_id") or metadata.get("doc_id") or hit.id)
+        return document_id(hit)
 
     def ranking(self, hits: Sequence[Any]) -> list[str]:
         """Matched ids best first, each once."""
@@ -202,6 +202,13 @@ class IdMatcher:
                 starts = [0] + [m.end() for m in re.finditer("\n", text)]
                 self._line_starts[path] = starts
         return self._line_starts[path]
+
+
+def document_id(hit: Any) -> str:
+    """The document a hit (perhaps one chunk of it) belongs to."""
+    metadata = getattr(hit, "metadata", None) or {}
+    found = metadata.get("document_id") or metadata.get("doc_id") or metadata.get("path")
+    return str(found or hit.id)
 
 
 def _next(starts: list[int], line: int) -> int:
