@@ -33,7 +33,7 @@ def test_questions_become_a_beir_dataset_the_benchmark_reads(
     qrels = (out / "qrels" / "test.tsv").read_text().splitlines()[1:]
     texts = {doc.id: doc.text for doc in CORPUS}
     for prompt, row in zip(prompts, qrels, strict=True):
-        qid, doc_id, grade = row.split("\t")
+        _, doc_id, grade = row.split("\t")
         assert grade == "1" and texts[doc_id][:60] in prompt  # its own passage was asked
     expected = ["What are Saturn's rings made of?", "How does espresso get its crema?", "Why?"]
     assert [q["text"] for q in queries] == expected

@@ -30,7 +30,7 @@ def test_queries_as_jsonl_or_tsv(tmp_path):
     assert load_queries(tsv) == {"a": "one\tand more"}
     broken = tmp_path / "bad.jsonl"
     broken.write_text('{"text": "no id"}\n')
-    with pytest.raises(DatasetError, match='bad.jsonl:1: the query has no "id"'):
+    with pytest.raises(DatasetError, match=r'bad\.jsonl:1: the query has no "id"'):
         load_queries(broken)
 
 

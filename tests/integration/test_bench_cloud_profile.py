@@ -102,7 +102,7 @@ def bench(invoke, *args):
 def test_the_profile_and_each_cloud_kb_are_benchmarked_through_their_servers(
     cloud_workspace, invoke
 ):
-    _, (bedrock, pinecone, weaviate) = cloud_workspace
+    _, (bedrock, pinecone, _) = cloud_workspace
     result = bench(invoke, "--profile", "default", "--systems", "kb:aws,kb:pc,kb:wv")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
