@@ -8,7 +8,7 @@ import pytest
 
 from kairox.bench import BenchError
 from kairox.bench.tune import check_folds, ndcg10
-from kairox.config import load_config
+from kairox.config_loader import load_config
 from kairox.plugins import build_plugin_manager
 from tests.bench.conftest import corpus_jsonl
 

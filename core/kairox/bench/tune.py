@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kairox.bench import BenchError
+from kairox.bench import BENCH_EXTRA, BenchError
 from kairox.bench.beir import BeirDataset
 from kairox.bench.judgments import IdMatcher
 from kairox.bench.metrics import DEPTH, paired_test
@@ -282,7 +282,12 @@ def config_of(data: Mapping[str, Any]) -> Config:
 
 def write_weights(facade: AppFacade, weights: Mapping[str, float]) -> list[Path]:
     """Set ``weight`` of each knowledge base in the file that defines it, in place."""
-    import tomlkit
+    try:
+        import tomlkit
+    except ImportError:
+        raise BenchError(
+            f"bench tune --write needs tomlkit: {BENCH_EXTRA} (or pip install tomlkit)"
+        ) from None
 
     changed: list[Path] = []
     by_file: dict[Path, dict[str, float]] = {}
