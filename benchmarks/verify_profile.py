@@ -45,13 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     judged_queries = sorted({q.query_id for q in qrels})
 
     def search(qid: str) -> tuple[str, list[dict]]:
-        out = subprocess.run(
-            [args.kairox, "search", "--profile", args.profile, "--json", "-k", "100", queries[qid]],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        return qid, json.loads(out)["hits"]
+        command = [args.kairox, "search", "--profile", args.profile, "--json", "-k", "100"]
+        for _attempt in (1, 2):  # once more if the process died (a busy machine)
+            done = subprocess.run([*command, queries[qid]], capture_output=True, text=True)
+            if done.returncode == 0:
+                return qid, json.loads(done.stdout)["hits"]
+        raise SystemExit(f"query {qid}: kairox search failed: {done.stderr.strip()}")
 
     if args.load is not None:
         outputs = json.loads(args.load.read_text())
