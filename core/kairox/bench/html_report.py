@@ -101,7 +101,7 @@ def _png(plt: Any, figure: Any, path: Path) -> str:
     return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{encoded}">'
 
 
-def _plots(systems: list[tuple[str, Mapping, Mapping]], runs: Sequence, out_dir: Path) -> list[str]:
+def _plots(systems: list[tuple[str, Mapping, Mapping]], runs: Sequence, out: Path) -> list[str]:
     plt = _pyplot()
     images = []
     names = [name for name, _, _ in systems]
@@ -109,7 +109,7 @@ def _plots(systems: list[tuple[str, Mapping, Mapping]], runs: Sequence, out_dir:
     axis.bar(range(len(names)), [row.get("ndcg@10", 0.0) for _, row, _ in systems])
     axis.set_xticks(range(len(names)), names, rotation=30, ha="right")
     axis.set_ylabel("nDCG@10")
-    images.append(_png(plt, figure, out_dir / "report-quality.png"))
+    images.append(_png(plt, figure, out.with_name(f"{out.stem}-quality.png")))
     latencies = []
     for label, run in runs:
         for system, values in run.get("latencies_ms", {}).items():
@@ -123,7 +123,7 @@ def _plots(systems: list[tuple[str, Mapping, Mapping]], runs: Sequence, out_dir:
         )
         axis.set_yscale("log")
         axis.set_ylabel("latency per query (ms, log)")
-        images.append(_png(plt, figure, out_dir / "report-latency.png"))
+        images.append(_png(plt, figure, out.with_name(f"{out.stem}-latency.png")))
     return images
 
 
@@ -205,7 +205,7 @@ def render(paths: Sequence[Path], out: Path) -> Path:
                 )
             )
     parts.append("<h2>Plots</h2>")
-    parts.extend(_plots(systems, runs, out.parent))
+    parts.extend(_plots(systems, runs, out))
     latency_rows = []
     for label, run in runs:
         for system, values in run.get("latencies_ms", {}).items():
