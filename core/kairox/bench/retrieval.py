@@ -65,8 +65,19 @@ import numpy as np
 from kairox.bench import BENCH_EXTRA, BenchError
 from kairox.bench.beir import BeirDataset
 from kairox.bench.isolation import can_isolate, run_isolated
+from kairox.bench.judgments import IdMatcher, check_returned
 from kairox.bench.metrics import DEPTH, METRICS, _need_ir_measures, per_query
 from kairox.bench.peers import PEER_CLASSES, PEERS, _PeerSource
+from kairox.bench.profile import (
+    PREFIXES,
+    BenchUsageError,
+    Systems,
+    check_coverage,
+    did_you_mean,
+    is_external,
+    record_contributions,
+    record_failures,
+)
 from kairox.bench.report import machine, percentile, write_runs
 from kairox.registry import BuildContext, Registry
 from kairox.retrieval import Document, IngestableSource, Query, WorkspaceRetriever
@@ -146,12 +157,18 @@ class Bench:
         cache_dir: Path,
         scratch: Path,
         progress: Progress | None = None,
+        systems: Systems | None = None,
+        matcher: IdMatcher | None = None,
     ) -> None:
         self.dataset = dataset
         self.registry = registry
         self.cache_dir = cache_dir
         self.scratch = scratch
         self.progress = progress
+        #: ``profile:``, ``kb:`` and ``kind:`` systems (:mod:`kairox.bench.profile`).
+        self.systems = systems or Systems(None)
+        #: How a hit maps to a judged id (:mod:`kairox.bench.judgments`).
+        self.matcher = matcher
         self._built: dict[str, tuple[WorkspaceRetriever, float, bool]] = {}
 
     # -- systems ----------------------------------------------------------------------
@@ -177,6 +194,8 @@ class Bench:
             base, stages = split_staged(name)
             self.check(base)
             check_stages(stages, self.registry)
+        elif name.startswith(PREFIXES):
+            self.systems.check(name, self)
         elif name in HYBRIDS:
             self.check("sqlite-fts")
             self.check("dense")
@@ -199,8 +218,9 @@ class Bench:
             if name not in LOCAL_KIND_OPTIONS:
                 raise BenchError(f"kind {name!r} has no local benchmark set-up")
         else:
-            raise BenchError(
-                f"unknown system {name!r}; available: {', '.join(self.available())}"
+            raise BenchUsageError(
+                f"unknown system {name!r}{did_you_mean(name, self.available())}; available: "
+                f"{', '.join(self.available())}, profile:NAME, kb:ID, kind:NAME"
                 + (f" (install it: {INSTALL_HINTS[name]})" if name in INSTALL_HINTS else "")
             )
 
@@ -226,6 +246,8 @@ class Bench:
     def _build(self, name: str) -> tuple[WorkspaceRetriever, float, bool]:
         if "+" in name:
             return self._staged(name)
+        if name.startswith(PREFIXES):
+            return self.systems.build(name, self)
         if name in HYBRIDS:
             return self._hybrid(name, "sqlite-fts", "dense")
         if name in PEERS:
@@ -388,6 +410,9 @@ class Bench:
         if isinstance(source, _PeerSource):
             result.notes["stemmed"] = source.stemmed
         queries = list(self.dataset.queries.items())
+        matcher = self.matcher
+        if matcher is not None:
+            check_coverage(self, name, source, matcher.judged)
 
         async def ask_all() -> None:
             if queries:  # warm-up, untimed: loads a model, fills caches
@@ -397,8 +422,13 @@ class Bench:
                 answer = await source.retrieve(Query(text, k=DEPTH))
                 result.latencies_ms.append((time.perf_counter() - started) * 1000)
                 hits = getattr(answer, "hits", answer)  # a composite returns a result
-                result.run[qid] = [hit.id for hit in hits]
+                if matcher is None:
+                    result.run[qid] = [hit.id for hit in hits]
+                else:  # judged ids may name documents, uris or lines; one rank each
+                    result.run[qid] = matcher.ranking(hits)
                 result.scores[qid] = [float(hit.score) for hit in hits]
+                record_failures(result, qid, answer)
+                record_contributions(result, answer)
                 self._report(f"querying {name}", done, len(queries))
 
         asyncio.run(ask_all())
@@ -454,6 +484,8 @@ def benchmark(
     progress: Progress | None = None,
     isolate: bool | None = None,
     run_dir: Path | None = None,
+    systems_from: Systems | None = None,
+    matcher: IdMatcher | None = None,
 ) -> dict[str, Any]:
     """Run every system on ``dataset``; returns the report written by ``--out``.
 
@@ -464,6 +496,10 @@ def benchmark(
         memory (default: when the platform can); ``False`` runs them all here and
         reports ``peak_rss_mb`` as ``None``.
     :param run_dir: also write one TREC run file per system there (``<system>.trec``).
+    :param systems_from: resolves ``profile:``, ``kb:`` and ``kind:`` names; facade
+        systems always run in this process (their sources, threads and connections
+        belong to it), so their ``peak_rss_mb`` is ``None``.
+    :param matcher: maps hits to judged ids (default: the hit's id, as BEIR needs).
     """
     _need_ir_measures()
     names, skipped = expand_systems(systems)
@@ -472,9 +508,16 @@ def benchmark(
     results = []
     by_query: dict[str, dict[str, dict[str, float]]] = {}
     runs: dict[str, SystemRun] = {}
+    latencies: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="kairox-bench-") as scratch:
         bench = Bench(
-            dataset, registry, cache_dir=cache_dir, scratch=Path(scratch), progress=progress
+            dataset,
+            registry,
+            cache_dir=cache_dir,
+            scratch=Path(scratch),
+            progress=progress,
+            systems=systems_from,
+            matcher=matcher,
         )
         for name in names:  # check everything first so an unknown name fails fast
             bench.check(name)
@@ -484,7 +527,10 @@ def benchmark(
             for name in names:
                 bench.system(name)
         for name in names:
-            runs[name] = run_isolated(bench, name) if isolate else bench.run(name)
+            alone = isolate and not is_external(name)
+            runs[name] = run_isolated(bench, name) if alone else bench.run(name)
+            if matcher is not None:
+                check_returned(name, matcher.judged, runs[name].run)
     for name, ran in runs.items():
         values = per_query(dataset, ran.run)
         by_query[name] = {metric: values[metric] for metric in METRICS}
@@ -503,6 +549,7 @@ def benchmark(
                 **ran.notes,
             }
         )
+        latencies[name] = [round(ms, 3) for ms in ran.latencies_ms]
     reference = next((r for r in results if r["system"] == "rank_bm25"), None)
     if reference is not None and reference["qps"]:
         for row in results:
@@ -523,6 +570,7 @@ def benchmark(
         "systems": results,
         "skipped": skipped,
         "per_query": by_query,
+        "latencies_ms": latencies,
     }
 
 

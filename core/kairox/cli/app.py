@@ -152,6 +152,7 @@ def progress_bars() -> Iterator[Callable[[str, int, int], None]]:
         Progress,
         TextColumn,
         TimeElapsedColumn,
+        TimeRemainingColumn,
     )
 
     bars = Progress(
@@ -159,6 +160,7 @@ def progress_bars() -> Iterator[Callable[[str, int, int], None]]:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),  # the ETA of long benchmark and indexing runs
         console=console_err,
         transient=True,
     )

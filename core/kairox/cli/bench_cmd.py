@@ -10,6 +10,7 @@ import click
 from rich.table import Table
 
 from kairox.cli.app import AppContext, console, console_err, progress_bars
+from kairox.terminal import printable
 
 
 @click.group()
@@ -20,18 +21,46 @@ def bench() -> None:
 @bench.command()
 @click.option(
     "--dataset",
-    required=True,
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="A folder in BEIR layout: corpus.jsonl, queries.jsonl, qrels/<split>.tsv.",
 )
 @click.option(
     "--systems",
-    default="sqlite-fts,hashing,peers",
-    show_default=True,
+    default=None,
     help="Comma-separated: sqlite-fts, tantivy, rank_bm25, bm25s, dense (MiniLM, "
     "sentence-aware), dense-doc (MiniLM, whole documents), hashing, hybrid, hybrid-rrf, "
     "hybrid-wrrf, hybrid-minmax, hybrid-dbsf, hybrid-title1, hybrid-doc, "
-    "dense:<backend>; 'peers' = every installed peer, 'hybrids' = every hybrid.",
+    "dense:<backend>; 'peers' = every installed peer, 'hybrids' = every hybrid; "
+    "profile:NAME, kb:ID (what `kairox search` runs) and kind:NAME (a kind built fresh on "
+    "the corpus). Default: sqlite-fts,hashing,peers, or none with --profile.",
+)
+@click.option(
+    "--profile",
+    "profile",
+    default=None,
+    help="Benchmark what `kairox search --profile NAME` runs (adds profile:NAME).",
+)
+@click.option("--kb", "kbs", default=None, help="With --profile: only these knowledge bases.")
+@click.option(
+    "--workspace", "workspace", is_flag=True, help="With --profile: only the workspace index."
+)
+@click.option(
+    "--queries",
+    "queries_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help='Your queries: JSONL {"id", "text"} or TSV id<TAB>text.',
+)
+@click.option(
+    "--qrels",
+    "qrels_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Your judgments: TREC qrels or BEIR TSV, graded.",
+)
+@click.option(
+    "--kind-config",
+    "kind_configs",
+    multiple=True,
+    help="Settings of a kind:NAME system: NAME='{\"key\": value}' (JSON; repeatable).",
 )
 @click.option("--split", default="test", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write JSON here.")
@@ -56,8 +85,14 @@ def bench() -> None:
 @click.pass_obj
 def retrieval(
     app: AppContext,
-    dataset: Path,
-    systems: str,
+    dataset: Path | None,
+    systems: str | None,
+    profile: str | None,
+    kbs: str | None,
+    workspace: bool,
+    queries_file: Path | None,
+    qrels_file: Path | None,
+    kind_configs: tuple[str, ...],
     split: str,
     out: Path | None,
     run_dir: Path | None,
@@ -65,32 +100,59 @@ def retrieval(
     as_json: bool,
     filtered: bool,
 ) -> None:
-    """nDCG@10, Recall@100, MRR@10, index time, latency and peak memory per system."""
-    from kairox.bench.beir import load_beir
+    """nDCG@10, Recall@100, MRR@10, index time, latency and peak memory per system.
+
+    Exits 1 when a source timed out, failed or was skipped for some query (the report
+    says which and how often), 2 for an unknown system, profile, knowledge base or kind.
+    """
+    from kairox.bench.generate import NOTE, generated_judgments
+    from kairox.bench.profile import BenchUsageError
     from kairox.bench.report import write_report
     from kairox.bench.retrieval import benchmark
+    from kairox.bench.selection import select
     from kairox.paths import kairox_home
 
-    names = [name.strip() for name in systems.split(",") if name.strip()]
-    if not names:
-        raise click.BadParameter("name at least one system", param_hint="--systems")
-    data = load_beir(dataset, split)
-    with progress_bars() as advance:
-        report = benchmark(
-            data,
-            names,
-            app.plugin_manager().registry,
-            cache_dir=kairox_home() / "cache" / "embeddings",
-            progress=advance,
-            isolate=isolate,
-            run_dir=run_dir,
+    try:
+        chosen = select(
+            app,
+            dataset=dataset,
+            split=split,
+            systems=systems,
+            profile=profile,
+            kbs=kbs,
+            workspace=workspace,
+            queries_file=queries_file,
+            qrels_file=qrels_file,
+            kind_configs=kind_configs,
         )
+        with progress_bars() as advance:
+            report = benchmark(
+                chosen.dataset,
+                chosen.names,
+                app.plugin_manager().registry,
+                cache_dir=kairox_home() / "cache" / "embeddings",
+                progress=advance,
+                isolate=isolate,
+                run_dir=run_dir,
+                systems_from=chosen.systems,
+                matcher=chosen.matcher,
+            )
+    except BenchUsageError as exc:
+        raise click.UsageError(str(exc)) from None
+    judgments = generated_judgments(dataset, queries_file.parent if queries_file else None)
+    if judgments is not None:
+        report["judgments"] = judgments
     if filtered:
-        report["filtered"] = _filtered(app, data, names)
+        if dataset is None:
+            raise click.UsageError("--filtered needs --dataset (a BEIR folder)")
+        report["filtered"] = _filtered(app, chosen.dataset, chosen.names)
     if out is not None:
         write_report(report, out)
+    failed = [row for row in report["systems"] if row.get("failures")]
     if as_json:
         click.echo(json.dumps(report, indent=2))
+        if failed:
+            raise SystemExit(1)
         return
     ratio = any("qps_vs_rank_bm25" in row for row in report["systems"])
     columns = ["system", "nDCG@10", "Recall@100", "MRR@10", "index s", "p50 ms", "p95 ms", "q/s"]
@@ -133,8 +195,22 @@ def retrieval(
         console.print(filtered_table)
     for skipped in report.get("skipped", []):
         console.print(f"skipped {skipped['reason']}", markup=False)
+    if judgments is not None:
+        console.print(printable(f"{NOTE} (model {judgments.get('model')})"), markup=False)
+    for row in failed:
+        for source, entry in row["failures"].items():
+            console_err.print(
+                printable(
+                    f"{row['system']}: source {source} did not answer {entry['queries']} of "
+                    f"{row['queries']} queries (last: {entry['last_error']}); those queries "
+                    "are scored on the other sources' hits"
+                ),
+                markup=False,
+            )
     if out is not None:
         console.print(f"wrote {out}", markup=False)
+    if failed:
+        raise SystemExit(1)
 
 
 def _filtered(app: AppContext, data: Any, names: list[str]) -> list[dict[str, Any]]:
@@ -302,3 +378,13 @@ def _attach_session_benchmarks() -> None:
 
 
 _attach_session_benchmarks()
+
+
+def _attach_tuning_benchmarks() -> None:
+    from kairox.cli import bench_tune_cmd
+
+    for command in bench_tune_cmd.COMMANDS:
+        bench.add_command(command)
+
+
+_attach_tuning_benchmarks()

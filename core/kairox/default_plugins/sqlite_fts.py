@@ -213,6 +213,22 @@ class SqliteFtsIndex:
                 )
             ]
 
+    def documents(self, ids: Sequence[str]) -> list[Document]:
+        """The stored documents with these ids, in that order (missing ids left out)."""
+        found: dict[str, Document] = {}
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                part = list(ids[start : start + 500])
+                marks = ",".join("?" * len(part))
+                for doc_id, title, body, uri, metadata in self._db.execute(
+                    f"SELECT id, title, body, uri, metadata FROM documents WHERE id IN ({marks})",
+                    part,
+                ):
+                    found[doc_id] = Document(
+                        doc_id, body, title=title, uri=uri, metadata=_metadata(metadata)
+                    )
+        return [found[i] for i in ids if i in found]
+
     def search(
         self,
         text: str,
@@ -355,6 +371,10 @@ class SqliteFtsSource:
         """After an ingest run: pack the vectors for fast loading."""
         if self._vectors is not None:
             self._vectors.finish()
+
+    def documents(self, ids: Sequence[str]) -> list[Document]:
+        """Stored documents by id (``kairox bench generate-queries`` reads passages back)."""
+        return self._open().documents(ids)
 
     def _search(self, query: Query) -> list[Hit]:
         rows = self._open().search(
