@@ -3,7 +3,8 @@
 No torch here: ``tokenizers`` splits the texts (in one batch call), onnxruntime runs the
 graph exported once by :mod:`kairox_sentence_transformers.onnx_export` (mean pooling
 included), numpy normalises. Texts are sorted by token count and cut into batches of
-similar length, so little time goes into padding. The thread count follows
+similar length, so little time goes into padding (int8 runs one text at a time: its
+activation scales are per run, so batching would make a vector depend on its batch). The thread count follows
 :data:`kairox.retrieval.FAN_OUT`: all the process's cores alone, one next to other
 sources (a session per thread count, built on first use).
 """
@@ -23,7 +24,7 @@ from kairox.retrieval import FAN_OUT
 
 PRECISIONS = ("fp32", "int8")
 #: Tokens a batch may hold (texts x padded length): bounds the activations' memory.
-TOKENS_PER_BATCH = 8192
+TOKENS_PER_BATCH = 4096
 ONNX_INSTALL_HINT = "pip install 'kairox-sentence-transformers[onnx]'"
 
 
@@ -133,6 +134,9 @@ class OnnxMiniLMEmbedder:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        # No arena: it keeps the largest batch's activations for the life of the process
+        # (an index run's peak memory); batches of similar size re-allocate cheaply.
+        options.enable_cpu_mem_arena = False
         session = onnxruntime.InferenceSession(
             str(self._model_file), sess_options=options, providers=["CPUExecutionProvider"]
         )
@@ -160,7 +164,10 @@ class OnnxMiniLMEmbedder:
             session = self._session(self._threads())
             encodings = self._tokenizer.encode_batch(items)
             lengths = [len(e.ids) for e in encodings]
-            for rows in length_batches(lengths, self.batch_size, TOKENS_PER_BATCH):
+            # int8: one text a run. Dynamic quantisation scales activations per tensor,
+            # so a text's vector would depend on its batch-mates (and their padding).
+            per_run = self.batch_size if self.precision == "fp32" else 1
+            for rows in length_batches(lengths, per_run, TOKENS_PER_BATCH):
                 width = max(lengths[r] for r in rows)
                 ids = np.zeros((len(rows), width), dtype=np.int64)
                 mask = np.zeros((len(rows), width), dtype=np.int64)
