@@ -24,7 +24,7 @@ from kairox.retrieval import FAN_OUT
 
 PRECISIONS = ("fp32", "int8")
 #: Tokens a batch may hold (texts x padded length): bounds the activations' memory.
-TOKENS_PER_BATCH = 4096
+TOKENS_PER_BATCH = 2048
 ONNX_INSTALL_HINT = "pip install 'kairox-sentence-transformers[onnx]'"
 
 
