@@ -29,6 +29,7 @@ from kairox.retrieval.fusion import DEFAULT_FUSION
 if TYPE_CHECKING:
     from kairox.config import KairoxConfig, KnowledgeBaseEntry, ProfileConfig
     from kairox.context.summarizer import Summarizer
+    from kairox.embed_progress import EmbedProgress
     from kairox.events import SqliteEventStore
     from kairox.ingest import IngestStats
     from kairox.memory.approvals import MemoryApprovals
@@ -291,10 +292,15 @@ class AppFacade:
         return workspace_index(self.sources.context())
 
     def index_workspace(
-        self, *, wait: bool = True, progress: Callable[[str, int, int], None] | None = None
+        self,
+        *,
+        wait: bool = True,
+        progress: Callable[[str, int, int], None] | None = None,
+        embedding: EmbedProgress | None = None,
     ) -> IndexStats:
-        """Index (or re-index) the workspace's files incrementally."""
-        return self.workspace_index().index(wait=wait, progress=progress)
+        """Index (or re-index) the workspace's files incrementally (``embedding`` counts
+        the chunks and sentences embedded; see :meth:`WorkspaceRagIndex.index`)."""
+        return self.workspace_index().index(wait=wait, progress=progress, embedding=embedding)
 
     # -- search -------------------------------------------------------------------
 
@@ -409,11 +415,13 @@ class AppFacade:
         prune: bool = False,
         progress: Callable[[int], None] | None = None,
         chunk: bool | None = None,
+        planned: Callable[[int], None] | None = None,
     ) -> IngestStats:
         """Fill knowledge base ``kb_id`` from files, folders and JSONL, incrementally.
 
         Documents are chunked as the knowledge base's ``chunk``, ``chunk_tokens`` and
         ``chunk_overlap`` say; ``chunk=False`` stores them whole this once.
+        ``planned(n)``: the chunks to write, once known; ``progress(n)``: written.
         """
         from kairox.ingest import ingest
 
@@ -424,6 +432,7 @@ class AppFacade:
             root=self.workspace_root,
             prune=prune,
             progress=progress,
+            planned=planned,
             max_bytes=self.config.workspace.max_file_bytes,
             chunk=settings.chunk if chunk is None else chunk,
             chunk_tokens=settings.chunk_tokens,

@@ -345,15 +345,17 @@ def ingest(
     chunk_overlap: int = 32,
     encoding: str = DEFAULT_ENCODING,
     converters: Converters | None = None,
+    planned: Callable[[int], None] | None = None,
 ) -> IngestStats:
     """Write the documents of ``paths`` into ``target``; only changed chunks are written.
 
     Everything is read, validated and chunked before the first write, so a malformed
     input changes nothing. ``chunk=False`` stores every document whole (for data that is
     already passage-sized, such as a BEIR corpus); a JSONL record's own ``"chunk":
-    false`` does the same for that record. ``progress(n)`` is called with the number of
-    chunks written. Files over ``max_bytes`` are skipped and counted, as by ``kairox
-    index``; counts are of documents, ``chunks_written`` of what was written.
+    false`` does the same for that record. ``planned(n)`` is called once with the number
+    of chunks to write, ``progress(n)`` with the number of chunks written. Files over
+    ``max_bytes`` are skipped and counted, as by ``kairox index``; counts are of
+    documents, ``chunks_written`` of what was written.
     """
     stats = IngestStats()
     inputs: dict[str, _Input] = {}
@@ -394,6 +396,8 @@ def ingest(
             stats.updated += 1
         else:
             stats.added += 1
+    if planned is not None:
+        planned(len(changed))
     for start in range(0, len(changed), BATCH_SIZE):
         part = changed[start : start + BATCH_SIZE]
         target.upsert(part)

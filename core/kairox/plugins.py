@@ -65,6 +65,9 @@ class PluginInfo:
     builtin: bool
     hooks: list[str] = field(default_factory=list)
     error: PluginError | None = None
+    #: What the plugin says about its state (e.g. an optional library missing, with the
+    #: install command); from its module's ``kairox_plugin_notes()``, if it has one.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -79,6 +82,8 @@ class PluginInfo:
             "hooks": self.hooks,
             "status": self.status,
         }
+        if self.notes:
+            data["notes"] = list(self.notes)
         if self.error is not None:
             data["error"] = str(self.error)
             cause = self.error.__cause__
@@ -264,7 +269,18 @@ class KairoxPluginManager(pluggy.PluginManager):
     def plugin_infos(self, *, include_builtins: bool = False) -> list[PluginInfo]:
         self.registry  # noqa: B018 - building the registries records registration failures
         infos = [i for i in self.infos.values() if include_builtins or not i.builtin]
+        for info in infos:
+            info.notes = self._notes(info.name)
         return sorted(infos, key=lambda i: (not i.builtin, i.name))
+
+    def _notes(self, name: str) -> list[str]:
+        notes = getattr(self.get_plugin(name), "kairox_plugin_notes", None)
+        if not callable(notes):
+            return []
+        try:
+            return [str(note) for note in notes()]
+        except Exception as exc:  # a note is informative; never let it break the listing
+            return [f"kairox_plugin_notes() failed: {type(exc).__name__}: {exc}"]
 
     def failures(self) -> list[PluginInfo]:
         self.registry  # noqa: B018

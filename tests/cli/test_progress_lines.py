@@ -1,0 +1,31 @@
+"""Piped (not a terminal), ``kairox index`` and ``kb ingest`` print plain progress lines."""
+
+from __future__ import annotations
+
+import json
+import re
+
+
+def test_piped_index_ends_with_a_plain_progress_line(kairox_process, workspace):
+    (workspace / "notes.md").write_text("Rockets burn oxygen. Gardens need water.\n")
+    (workspace / "kairox.toml").write_text('[workspace]\nembedding_backend = "hashing"\n')
+    result = kairox_process("index")
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("indexing ")]
+    assert lines, result.stderr
+    last = lines[-1]
+    # notes.md and kairox.toml: one chunk each, every planned chunk done
+    assert re.search(r": 2/2 chunks(, (\d+)/\2 sentences)? embedded", last), last
+    assert "/s" in last and "\x1b[" not in result.stderr  # plain text, no terminal codes
+
+
+def test_piped_kb_ingest_counts_documents(kairox_process, workspace):
+    (workspace / "papers.jsonl").write_text(
+        "".join(json.dumps({"id": f"p{i}", "text": f"paper {i}"}) + "\n" for i in range(3))
+    )
+    (workspace / "kairox.toml").write_text(
+        '[knowledge_bases.papers]\nkind = "sqlite-fts"\npath = "papers.db"\n'
+    )
+    result = kairox_process("kb", "ingest", "papers", "papers.jsonl")
+    assert result.returncode == 0, result.stderr
+    assert "ingesting into papers: 3/3 chunks written" in result.stderr

@@ -1,0 +1,65 @@
+"""``WorkspaceRagIndex.index`` reports the chunks and sentences it embeds, planned first."""
+
+from __future__ import annotations
+
+from kairox.embed_progress import EmbedProgress
+from kairox.testing import CountingEmbedder
+from kairox.workspace.rag_index import WorkspaceRagIndex
+
+
+def embedded_texts(embedder: CountingEmbedder) -> int:
+    return sum(len(batch) for batch in embedder.calls)
+
+
+def test_progress_plans_everything_before_embedding_and_counts_each_batch(
+    database, project, embedder
+):
+    seen: list[tuple[int, int, int, int]] = []
+    progress = EmbedProgress(
+        listener=lambda p: seen.append(
+            (p.chunks_planned, p.sentences_planned, p.chunks, p.sentences)
+        )
+    )
+    index = WorkspaceRagIndex(database, project, embedder, chunk_tokens=32, chunk_overlap=4)
+    stats = index.index(embedding=progress)
+    assert (progress.chunks, progress.sentences) == (
+        stats.chunks_embedded,
+        stats.sentences_embedded,
+    )
+    assert progress.chunks + progress.sentences == embedded_texts(embedder) > 0
+    assert (progress.chunks_planned, progress.sentences_planned) == (
+        progress.chunks,
+        progress.sentences,
+    )
+    first_done = next(i for i, s in enumerate(seen) if s[2] or s[3])
+    assert seen[first_done - 1][:2] == seen[-1][:2], "the total was known before embedding"
+    assert progress.eta == 0.0
+    assert "chunks" in progress.summary() and "/s" in progress.summary()
+
+
+def test_a_second_run_plans_and_embeds_nothing(database, project, embedder):
+    index = WorkspaceRagIndex(database, project, embedder, chunk_tokens=32, chunk_overlap=4)
+    index.index()
+    progress = EmbedProgress()
+    index.index(embedding=progress)
+    assert (progress.chunks_planned, progress.sentences_planned, progress.embedded) == (0, 0, 0)
+
+
+def test_switching_the_embedder_reports_the_re_embedding(database, project):
+    WorkspaceRagIndex(database, project, CountingEmbedder(name="first")).index()
+    second = CountingEmbedder(name="second")
+    progress = EmbedProgress()
+    stats = WorkspaceRagIndex(database, project, second).index(embedding=progress)
+    assert progress.chunks == stats.chunks_embedded > 0
+    assert progress.chunks_planned == progress.chunks
+    assert progress.embedded == embedded_texts(second)
+
+
+def test_one_sentence_chunks_are_embedded_once(database, tmp_path):
+    root = tmp_path / "one"
+    root.mkdir()
+    (root / "a.txt").write_text("A single short sentence here.\n")
+    embedder = CountingEmbedder()
+    stats = WorkspaceRagIndex(database, root, embedder).index()
+    assert (stats.chunks_embedded, stats.sentences_embedded) == (1, 0)
+    assert embedded_texts(embedder) == 1
