@@ -108,7 +108,11 @@ def test_hook_kairox_register_knowledge_base_kinds(workspace):
     class Plugin:
         @hookimpl
         def kairox_register_knowledge_base_kinds(self, register):
-            register(KnowledgeBaseKind(name="notes", config_model=NotesConfig, factory=print))
+            register(
+                KnowledgeBaseKind(
+                    name="notes", config_model=NotesConfig, factory=lambda *args: None
+                )
+            )
 
     (workspace / "kairox.toml").write_text(
         '[knowledge_bases.mine]\nkind = "notes"\nfolder = "notes/"\n'

@@ -203,15 +203,11 @@ class StageContext:
 
 
 @dataclass(frozen=True, slots=True)
-class RerankerSpec:
-    """A reranker: reorders the fused candidates of a search; ``factory(ctx)`` builds it.
-
-    The built object has ``rerank(query, hits) -> list[FusedHit]`` (sync or async), returning
-    some of the given hits, best first (see :mod:`kairox.retrieval.stages`).
-
-    :param config_model: a :class:`kairox.config.PluginSettings` subclass validating the
-        reranker's own keys in ``[profiles.<name>]``, or ``None`` (no keys).
-    """
+class _StageSpec:
+    """What both kinds of search stage register: a name, a factory taking a
+    :class:`StageContext`, and the optional ``config_model`` (a
+    :class:`kairox.config.PluginSettings` subclass) validating the stage's own keys in
+    ``[profiles.<name>]``."""
 
     name: str
     factory: Callable[[StageContext], Any]
@@ -220,20 +216,22 @@ class RerankerSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class QueryTransformSpec:
+class RerankerSpec(_StageSpec):
+    """A reranker: reorders the fused candidates of a search; ``factory(ctx)`` builds it.
+
+    The built object has ``rerank(query, hits) -> list[FusedHit]`` (sync or async), returning
+    some of the given hits, best first (see :mod:`kairox.retrieval.stages`).
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class QueryTransformSpec(_StageSpec):
     """A query transform: rewrites a query before retrieval; ``factory(ctx)`` builds it.
 
     The built object has ``transform(query) -> TransformedQuery`` (sync or async): the
     texts to search for, and optionally a text to embed for dense sources instead of the
     user's (see :mod:`kairox.retrieval.stages`).
-
-    :param config_model: as for :class:`RerankerSpec`.
     """
-
-    name: str
-    factory: Callable[[StageContext], Any]
-    description: str = ""
-    config_model: type[BaseModel] | None = None
 
 
 T = TypeVar("T")

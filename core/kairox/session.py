@@ -320,6 +320,15 @@ class Session:
             # Fusion's ranking as it came, each hit with its source's declared group.
             hits=result.hits,
             groups=result.groups,
+            stages=[
+                {
+                    "stage": report.source,
+                    "status": str(report.status),
+                    "latency_ms": round(report.latency_ms, 2),
+                    "error": report.error,
+                }
+                for report in result.stages
+            ],
             history=history.turns,
         )
         return self._assembler().assemble(data)

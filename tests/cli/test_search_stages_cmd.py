@@ -84,3 +84,17 @@ def test_query_transform_hyde_reports_its_passage(invoke, indexed):
         }
     ]
     assert found["hits"]
+
+
+def test_kairox_context_names_the_stages_that_ran_and_each_hits_ranks(invoke, indexed):
+    (indexed / "kairox.toml").write_text('[profiles.default]\nrerank = "mmr"\n')
+    result = invoke("context", QUERY, "--json")
+    assert result.exit_code == 0, result.output
+    trace = json.loads(result.output)
+    (stage,) = trace["stages"]
+    assert (stage["stage"], stage["status"], stage["error"]) == ("rerank:mmr", "ok", None)
+    assert stage["latency_ms"] >= 0
+    assert trace["hits"] and all("fused_rank" in hit for hit in trace["hits"])
+    assert [hit["reranked_rank"] for hit in trace["hits"]] == list(range(1, len(trace["hits"]) + 1))
+    table = invoke("context", QUERY)
+    assert "rerank:mmr: ok" in table.output

@@ -23,6 +23,7 @@ def assembly_json(assembly: Any) -> dict[str, Any]:
         "used_tokens": assembly.used_tokens,
         "sources": assembly.trace()["sources"],
         "hits": assembly.trace()["hits"],
+        "stages": assembly.stages,
     }
 
 
@@ -68,6 +69,11 @@ def print_accounting(assembly: Any) -> None:
                 str(hit["tokens"]),
             )
         console.print(found)
+    for stage in assembly.stages:
+        line = f"{stage['stage']}: {stage['status']} · {stage['latency_ms']:.0f} ms"
+        if stage["error"]:
+            line += f" · {stage['error']}"
+        console.print(Text(printable(line)))
     console.print(f"{assembly.used_tokens} of {assembly.budget} tokens used", markup=False)
 
 

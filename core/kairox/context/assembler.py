@@ -153,6 +153,9 @@ class AssemblyInput:
     instructions: str | None = None
     hits: Sequence[FusedHit] = ()
     groups: Mapping[str, str] = field(default_factory=dict)
+    #: The search stages that produced ``hits`` (``{"stage", "status", "latency_ms",
+    #: "error"}`` each: a query transform, a reranker), for the trace.
+    stages: Sequence[Mapping[str, Any]] = ()
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,10 @@ class Assembly:
     hits: list[dict[str, Any]] = field(default_factory=list)
     """One entry per retrieval hit offered, in fusion's order: ``rank``, ``label``, ``id``,
     ``document`` (the document a chunk came from), ``tokens`` (what its block costs),
-    ``source``, ``group``, ``section``, ``included`` and every source's rank (``found_by``)."""
+    ``source``, ``group``, ``section``, ``included`` and every source's rank (``found_by``);
+    after search stages, ``fused_rank`` and ``reranked_rank``."""
+    stages: list[dict[str, Any]] = field(default_factory=list)
+    """The search stages that ran for the hits (``stage``, ``status``, ``latency_ms``, ``error``)."""
 
     @property
     def tainted_by(self) -> list[str]:
@@ -216,6 +222,7 @@ class Assembly:
             "had_tool_output": self.had_tool_output,
             "tainted_by": self.tainted_by,
             "hits": self.hits,
+            "stages": self.stages,
             "sources": [
                 {
                     "source": account.source,
@@ -649,10 +656,19 @@ class ContextAssembler:
                 "section": r.section,
                 "included": id(taken[rank - 1]) in kept_pieces,
                 "found_by": [{"source": p.source, "rank": p.rank} for p in r.hit.sources],
+                **_stage_ranks(r.hit),
             }
             for rank, r in enumerate(retrieved, start=1)
         ]
-        return Assembly(messages, budget, used, sources, had_tool_output, hit_trace)
+        return Assembly(
+            messages,
+            budget,
+            used,
+            sources,
+            had_tool_output,
+            hit_trace,
+            [dict(stage) for stage in data.stages],
+        )
 
     def _add_memories(
         self,
@@ -833,3 +849,12 @@ class ContextAssembler:
         ledger.included = len(kept)
         kept.reverse()
         return kept, tool
+
+
+def _stage_ranks(hit: Any) -> dict[str, int]:
+    """A hit's place before and after search stages, when they ran."""
+    ranks = {
+        "fused_rank": getattr(hit, "fused_rank", None),
+        "reranked_rank": getattr(hit, "reranked_rank", None),
+    }
+    return {key: value for key, value in ranks.items() if value is not None}
