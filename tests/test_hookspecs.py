@@ -324,3 +324,14 @@ def test_a_stage_that_cannot_be_built_fails_only_its_stage(workspace):
     (stage,) = found["stages"]
     assert stage["status"] == "error"
     assert "cannot be built: RuntimeError: model folder missing" in stage["error"]
+
+
+def test_a_stage_not_named_by_the_profile_may_keep_its_keys_there(workspace):
+    (workspace / "kairox.toml").write_text(
+        '[profiles.default]\nrerank = "mmr"\nrerank_passage_chars = 300\n'
+    )
+    result = CliRunner().invoke(build_cli(_pm()), ["config", "check"])
+    assert result.exit_code == 0, result.output
+    (workspace / "kairox.toml").write_text("[profiles.default]\nrerank_passage_chars = 10\n")
+    result = CliRunner().invoke(build_cli(_pm()), ["config", "check"])
+    assert result.exit_code == 2 and "rerank_passage_chars" in result.output

@@ -198,7 +198,8 @@ class _Loader(ConfigFileReader):
         table: str,
         skip: set[str],
     ) -> None:
-        """Validate the keys the profile's backend and summariser own; report the rest.
+        """Validate the keys the profile's backend, summariser and the installed search stages
+        own; report the rest.
 
         While either of them is not installed, keys nobody claims are left alone: they
         may be that plugin's (its commands fail with an install hint when used).
@@ -233,8 +234,10 @@ class _Loader(ConfigFileReader):
                     problem,
                     f"use one of: {installed}; or install the plugin that provides it",
                 )
-                continue
-            owners.append((specs, name, what))
+        # Every installed stage owns its keys, named or not: `kairox search --rerank NAME`
+        # picks a stage for one search, and its settings must be able to wait in the profile.
+        for specs, _, what, _ in stages:
+            owners.extend((specs, name, what) for name in specs)
         claimed: set[str] = set()
         known = list(_PROFILE_KEYS)
         resolved = True
