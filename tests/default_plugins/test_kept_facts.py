@@ -8,8 +8,12 @@ from collections.abc import AsyncIterator, Sequence
 import pytest
 
 from kairox.context.tokens import count_tokens
-from kairox.default_plugins.kept_facts import SECTION_KEPT, build_ledger, strip_kept_section
 from kairox.default_plugins.summarizers import ExtractiveSummarizer, LlmSummarizer
+from kairox.default_plugins.summarizers.kept_facts import (
+    SECTION_KEPT,
+    build_ledger,
+    strip_kept_section,
+)
 from kairox.models import ChatMessage
 from kairox.testing import run
 

@@ -16,7 +16,6 @@ from kairox.config import ProfileConfig
 from kairox.context.summarizer import Summarizer
 from kairox.context.tokens import count_tokens
 from kairox.default_plugins import summarizers
-from kairox.default_plugins.kept_facts import strip_kept_section
 from kairox.default_plugins.summarizers import (
     ExtractiveSummarizer,
     LlmSummarizer,
@@ -27,6 +26,7 @@ from kairox.default_plugins.summarizers import (
     build_llm_prompt,
     fit_to_budget,
 )
+from kairox.default_plugins.summarizers.kept_facts import strip_kept_section
 from kairox.models import ChatMessage, ModelBackend, ModelError
 from kairox.plugins import KairoxPluginManager
 from kairox.registry import SummarizerContext
