@@ -1,0 +1,153 @@
+"""Embedding the workspace index's chunks and sentences, and counting it into a progress."""
+
+from __future__ import annotations
+
+from collections.abc import Container, Mapping, Sequence
+
+from kairox.embed_progress import EmbedProgress
+from kairox.retrieval.vectors import normalise
+from kairox.workspace.index_types import WorkspaceIndexError, _Embedded, _PendingFile
+
+_EMBED_BATCH = 256
+_INSERT_VECTORS = "INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)"
+
+
+class EmbeddingMixin:
+    """Embedding, mixed into :class:`~kairox.workspace.rag_index.WorkspaceRagIndex`
+    (whose state it uses)."""
+
+    def _plan(self, pending: Sequence[_PendingFile]) -> None:
+        """Tell the progress how many distinct chunks and sentences need a vector."""
+        if self._progress is None or not pending:
+            return
+        chunks = {c.text_hash for f in pending for c in f.chunks}
+        sentences = {s.text_hash for f in pending for c in f.chunks for s in c.sentences}
+        sentences -= chunks
+        have = self._have_vectors(sorted(chunks | sentences))
+        self._progress.plan(chunks=len(chunks - have), sentences=len(sentences - have))
+
+    def _have_vectors(self, hashes: Sequence[str]) -> set[str]:
+        have: set[str] = set()
+        for start in range(0, len(hashes), 500):
+            part = list(hashes[start : start + 500])
+            marks = ",".join("?" * len(part))
+            have.update(
+                row[0]
+                for row in self._db.execute(
+                    "SELECT text_hash FROM rag_embeddings WHERE embedder=? AND dim=? "
+                    f"AND text_hash IN ({marks})",
+                    (self.embedder.name, self.embedder.dim, *part),
+                )
+            )
+        return have
+
+    def _embed(
+        self, texts_by_hash: Mapping[str, str], sentences: Container[str] | bool = False
+    ) -> list[tuple[str, str, int, bytes]]:
+        """Vector rows for ``texts_by_hash``; each batch is counted into the progress as
+        sentences (``sentences=True``, or the hashes in ``sentences``) or chunks."""
+        rows: list[tuple[str, str, int, bytes]] = []
+        hashes = sorted(texts_by_hash)
+        for start in range(0, len(hashes), _EMBED_BATCH):
+            part = hashes[start : start + _EMBED_BATCH]
+            vectors = normalise(self.embedder.embed([texts_by_hash[h] for h in part]))
+            if vectors.shape != (len(part), self.embedder.dim):
+                raise WorkspaceIndexError(
+                    f"embedding backend {self.embedder.name!r} returned shape "
+                    f"{vectors.shape}, expected ({len(part)}, {self.embedder.dim})"
+                )
+            rows.extend(
+                (h, self.embedder.name, self.embedder.dim, vectors[i].tobytes())
+                for i, h in enumerate(part)
+            )
+            if self._progress is not None:
+                if isinstance(sentences, bool):
+                    as_sentences = len(part) if sentences else 0
+                else:
+                    as_sentences = sum(1 for h in part if h in sentences)
+                self._progress.advance(chunks=len(part) - as_sentences, sentences=as_sentences)
+        return rows
+
+    def _add_missing_sentences(self) -> int:
+        """Split the chunks that have no sentences yet (indexed before sentence vectors,
+        or with a sentence weight of 0) and embed them; returns sentences embedded."""
+        if self.sentence_weight == 0:
+            return 0
+        rows = self._db.execute(
+            "SELECT c.id, c.text, c.text_hash FROM rag_chunks c WHERE c.workspace = ? "
+            "AND NOT EXISTS "
+            "(SELECT 1 FROM rag_sentences s WHERE s.chunk_id = c.id) ORDER BY c.id",
+            (self.workspace_id,),
+        ).fetchall()
+        embedded = 0
+        for start in range(0, len(rows), _EMBED_BATCH):
+            part = [
+                (chunk_id, self._sentences(text, text_hash))
+                for chunk_id, text, text_hash in rows[start : start + _EMBED_BATCH]
+            ]
+            texts = {s.text_hash: s.text for _, sentences in part for s in sentences}
+            have = self._have_vectors(sorted(texts))
+            missing = {h: t for h, t in texts.items() if h not in have}
+            if self._progress is not None:
+                self._progress.plan(sentences=len(missing))
+            vectors = self._embed(missing, sentences=True)
+            with self._db:
+                self._drop_packs()
+                self._db.executemany(_INSERT_VECTORS, vectors)
+                for chunk_id, sentences in part:
+                    self._insert_sentences(chunk_id, sentences)
+            embedded += len(vectors)
+        return embedded
+
+    def _embed_missing(self) -> _Embedded:
+        """Embed chunks (and, when searched, sentences) with no vector from the current
+        embedder: after a model switch, or when a run was cut short."""
+        params = (self.embedder.name, self.embedder.dim, self.workspace_id)
+        chunk_rows = self._db.execute(
+            "SELECT DISTINCT c.text_hash, c.text FROM rag_chunks c LEFT JOIN rag_embeddings e "
+            "ON e.text_hash = c.text_hash AND e.embedder = ? AND e.dim = ? "
+            "WHERE c.workspace = ? AND e.text_hash IS NULL",
+            params,
+        ).fetchall()
+        sentence_rows = []
+        if self.sentence_weight != 0:
+            # substr counts characters, as the stored offsets do; it is 1-based.
+            sentence_rows = self._db.execute(
+                'SELECT DISTINCT s.text_hash, substr(c.text, s.start + 1, s."end" - s.start) '
+                "FROM rag_sentences s JOIN rag_chunks c ON c.id = s.chunk_id "
+                "LEFT JOIN rag_embeddings e "
+                "ON e.text_hash = s.text_hash AND e.embedder = ? AND e.dim = ? "
+                "WHERE c.workspace = ? AND e.text_hash IS NULL",
+                params,
+            ).fetchall()
+        chunk_hashes = {h for h, _ in chunk_rows}
+        rows = chunk_rows + [r for r in sentence_rows if r[0] not in chunk_hashes]
+        sentence_hashes = {h for h, _ in rows} - chunk_hashes
+        if self._progress is not None:
+            self._progress.plan(chunks=len(chunk_hashes), sentences=len(sentence_hashes))
+        embedded = _Embedded()
+        for start in range(0, len(rows), _EMBED_BATCH):
+            vectors = self._embed(dict(rows[start : start + _EMBED_BATCH]), sentence_hashes)
+            with self._db:
+                self._drop_packs(this_embedder_only=True)
+                self._db.executemany(_INSERT_VECTORS, vectors)
+            for text_hash, *_ in vectors:
+                if text_hash in chunk_hashes:
+                    embedded.chunks += 1
+                else:
+                    embedded.sentences += 1
+        return embedded
+
+    def embed_missing(self, embedding: EmbedProgress | None = None) -> int:
+        """Give every chunk a vector from this index's embedder; returns how many chunk
+        vectors were made (sentences missing theirs are embedded too, not counted).
+
+        ``kairox kb sync`` uses it to push a knowledge base's model even when the workspace
+        searches with another: vectors of both models are kept side by side.
+        """
+        with self._exclusive(wait=True), self._lock:
+            self._progress = embedding
+            try:
+                return self._embed_missing().chunks
+            finally:
+                self._progress = None

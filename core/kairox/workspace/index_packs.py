@@ -1,0 +1,176 @@
+"""The workspace index's vector packs kept current, and its search arrays loaded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from kairox.retrieval.vectors import SentenceVectors
+from kairox.workspace.vector_pack import (
+    VectorPack,
+    pack_key,
+    pack_size,
+    read_pack,
+    remove_packs,
+    write_pack,
+)
+
+
+class VectorPacksMixin:
+    """Vector packs and search arrays, mixed into
+    :class:`~kairox.workspace.rag_index.WorkspaceRagIndex` (whose state they use)."""
+
+    @property
+    def _pack_folder(self) -> Path:
+        return self.database.parent / "vectors"
+
+    def _pack_key(self) -> str:
+        return pack_key(self.workspace_id, self.embedder.name, self.embedder.dim)
+
+    def _drop_packs(self, *, this_embedder_only: bool = False) -> None:
+        """Forget this workspace's packs; call inside the transaction that changes its
+        rows, so no reader can pair old files with new rows. Changed chunks or sentences
+        concern every embedder's pack; new vectors only their own embedder's."""
+        if this_embedder_only:
+            self._db.execute(
+                "DELETE FROM rag_vector_packs WHERE workspace = ? AND embedder = ? AND dim = ?",
+                (self.workspace_id, self.embedder.name, self.embedder.dim),
+            )
+        else:
+            self._db.execute(
+                "DELETE FROM rag_vector_packs WHERE workspace = ?", (self.workspace_id,)
+            )
+
+    def _refresh_pack(self) -> int | None:
+        """Write a pack of the current rows unless a valid one exists (or delete the
+        packs, when they are switched off); returns the bytes written. Only a complete
+        index (every chunk and sentence has its vector) is packed; a pack that cannot be
+        written is skipped: searches then load from the database, as without packs."""
+        key = self._pack_key()
+        if not self.vector_pack:
+            with self._db:
+                self._drop_packs(this_embedder_only=True)
+            remove_packs(self._pack_folder, key)
+            return None
+        if self._pack_token() is not None:
+            return None
+        pack, complete = self._load_from_rows(with_sentences=True)
+        if not complete or not len(pack.ids):
+            return None
+        try:
+            token = write_pack(self._pack_folder, key, pack)
+        except OSError:
+            return None
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO rag_vector_packs VALUES (?, ?, ?, ?)",
+                (self.workspace_id, self.embedder.name, self.embedder.dim, token),
+            )
+        remove_packs(self._pack_folder, key, keep=token)
+        return pack_size(self._pack_folder, key, token)
+
+    def _pack_token(self) -> str | None:
+        """The token of the pack that matches this workspace's rows for this embedder."""
+        row = self._db.execute(
+            "SELECT token FROM rag_vector_packs WHERE workspace = ? AND embedder = ? AND dim = ?",
+            (self.workspace_id, self.embedder.name, self.embedder.dim),
+        ).fetchone()
+        return None if row is None else row[0]
+
+    def _stored_pack(self) -> VectorPack | None:
+        token = self._pack_token() if self.vector_pack else None
+        if token is None:
+            return None
+        return read_pack(self._pack_folder, self._pack_key(), token, self.embedder.dim)
+
+    def _matrix(self) -> tuple[np.ndarray, np.ndarray, SentenceVectors | None]:
+        """(chunk ids, vectors, sentence vectors) of this workspace for the current
+        embedder, cached until the database changes."""
+        # data_version changes when another connection commits; total_changes when we do.
+        key = (self._db.execute("PRAGMA data_version").fetchone()[0], self._db.total_changes)
+        if self._matrix_cache is not None and self._matrix_cache[0] == key:
+            return self._matrix_cache[1:]
+        with_sentences = self.sentence_weight != 0
+        pack = self._stored_pack()
+        if pack is None:
+            pack, _ = self._load_from_rows(with_sentences=with_sentences)
+        ids, matrix = pack.ids, np.asarray(pack.vectors[pack.chunk_rows])
+        sentences = None
+        if with_sentences and len(pack.owners):
+            sentences = SentenceVectors(
+                pack.vectors, pack.owners, unit=True, rows=pack.sentence_rows
+            )
+        self._matrix_cache = (key, ids, matrix, sentences)
+        return ids, matrix, sentences
+
+    def _load_from_rows(self, *, with_sentences: bool) -> tuple[VectorPack, bool]:
+        """Assemble the search arrays from the database rows; also whether every chunk
+        (and sentence, if asked for) had its vector."""
+        chunks = self._db.execute(
+            "SELECT id, text_hash FROM rag_chunks WHERE workspace = ? ORDER BY id",
+            (self.workspace_id,),
+        ).fetchall()
+        found: list[tuple[int, str]] = []
+        if with_sentences and chunks:
+            # No ORDER BY: SQLite would sort in a temporary B-tree; numpy groups the
+            # sentences by chunk below in one pass instead.
+            found = self._db.execute(
+                "SELECT s.chunk_id, s.text_hash FROM rag_sentences s "
+                "JOIN rag_chunks c ON c.id = s.chunk_id WHERE c.workspace = ?",
+                (self.workspace_id,),
+            ).fetchall()
+        # Each distinct vector is loaded once, whoever uses it: neighbouring chunks
+        # overlap, so many sentences (and one-sentence chunks) share a text and a vector.
+        row_of, distinct = self._load_vectors({h for _, h in chunks} | {h for _, h in found})
+
+        # A chunk whose vector is missing (embedding interrupted) is not searched.
+        chunk_rows = np.fromiter((row_of.get(h, -1) for _, h in chunks), np.int64, len(chunks))
+        embedded = chunk_rows >= 0
+        ids = np.fromiter((i for i, _ in chunks), np.int64, len(chunks))[embedded]
+        owner_ids = np.fromiter((c for c, _ in found), np.int64, len(found))
+        vector_rows = np.fromiter((row_of.get(h, -1) for _, h in found), np.int64, len(found))
+        owners = np.searchsorted(ids, owner_ids)
+        # Sentences without a vector, or of a chunk that is not searched, are not
+        # searched either.
+        keep = np.zeros(len(found), dtype=bool)
+        if len(ids):
+            keep = (owners < len(ids)) & (ids[np.minimum(owners, len(ids) - 1)] == owner_ids)
+        keep &= vector_rows >= 0
+        order = np.flatnonzero(keep)[np.argsort(owners[keep], kind="stable")]
+        pack = VectorPack(
+            ids=ids,
+            chunk_rows=chunk_rows[embedded],
+            owners=owners[order],
+            sentence_rows=vector_rows[order],
+            vectors=distinct,
+        )
+        return pack, bool(embedded.all() and keep.all())
+
+    def _load_vectors(self, needed: set[str]) -> tuple[dict[str, int], np.ndarray]:
+        """The current embedder's vectors for the text hashes in ``needed``: (row of each
+        hash, matrix of unit rows)."""
+        kind = (self.embedder.name, self.embedder.dim)
+        everything = self._db.execute("SELECT count(*) FROM rag_embeddings").fetchone()[0]
+        if everything <= 2 * len(needed):
+            # Mostly this workspace's vectors: reading the table straight through beats
+            # looking each hash up (two B-tree searches a vector).
+            rows = [
+                row
+                for row in self._db.execute(
+                    "SELECT text_hash, vector FROM rag_embeddings WHERE embedder = ? AND dim = ?",
+                    kind,
+                )
+                if row[0] in needed
+            ]
+        else:
+            rows = self._db.execute(
+                "SELECT text_hash, vector FROM rag_embeddings WHERE embedder = ? AND dim = ? "
+                "AND text_hash IN (SELECT value FROM json_each(?))",
+                (*kind, json.dumps(sorted(needed))),
+            ).fetchall()
+        row_of = {text_hash: row for row, (text_hash, _) in enumerate(rows)}
+        # Stored vectors are unit length already (_embed normalises them).
+        matrix = np.frombuffer(b"".join(v for _, v in rows), dtype=np.float32)
+        return row_of, matrix.reshape(len(rows), self.embedder.dim)

@@ -1,0 +1,108 @@
+"""The workspace index's tables in the per-user SQLite database, and opening it."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from kairox.paths import state_errors
+from kairox.storage import enable_wal, ensure_component_schema
+from kairox.workspace.filtering import register as register_filter_functions
+from kairox.workspace.line_store import LINE_SCHEMA
+
+# Storage is keyed by workspace root:
+#
+# * rag_files: one row per indexed file with its content hash;
+# * rag_chunks: the chunks of each file (character spans into the file), with an FTS5
+#   table over them for lexical search;
+# * rag_embeddings: vectors addressed by (chunk-text hash, embedder name), float32 blobs,
+#   L2-normalised. Content addressing means an unchanged chunk is never embedded twice,
+#   even when the file around it changes, and vectors of different models (or widths)
+#   sit side by side without ever being compared;
+# * rag_vector_packs: which files under vectors/ next to the database hold a copy of a
+#   workspace's vectors ready to map into memory (kairox.workspace.vector_pack).
+#
+# Version 2 added rag_sentences; its statements only create what is missing, and chunks
+# indexed before it get their sentences on the next run (_add_missing_sentences).
+# Version 3 added rag_vector_packs (kairox.workspace.vector_pack); an index without any
+# is searched from its rows until the next run writes one.
+# Version 4 added line ranges (kairox.workspace.line_store); files indexed before get
+# them on the next run, which cuts them again.
+_SCHEMA_VERSION = 4
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS rag_files (
+    workspace TEXT NOT NULL,
+    relpath TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    PRIMARY KEY (workspace, relpath)
+)""",
+    """CREATE TABLE IF NOT EXISTS rag_chunks (
+    id INTEGER PRIMARY KEY,
+    workspace TEXT NOT NULL,
+    relpath TEXT NOT NULL,
+    chunk_index INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    "end" INTEGER NOT NULL,
+    token_count INTEGER NOT NULL,
+    text_hash TEXT NOT NULL,
+    text TEXT NOT NULL,
+    UNIQUE (workspace, relpath, chunk_index)
+)""",
+    """CREATE INDEX IF NOT EXISTS rag_chunks_text_hash ON rag_chunks(text_hash)""",
+    """CREATE TABLE IF NOT EXISTS rag_embeddings (
+    text_hash TEXT NOT NULL,
+    embedder TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (text_hash, embedder)
+)""",
+    """CREATE TABLE IF NOT EXISTS rag_sentences (
+    chunk_id INTEGER NOT NULL,
+    sentence_index INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    "end" INTEGER NOT NULL,
+    text_hash TEXT NOT NULL,
+    PRIMARY KEY (chunk_id, sentence_index)
+)""",
+    """CREATE INDEX IF NOT EXISTS rag_sentences_text_hash ON rag_sentences(text_hash)""",
+    # Which vector pack matches a workspace's rows now; every change to them deletes it.
+    """CREATE TABLE IF NOT EXISTS rag_vector_packs (
+    workspace TEXT NOT NULL,
+    embedder TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    token TEXT NOT NULL,
+    PRIMARY KEY (workspace, embedder, dim)
+)""",
+    """CREATE VIRTUAL TABLE IF NOT EXISTS rag_chunks_fts USING fts5(
+    relpath, text, content='rag_chunks', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2'
+)""",
+    """CREATE TRIGGER IF NOT EXISTS rag_chunks_ai AFTER INSERT ON rag_chunks BEGIN
+    INSERT INTO rag_chunks_fts(rowid, relpath, text) VALUES (new.id, new.relpath, new.text);
+END""",
+    """CREATE TRIGGER IF NOT EXISTS rag_chunks_ad AFTER DELETE ON rag_chunks BEGIN
+    INSERT INTO rag_chunks_fts(rag_chunks_fts, rowid, relpath, text)
+    VALUES ('delete', old.id, old.relpath, old.text);
+END""",
+    *LINE_SCHEMA,
+)
+
+
+def open_database(path: Path) -> sqlite3.Connection:
+    """Open (creating if needed) the state database with the RAG tables in place."""
+    with state_errors(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(path, check_same_thread=False, timeout=30)
+        register_filter_functions(db)
+    try:
+        with state_errors(path):
+            db.execute("PRAGMA busy_timeout=30000")
+            # Versioned per component: the database is shared with events and memories.
+            ensure_component_schema(db, "workspace_index", _SCHEMA_VERSION, _SCHEMA)
+            enable_wal(db, 30)
+    except BaseException:
+        db.close()
+        raise
+    return db
