@@ -99,7 +99,8 @@ def print_result(result: RetrievalResult, query: str, root: Path | None = None) 
     else:
         console.print("no hits", markup=False)
     for report in [*result.reports, *result.stages]:
-        count = "queries" if report.source.startswith("transform:") else "hits"
+        noun = "query" if report.source.startswith("transform:") else "hit"
+        count = noun if report.hit_count == 1 else {"query": "queries", "hit": "hits"}[noun]
         line = (
             f"{report.source}: {report.status} · {report.hit_count} {count} · "
             f"{report.latency_ms:.0f} ms"
@@ -178,7 +179,8 @@ def check_stage(facade: Any, table: str, name: str | None, hint: str) -> None:
     problem = f"no {specs.what} named {name!r}"
     if suggestion:
         problem += f"; did you mean {suggestion[0]!r}?"
-    raise click.BadParameter(f"{problem} Installed: {installed}, or none.", param_hint=hint)
+    end = " " if problem.endswith("?") else ". "
+    raise click.BadParameter(f"{problem}{end}Installed: {installed}, or none.", param_hint=hint)
 
 
 @click.command()

@@ -155,3 +155,31 @@ def test_without_onnxruntime_kairox_plugins_shows_the_install_hint(kairox_home):
     (note,) = entry["notes"]
     assert "sentence-transformers" in note
     assert "pip install 'kairox-sentence-transformers[onnx]'" in note
+
+
+def test_the_export_never_imports_files_from_the_users_folder(tmp_path):
+    # A workspace with a secrets.py: python -m would put it ahead of the standard library.
+    folder = tmp_path / "project"
+    folder.mkdir()
+    marker = tmp_path / "user-code-ran"
+    (folder / "secrets.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\nraise ImportError('the user file was imported')\n"
+    )
+    home = tmp_path / "home"
+    script = (
+        "from kairox_sentence_transformers import bundled_model_path\n"
+        "from kairox_sentence_transformers.onnx_export import ensure_export\n"
+        "print(ensure_export(bundled_model_path(), 'fp32'))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-P", "-c", script],
+        cwd=folder,
+        env={**os.environ, "KAIROX_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr
+    assert not marker.exists()
+    assert result.stdout.strip().endswith(FP32_FILE)
+    assert "exporting all-MiniLM-L6-v2 to ONNX" in result.stderr

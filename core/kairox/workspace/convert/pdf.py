@@ -8,6 +8,7 @@ all (a scan) are refused with the reason.
 from __future__ import annotations
 
 import io
+import logging
 
 from kairox.lazy_imports import LazyImport
 from kairox.workspace.convert.base import ConversionError, Converted, ConverterSpec, Region
@@ -18,6 +19,9 @@ PYPDF = LazyImport("pypdf", needed_by="the PDF converter", install=DOCUMENTS_EXT
 
 def convert_pdf(data: bytes, filename: str) -> Converted:
     pypdf = PYPDF.load()
+    # pypdf logs what it repairs ("EOF marker not found") straight to stderr; a file it
+    # cannot read is reported once, by name, as a skipped file instead.
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
     try:
         reader = pypdf.PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):

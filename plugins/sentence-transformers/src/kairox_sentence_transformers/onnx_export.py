@@ -87,19 +87,29 @@ def ensure_export(model_path: Path, precision: str) -> Path:
         return target
     with _locked(folder):
         if not target.is_file():
+            # Said once, on stderr: the export takes seconds and nothing else moves meanwhile.
+            print(
+                f"exporting all-MiniLM-L6-v2 to ONNX into {folder} (once per installation)...",
+                file=sys.stderr,
+                flush=True,
+            )
+            # -P, and the models folder as the working directory: `-m` would otherwise put
+            # the user's current folder first on sys.path, and a secrets.py or json.py there
+            # would be imported (and run) in place of the standard library's.
             result = subprocess.run(
-                [sys.executable, "-m", __name__, str(model_path), str(folder)],
+                [sys.executable, "-P", "-m", __name__, str(model_path), str(folder)],
                 capture_output=True,
                 text=True,
                 check=False,
+                cwd=folder.parent,
             )
             if result.returncode != 0 or not target.is_file():
                 tail = "\n".join(result.stderr.strip().splitlines()[-5:])
                 raise OnnxExportError(
                     f"exporting all-MiniLM-L6-v2 to ONNX into {folder} failed "
                     f"(exit {result.returncode}): {tail or 'no output'}. The minilm-st "
-                    "backend works without the export; or reinstall with "
-                    "`pip install 'kairox-sentence-transformers[onnx]'`"
+                    "backend (sentence-transformers) works without the export: "
+                    '[workspace] embedding_backend = "minilm-st"'
                 )
     return target
 
