@@ -196,3 +196,10 @@ def test_a_semantic_knowledge_base_end_to_end(invoke, workspace):
     [report] = [r for r in found["sources"] if r["source"] == "notes"]
     assert report["status"] == "ok"
     assert found["hits"][0]["uri"].endswith("uploads.md")
+
+
+@pytest.mark.parametrize("query", ["", "   "])
+def test_an_empty_query_is_a_usage_error(invoke, workspace_with_kb, query):
+    result = invoke("search", query)
+    assert result.exit_code == 2
+    assert "the query is empty" in result.output

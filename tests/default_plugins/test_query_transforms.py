@@ -60,3 +60,61 @@ def test_hyde_embeds_the_models_passage_and_searches_the_users_words():
 def test_hyde_with_an_empty_passage_is_an_error():
     with OpenAITestServer([" "]) as server, pytest.raises(ValueError, match="empty passage"):
         run(HydeTransform(backend(server), "test-model").transform(Query("q")))
+
+
+class Words:
+    """A source that records what it was asked and finds passages sharing a word."""
+
+    name = "words"
+
+    def __init__(self) -> None:
+        from kairox.retrieval import ScoreKind
+
+        self.score_kind = ScoreKind.BM25
+        self.asked: list[str] = []
+
+    async def retrieve(self, query):
+        from kairox.retrieval import Hit
+
+        self.asked.append(query.text)
+        texts = ["failed uploads are retried", "billing runs nightly"]
+        return [
+            Hit(id=f"d{n}", text=t, score=1.0, source=self.name)
+            for n, t in enumerate(texts)
+            if set(query.text.split()) & set(t.split())
+        ]
+
+
+def staged(transform, **options):
+    from kairox.retrieval import CompositeWorkspaceRetriever
+    from kairox.retrieval.stages import StagedRetrieval
+
+    source = Words()
+    composite = CompositeWorkspaceRetriever([source])
+    try:
+        result = StagedRetrieval(composite, transform=transform, **options).retrieve_sync(
+            Query("uploads retried", k=5)
+        )
+    finally:
+        composite.close()
+    return source.asked, result
+
+
+def test_a_model_that_does_not_answer_in_time_leaves_the_users_query():
+    with OpenAITestServer(["uploads again"]) as server:
+        server.delay(600)  # held until the server stops, long after the deadline
+        asked, result = staged(
+            MultiQueryTransform(backend(server), "test-model"), transform_timeout_ms=100
+        )
+    assert asked == ["uploads retried"]
+    assert [hit.id for hit in result.hits] == ["d0"]
+    assert str(result.stages[0].status) == "timeout"
+
+
+def test_a_model_that_writes_garbage_leaves_the_users_query():
+    with OpenAITestServer(["   "]) as server:
+        asked, result = staged(HydeTransform(backend(server), "test-model"))
+    assert asked == ["uploads retried"]
+    assert [hit.id for hit in result.hits] == ["d0"]
+    (report,) = result.stages
+    assert str(report.status) == "error" and "empty passage" in report.error

@@ -240,6 +240,19 @@ def test_special_files_are_skipped(tmp_path: Path) -> None:
     assert relpaths(tmp_path) == ["ok.txt"]
 
 
+def test_special_files_are_counted_as_skipped(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    os.mkfifo(tmp_path / "ignored-pipe")
+    (tmp_path / ".gitignore").write_text("ignored-pipe\n")
+    write(tmp_path, "ok.txt")
+    skipped: list[tuple[str, str]] = []
+    found = [
+        f.relpath for f in iter_workspace_files(tmp_path, on_skip=lambda *s: skipped.append(s))
+    ]
+    assert "ok.txt" in found
+    assert skipped == [("pipe", "not a regular file")]
+
+
 def test_unreadable_folder_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write(tmp_path, "locked/a.txt")
     write(tmp_path, "ok.txt")

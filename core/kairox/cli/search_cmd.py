@@ -243,6 +243,8 @@ def search(
     output: str,
 ) -> None:
     """Search the workspace index and every knowledge base the profile sees."""
+    if not query.strip():
+        raise click.BadParameter("the query is empty; say what to look for", param_hint="QUERY")
     filters = parse_cli_filter(filter_text)
     facade = app.facade()
     name = facade.resolve_profile(profile)

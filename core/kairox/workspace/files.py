@@ -235,6 +235,9 @@ def iter_workspace_files(
             else:
                 info = entry.stat(follow_symlinks=False)
                 if not stat.S_ISREG(info.st_mode):
+                    # A FIFO, socket or device: never read (a FIFO would block), but counted.
+                    if on_skip is not None and not _is_ignored(levels, relpath, is_dir=False):
+                        on_skip(relpath, NOT_REGULAR)
                     continue
         except OSError as exc:
             # Vanished or unreadable mid-walk: not part of this snapshot, but said so.
