@@ -21,6 +21,7 @@ from kairox.facade import AppFacade  # noqa: E402
 from kairox.retrieval import VectorRecord  # noqa: E402
 from kairox.retrieval.filters import matches, parse_filter  # noqa: E402
 from kairox.sync import record_id  # noqa: E402
+from tests.integration.conftest import cloud_tables  # noqa: E402
 
 QUERY = "glacier melt"
 PINECONE_KEY = "pinecone-test-key-0001"
@@ -84,32 +85,7 @@ path = "state/fts.db"
 kind = "tantivy"
 index_dir = "state/tantivy"
 
-[knowledge_bases.aws]
-kind = "bedrock"
-knowledge_base_id = "{bedrock.knowledge_base_id}"
-region = "us-east-1"
-endpoint_url = "{bedrock.url}"
-timeout_ms = 5000
-
-[knowledge_bases.pc]
-kind = "pinecone"
-host = "{pinecone.url}"
-api_key_env = "KAIROX_PINECONE_KEY"
-embedding_backend = "hashing"
-timeout_ms = 5000
-
-[knowledge_bases.wv]
-kind = "weaviate"
-url = "{weaviate.url}"
-grpc_port = {weaviate.grpc_port}
-collection = "Notes"
-mode = "hybrid"
-embedding_backend = "hashing"
-timeout_ms = 5000
-
-[workspace]
-disabled_retrievers = ["workspace", "workspace-fts"]
-"""
+{cloud_tables(bedrock, pinecone, weaviate)}"""
     )
 
 

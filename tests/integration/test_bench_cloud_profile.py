@@ -13,6 +13,7 @@ weaviate_testing = pytest.importorskip("kairox_weaviate.testing")
 
 from kairox.default_plugins.hashing_embedder import HashingEmbedder  # noqa: E402
 from kairox.retrieval import VectorRecord  # noqa: E402
+from tests.integration.conftest import cloud_tables  # noqa: E402
 
 KEY = "pinecone-test-key-0002"
 DOCS = {
@@ -52,32 +53,7 @@ def cloud_workspace(workspace, monkeypatch):
     )
     (workspace / "kairox.toml").write_text(
         f"""
-[knowledge_bases.aws]
-kind = "bedrock"
-knowledge_base_id = "{bedrock.knowledge_base_id}"
-region = "us-east-1"
-endpoint_url = "{bedrock.url}"
-timeout_ms = 5000
-
-[knowledge_bases.pc]
-kind = "pinecone"
-host = "{pinecone.url}"
-api_key_env = "KAIROX_PINECONE_KEY"
-embedding_backend = "hashing"
-timeout_ms = 5000
-
-[knowledge_bases.wv]
-kind = "weaviate"
-url = "{weaviate.url}"
-grpc_port = {weaviate.grpc_port}
-collection = "Notes"
-mode = "hybrid"
-embedding_backend = "hashing"
-timeout_ms = 5000
-
-[workspace]
-disabled_retrievers = ["workspace", "workspace-fts"]
-"""
+{cloud_tables(bedrock, pinecone, weaviate)}"""
     )
     queries = workspace / "queries.jsonl"
     queries.write_text("".join(json.dumps({"id": q, "text": t}) + "\n" for q, t in QUERIES.items()))
