@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from kairox.context.tokens import count_tokens
+from kairox.context.tokens import count_tokens, get_encoding
+from kairox.default_plugins.summarizers.common import CARRIED_SUMMARY
+from kairox.default_plugins.summarizers.kept_facts import KEPT_SHARE, Ledger, build_ledger
+from kairox.models import ChatMessage
 
 # Places where cutting a text leaves whole sentences: after . ! ? (plus closing quotes or
 # brackets) followed by whitespace.
@@ -63,3 +66,26 @@ def _check_budget(max_tokens: int) -> None:
     # bool is an int; a True budget is a caller bug worth naming, not one token.
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
         raise TypeError(f"max_tokens must be an int, got {max_tokens!r}")
+
+
+def kept_facts_first(
+    messages: Sequence[ChatMessage], max_tokens: int, encoding: str
+) -> tuple[Ledger, str, int] | None:
+    """What every summary starts with: the kept facts (their share of ``max_tokens``),
+    rendered, and the tokens left for the rest. ``None`` when there is nothing to say.
+
+    Checks the budget and the encoding first, so a bad one fails before any work.
+    """
+    _check_budget(max_tokens)
+    get_encoding(encoding)
+    if max_tokens <= 0 or not any(m.content.strip() for m in messages):
+        return None
+    ledger = build_ledger(
+        messages,
+        max_tokens=int(max_tokens * KEPT_SHARE),
+        encoding=encoding,
+        carried_name=CARRIED_SUMMARY,
+    )
+    head = ledger.render()
+    room = max_tokens - (count_tokens(head + "\n\n", encoding) if head else 0)
+    return ledger, head, room

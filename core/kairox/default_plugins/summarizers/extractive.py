@@ -7,8 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kairox.context.summarizer import SummaryReport
-from kairox.context.tokens import count_tokens, get_encoding
-from kairox.default_plugins.summarizers.budget import _SENTENCE_END, _check_budget, fit_to_budget
+from kairox.context.tokens import count_tokens
+from kairox.default_plugins.summarizers.budget import (
+    _SENTENCE_END,
+    fit_to_budget,
+    kept_facts_first,
+)
 from kairox.default_plugins.summarizers.common import (
     CARRIED_SUMMARY,
     SECTION_DECISIONS,
@@ -19,9 +23,7 @@ from kairox.default_plugins.summarizers.common import (
     _is_user,
 )
 from kairox.default_plugins.summarizers.kept_facts import (
-    KEPT_SHARE,
     Ledger,
-    build_ledger,
     ledger_report,
     strip_kept_section,
 )
@@ -381,18 +383,10 @@ class ExtractiveSummarizer:
     ) -> tuple[str, SummaryReport]:
         """The summary and what it kept and dropped: the ledger first, under its own
         share of the budget, then the sections in what is left."""
-        _check_budget(max_tokens)
-        get_encoding(encoding)  # a bad encoding name fails here, not half-way
-        if max_tokens <= 0 or not any(m.content.strip() for m in messages):
+        start = kept_facts_first(messages, max_tokens, encoding)
+        if start is None:
             return "", SummaryReport()
-        ledger = build_ledger(
-            messages,
-            max_tokens=int(max_tokens * KEPT_SHARE),
-            encoding=encoding,
-            carried_name=CARRIED_SUMMARY,
-        )
-        head = ledger.render()
-        room = max_tokens - (count_tokens(head + "\n\n", encoding) if head else 0)
+        ledger, head, room = start
         rest = self._sections(messages, room, encoding, ledger) if room > 0 else ""
         text = fit_to_budget("\n\n".join(p for p in (head, rest) if p), max_tokens, encoding)
         return text, ledger_report(ledger)

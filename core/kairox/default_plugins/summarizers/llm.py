@@ -7,10 +7,9 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 
 from kairox.context.summarizer import SummaryReport
-from kairox.context.tokens import count_tokens, get_encoding
-from kairox.default_plugins.summarizers.budget import _check_budget, fit_to_budget
+from kairox.context.tokens import count_tokens
+from kairox.default_plugins.summarizers.budget import fit_to_budget, kept_facts_first
 from kairox.default_plugins.summarizers.common import (
-    CARRIED_SUMMARY,
     SECTION_DECISIONS,
     SECTION_GOAL,
     SECTION_MOST_RECENT,
@@ -21,10 +20,8 @@ from kairox.default_plugins.summarizers.common import (
     _is_user,
 )
 from kairox.default_plugins.summarizers.kept_facts import (
-    KEPT_SHARE,
     Fact,
     Ledger,
-    build_ledger,
     ledger_report,
     strip_kept_section,
 )
@@ -173,18 +170,10 @@ class LlmSummarizer:
     ) -> tuple[str, SummaryReport]:
         """The kept facts (built by rules, whatever the model writes), then the model's
         summary in the budget left; facts the model's text lost are reported."""
-        _check_budget(max_tokens)
-        get_encoding(encoding)  # a bad encoding name fails before any model call
-        if max_tokens <= 0 or not any(m.content.strip() for m in messages):
+        start = kept_facts_first(messages, max_tokens, encoding)
+        if start is None:
             return "", SummaryReport()
-        ledger = build_ledger(
-            messages,
-            max_tokens=int(max_tokens * KEPT_SHARE),
-            encoding=encoding,
-            carried_name=CARRIED_SUMMARY,
-        )
-        head = ledger.render()
-        room = max_tokens - (count_tokens(head + "\n\n", encoding) if head else 0)
+        ledger, head, room = start
         recent = next((m.content for m in reversed(messages) if _is_user(m)), "")
         block = f"\n\n## {SECTION_MOST_RECENT}\n{recent}" if recent.strip() else ""
         block_cost = count_tokens(block, encoding)
