@@ -9,7 +9,9 @@ from typing import Any
 import click
 from rich.table import Table
 
+from kairox.cli import bench_tables as tables
 from kairox.cli.app import AppContext, console, console_err, progress_bars
+from kairox.cli.bench_common import json_option, option, out_option, run, show
 from kairox.terminal import printable
 
 
@@ -85,20 +87,12 @@ def bench() -> None:
 @click.pass_obj
 def retrieval(
     app: AppContext,
-    dataset: Path | None,
-    systems: str | None,
-    profile: str | None,
-    kbs: str | None,
-    workspace: bool,
-    queries_file: Path | None,
-    qrels_file: Path | None,
-    kind_configs: tuple[str, ...],
-    split: str,
     out: Path | None,
     run_dir: Path | None,
     isolate: bool | None,
     as_json: bool,
     filtered: bool,
+    **selection: Any,
 ) -> None:
     """nDCG@10, Recall@100, MRR@10, index time, latency and peak memory per system.
 
@@ -112,19 +106,12 @@ def retrieval(
     from kairox.bench.selection import select
     from kairox.paths import kairox_home
 
+    # --dataset, --split, --systems, --profile, --kb, --workspace, --queries, --qrels and
+    # --kind-config are named as select()'s keywords.
+    dataset: Path | None = selection["dataset"]
+    queries_file: Path | None = selection["queries_file"]
     try:
-        chosen = select(
-            app,
-            dataset=dataset,
-            split=split,
-            systems=systems,
-            profile=profile,
-            kbs=kbs,
-            workspace=workspace,
-            queries_file=queries_file,
-            qrels_file=qrels_file,
-            kind_configs=kind_configs,
-        )
+        chosen = select(app, **selection)
         with progress_bars() as advance:
             report = benchmark(
                 chosen.dataset,
@@ -290,36 +277,22 @@ def compare(
 
 
 @bench.command()
-@click.option(
-    "--sizes",
-    default="10k,100k,1M",
-    show_default=True,
-    help="Comma-separated vector counts (k and M suffixes allowed).",
-)
-@click.option("--dim", default=384, show_default=True, type=click.IntRange(1))
-@click.option("--queries", default=100, show_default=True, type=click.IntRange(1))
-@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1))
-@click.option(
+@option("--sizes", "10k,100k,1M", "Comma-separated vector counts (k and M suffixes allowed).")
+@option("--dim", 384, type=click.IntRange(1))
+@option("--queries", 100, type=click.IntRange(1))
+@option("-k", 10, None, "k", type=click.IntRange(1))
+@option(
     "--workspace-max",
-    default="100k",
-    show_default=True,
-    help="Largest size also measured through WorkspaceRagIndex (SQLite); 0 to skip it.",
+    "100k",
+    "Largest size also measured through WorkspaceRagIndex (SQLite); 0 to skip it.",
 )
-@click.option("--seed", default=0, show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write JSON here.")
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
+@option("--seed", 0)
+@out_option()
+@json_option()
 def scaling(
-    sizes: str,
-    dim: int,
-    queries: int,
-    k: int,
-    workspace_max: str,
-    seed: int,
-    out: Path | None,
-    as_json: bool,
+    sizes: str, workspace_max: str, out: Path | None, as_json: bool, **settings: Any
 ) -> None:
     """Dense search latency at growing sizes, against one numpy matrix-vector product."""
-    from kairox.bench.report import write_report as write_scaling
     from kairox.bench.scaling import benchmark, parse_size
 
     try:
@@ -329,39 +302,9 @@ def scaling(
         raise click.BadParameter(str(exc)) from None
     if not counts:
         raise click.BadParameter("name at least one size", param_hint="--sizes")
-    with progress_bars() as advance:
-        report = benchmark(
-            counts,
-            dim=dim,
-            queries=queries,
-            k=k,
-            workspace_max=largest_workspace,
-            seed=seed,
-            progress=advance,
-        )
-    if out is not None:
-        write_scaling(report, out)
-    if as_json:
-        click.echo(json.dumps(report, indent=2))
-        return
-    table = Table("vectors", "path", "p50 ms", "p95 ms", "× floor (p50)", "build s")
-    for row in report["results"]:
-        table.add_row(
-            f"{row['vectors']:,}",
-            row["path"],
-            f"{row['p50_ms']:.3f}",
-            f"{row['p95_ms']:.3f}",
-            f"{row['ratio_p50']:.2f}",
-            "-" if row.get("build_s") is None else f"{row['build_s']:.1f}",
-        )
-    console.print(
-        f"{report['dim']} dimensions · float32, unit length · {report['queries']} queries · "
-        f"top {report['k']}",
-        markup=False,
-    )
-    console.print(table)
-    if out is not None:
-        console.print(f"wrote {out}", markup=False)
+    # --dim, --queries, -k and --seed are named as benchmark()'s keywords.
+    report = run(benchmark, counts, errors=(), workspace_max=largest_workspace, **settings)
+    show(report, out, as_json, tables.scaling)
 
 
 def _attach_session_benchmarks() -> None:

@@ -9,6 +9,7 @@ import click
 from rich.table import Table
 
 from kairox.cli.app import AppContext, console
+from kairox.cli.bench_common import json_option, option, out_option
 
 
 @click.command()
@@ -25,21 +26,19 @@ from kairox.cli.app import AppContext, console
     type=click.Path(file_okay=False, path_type=Path),
     help="Scratch folder: the stripped corpus and one index per chunking and embedder.",
 )
-@click.option(
+@option(
     "--embedders",
-    default="hashing,minilm",
-    show_default=True,
-    help="Comma-separated embedding backends (minilm: kairox-sentence-transformers).",
+    "hashing,minilm",
+    "Comma-separated embedding backends (minilm: kairox-sentence-transformers).",
 )
-@click.option(
+@option(
     "--sentence-weight",
+    0.5,
+    "As [workspace] sentence_weight; 0 embeds whole chunks only (half the work).",
     type=click.FloatRange(0, 1),
-    default=0.5,
-    show_default=True,
-    help="As [workspace] sentence_weight; 0 embeds whole chunks only (half the work).",
 )
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write JSON here.")
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
+@out_option()
+@json_option()
 @click.pass_obj
 def code(
     app: AppContext,

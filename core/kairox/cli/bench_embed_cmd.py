@@ -9,6 +9,7 @@ import click
 from rich.table import Table
 
 from kairox.cli.app import AppContext, console, progress_bars
+from kairox.cli.bench_common import json_option, option, out_option
 
 
 @click.command()
@@ -18,28 +19,21 @@ from kairox.cli.app import AppContext, console, progress_bars
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="A folder in BEIR layout: corpus.jsonl, queries.jsonl, qrels/<split>.tsv.",
 )
-@click.option(
+@option(
     "--backends",
-    default="minilm-st,minilm,minilm-int8",
-    show_default=True,
-    help="Comma-separated embedding backends; the first is the reference.",
+    "minilm-st,minilm,minilm-int8",
+    "Comma-separated embedding backends; the first is the reference.",
 )
-@click.option(
-    "--sample",
-    default=1000,
-    show_default=True,
-    type=int,
-    help="Documents timed (the corpus' first N; 0 = all).",
-)
-@click.option("--rounds", default=3, show_default=True, type=click.IntRange(min=1))
+@option("--sample", 1000, "Documents timed (the corpus' first N; 0 = all).", type=int)
+@option("--rounds", 3, type=click.IntRange(min=1))
 @click.option(
     "--ndcg/--no-ndcg",
     default=False,
     help="Also index the full corpus with each backend: nDCG@10 of dense and hybrid (slow).",
 )
-@click.option("--split", default="test", show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write JSON here.")
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
+@option("--split", "test")
+@out_option()
+@json_option()
 @click.pass_obj
 def embed(
     app: AppContext,

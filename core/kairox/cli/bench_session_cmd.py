@@ -7,210 +7,78 @@ and otherwise prints a table. Progress goes to stderr.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
-from kairox.cli.app import AppContext, console, progress_bars
+from kairox.cli import bench_tables as tables
+from kairox.cli.app import AppContext
+from kairox.cli.bench_common import (
+    json_option,
+    names_option,
+    numbers_option,
+    option,
+    out_option,
+    profile_option,
+    run,
+    show,
+)
 
 __all__ = ["compaction", "composite", "context", "markers"]
 
 
-def _int_list(value: str, hint: str) -> list[int]:
-    """``"1,2,4"`` as ``[1, 2, 4]``; a clear usage error otherwise."""
-    try:
-        numbers = [int(part.replace("_", "")) for part in value.split(",") if part.strip()]
-    except ValueError:
-        raise click.BadParameter(
-            f"expected comma-separated whole numbers, got {value!r}", param_hint=hint
-        ) from None
-    if not numbers:
-        raise click.BadParameter("give at least one number", param_hint=hint)
-    return numbers
-
-
-def _names(value: str, hint: str) -> list[str]:
-    names = [part.strip() for part in value.split(",") if part.strip()]
-    if not names:
-        raise click.BadParameter("give at least one name", param_hint=hint)
-    return names
-
-
-def _finish(report: dict[str, Any], out: Path | None, as_json: bool) -> bool:
-    """Write and/or print the JSON; ``True`` when the table should be printed too."""
-    if out is not None:
-        from kairox.bench.report import write_report
-
-        write_report(report, out)
-    if as_json:
-        click.echo(json.dumps(report, indent=2))
-        return False
-    return True
-
-
-def _wrote(out: Path | None) -> None:
-    if out is not None:
-        console.print(f"wrote {out}", markup=False)
-
-
-_OUT = click.option(
-    "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report here."
-)
-_JSON = click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
+_OUT = out_option("Write the JSON report here.")
+_JSON = json_option()
 
 
 # -- composite ------------------------------------------------------------------------------
 
 
+_KIND_HELP = "The local knowledge-base kind the real sources are built with (sqlite-fts, tantivy)."
+_SCENARIOS_HELP = "Fan-out scenarios: local (the --kind sources), sleep-async, sleep-thread."
+
+
 @click.command()
-@click.option(
-    "--kind",
-    default="sqlite-fts",
-    show_default=True,
-    help="The local knowledge-base kind the real sources are built with (sqlite-fts, tantivy).",
-)
-@click.option(
-    "--sources",
-    "source_counts",
-    default="1,2,4,8",
-    show_default=True,
-    help="Source counts N to fan out over.",
-)
-@click.option("--queries", default=100, show_default=True, help="Timed queries per N.")
-@click.option("--documents", default=1000, show_default=True, help="Corpus size of each source.")
-@click.option(
-    "--delay-ms",
-    default=10.0,
-    show_default=True,
-    help="How long each synthetic source takes.",
-)
-@click.option(
-    "--deadline-ms",
-    default=250,
-    show_default=True,
-    help="The hanging source's deadline in the fault run.",
-)
-@click.option("--fault-queries", default=20, show_default=True, help="Queries in the fault run.")
-@click.option(
-    "--scenarios",
-    default="local,sleep-async,sleep-thread",
-    show_default=True,
-    help="Fan-out scenarios: local (the --kind sources), sleep-async, sleep-thread.",
-)
+@option("--kind", "sqlite-fts", _KIND_HELP)
+@numbers_option("--sources", "1,2,4,8", "Source counts N to fan out over.", "source_counts")
+@option("--queries", 100, "Timed queries per N.")
+@option("--documents", 1000, "Corpus size of each source.")
+@option("--delay-ms", 10.0, "How long each synthetic source takes.")
+@option("--deadline-ms", 250, "The hanging source's deadline in the fault run.")
+@option("--fault-queries", 20, "Queries in the fault run.")
+@names_option("--scenarios", "local,sleep-async,sleep-thread", _SCENARIOS_HELP)
 @_OUT
 @_JSON
 @click.pass_obj
-def composite(
-    app: AppContext,
-    kind: str,
-    source_counts: str,
-    queries: int,
-    documents: int,
-    delay_ms: float,
-    deadline_ms: int,
-    fault_queries: int,
-    scenarios: str,
-    out: Path | None,
-    as_json: bool,
-) -> None:
+def composite(app: AppContext, out: Path | None, as_json: bool, **settings: Any) -> None:
     """Fan-out overhead of the composite retriever over N sources, and its fault behaviour."""
     from kairox.bench.composite import CompositeBenchError, benchmark
 
-    counts = _int_list(source_counts, "--sources")
-    try:
-        with progress_bars() as progress:
-            report = benchmark(
-                app.plugin_manager().registry,
-                kind=kind,
-                source_counts=counts,
-                queries=queries,
-                documents=documents,
-                delay_ms=delay_ms,
-                deadline_ms=deadline_ms,
-                fault_queries=fault_queries,
-                scenarios=_names(scenarios, "--scenarios"),
-                progress=progress,
-            )
-    except CompositeBenchError as exc:
-        raise click.UsageError(str(exc)) from None
-    if not _finish(report, out, as_json):
-        return
-    table = Table(
-        "sources",
-        "N",
-        "path",
-        "slowest source p50",
-        "in sequence p50",
-        "composite p50",
-        "p95",
-        "overhead p50",
-        "p95",
-        "CPU floor p50",
-        "bound",
-        title=f"fan-out, ms ({report['queries']} queries)",
-    )
-    for row in report["fan_out"]:
-        table.add_row(
-            row["scenario"],
-            str(row["sources"]),
-            row["path"],
-            f"{row['slowest_source_ms']['p50']:.2f}",
-            f"{row['sources_in_sequence_ms']['p50']:.2f}",
-            f"{row['composite_ms']['p50']:.2f}",
-            f"{row['composite_ms']['p95']:.2f}",
-            f"{row['overhead_ms']['p50']:.2f}",
-            f"{row['overhead_ms']['p95']:.2f}",
-            f"{row['cpu_floor_ms']['p50']:.2f}",
-            f"{row['bound_ms']:.2f}" + ("" if row["within_bound"] else " ✗"),
-        )
-    console.print(table)
-    fault = report["faults"]
-    console.print(
-        f"faults: {len(fault['sources']) - 2} healthy + slow (deadline {fault['deadline_ms']} ms) "
-        f"+ failing: latency p50 {fault['latency_ms']['p50']:.1f} ms, p95 "
-        f"{fault['latency_ms']['p95']:.1f} ms; hits from {', '.join(fault['hits_from'])}",
-        markup=False,
-    )
-    for name, counts_by_status in fault["statuses"].items():
-        error = fault["errors"].get(name)
-        console.print(
-            f"  {name}: {counts_by_status}" + (f" ({error})" if error else ""), markup=False
-        )
-    _wrote(out)
+    # The options are named as benchmark()'s keywords: each goes through as given.
+    registry = app.plugin_manager().registry
+    report = run(benchmark, registry, errors=(CompositeBenchError,), **settings)
+    show(report, out, as_json, tables.composite)
 
 
 # -- context --------------------------------------------------------------------------------
 
 
 @click.command()
-@click.option(
-    "--turns",
-    "history_sizes",
-    default="10,100,1000,10000",
-    show_default=True,
-    help="History sizes in whole turns.",
-)
-@click.option(
-    "--memories", "memory_counts", default="0,100,1000", show_default=True, help="Memory counts."
-)
-@click.option("--repeats", default=25, show_default=True, help="Timed assemblies per cell.")
-@click.option(
-    "--profile",
-    default=None,
-    help="Take encoding, context window and headroom from this profile "
-    "(default: 128k window, 4,096 headroom, o200k_base).",
+@numbers_option("--turns", "10,100,1000,10000", "History sizes in whole turns.", "history_sizes")
+@numbers_option("--memories", "0,100,1000", "Memory counts.", "memory_counts")
+@option("--repeats", 25, "Timed assemblies per cell.")
+@profile_option(
+    "Take encoding, context window and headroom from this profile "
+    "(default: 128k window, 4,096 headroom, o200k_base)."
 )
 @_OUT
 @_JSON
 @click.pass_obj
 def context(
     app: AppContext,
-    history_sizes: str,
-    memory_counts: str,
+    history_sizes: list[int],
+    memory_counts: list[int],
     repeats: int,
     profile: str | None,
     out: Path | None,
@@ -227,89 +95,33 @@ def context(
             "context_window": chosen.context_window,
             "headroom": chosen.headroom,
         }
-    try:
-        with progress_bars() as progress:
-            report = benchmark(
-                history_sizes=_int_list(history_sizes, "--turns"),
-                memory_counts=_int_list(memory_counts, "--memories"),
-                repeats=repeats,
-                progress=progress,
-                **window,
-            )
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    if not _finish(report, out, as_json):
-        return
-    table = Table(
-        "turns",
-        "memories",
-        "cache",
-        "p50 ms",
-        "p95 ms",
-        "cache misses",
-        "turns in prompt",
-        "tokens",
-        title=f"context assembly, budget {report['budget']} tokens ({report['encoding']})",
+    report = run(
+        benchmark,
+        history_sizes=history_sizes,
+        memory_counts=memory_counts,
+        repeats=repeats,
+        **window,
     )
-    for row in report["rows"]:
-        table.add_row(
-            f"{row['history_turns']:,}",
-            f"{row['memories']:,}",
-            row["cache"],
-            f"{row['p50_ms']:.2f}",
-            f"{row['p95_ms']:.2f}",
-            f"{row['cache_misses']:,}",
-            f"{row['turns_in_prompt']:,}",
-            f"{row['used_tokens']:,}",
-        )
-    console.print(table)
-    _wrote(out)
+    show(report, out, as_json, tables.context)
 
 
 # -- markers --------------------------------------------------------------------------------
 
 
 @click.command()
-@click.option("--megabytes", default=10.0, show_default=True, help="Size of the stream.")
-@click.option(
-    "--chunks", default="1,64,4096", show_default=True, help="Chunk sizes to feed, in bytes."
-)
-@click.option("--repeats", default=3, show_default=True, help="Runs per chunk size (median).")
+@option("--megabytes", 10.0, "Size of the stream.")
+@numbers_option("--chunks", "1,64,4096", "Chunk sizes to feed, in bytes.")
+@option("--repeats", 3, "Runs per chunk size (median).")
 @_OUT
 @_JSON
-def markers(megabytes: float, chunks: str, repeats: int, out: Path | None, as_json: bool) -> None:
+def markers(
+    megabytes: float, chunks: list[int], repeats: int, out: Path | None, as_json: bool
+) -> None:
     """Memory-marker extractor throughput by chunk size, against one re.sub pass."""
     from kairox.bench.markers import benchmark
 
-    try:
-        with progress_bars() as progress:
-            report = benchmark(
-                megabytes=megabytes,
-                chunks=_int_list(chunks, "--chunks"),
-                repeats=repeats,
-                progress=progress,
-            )
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    if not _finish(report, out, as_json):
-        return
-    table = Table(
-        "chunk bytes",
-        "seconds",
-        "MB/s",
-        "× re.sub",
-        title=f"marker extraction, {report['stream_bytes']:,} bytes, "
-        f"re.sub {report['re_sub_seconds']:.3f} s",
-    )
-    for row in report["chunks"]:
-        table.add_row(
-            f"{row['chunk_bytes']:,}",
-            f"{row['seconds']:.3f}",
-            f"{row['mb_per_s']:.2f}",
-            f"{row['ratio_to_re_sub']:.1f}",
-        )
-    console.print(table)
-    _wrote(out)
+    report = run(benchmark, megabytes=megabytes, chunks=chunks, repeats=repeats)
+    show(report, out, as_json, tables.markers)
 
 
 # -- compaction -----------------------------------------------------------------------------
@@ -334,28 +146,14 @@ def _llm_backend(app: AppContext, profile: str | None, backend: str | None) -> t
 
 
 @click.command()
-@click.option(
-    "--summarizers",
-    default="extractive,sliding-window,llm",
-    show_default=True,
-    help="Summarisers to compare.",
-)
-@click.option(
-    "--windows", default="2048,4096,8192", show_default=True, help="Context windows in tokens."
-)
-@click.option("--turns", default=80, show_default=True, help="Turns per session.")
-@click.option("--sessions", default=5, show_default=True, help="Sessions (seeds) per cell.")
-@click.option(
-    "--scenario-turns",
-    default=60,
-    show_default=True,
-    help="Turns per session of the correction scenarios (one per domain).",
-)
-@click.option(
-    "--profile",
-    default=None,
-    help="A profile with a real model backend: the llm summariser writes its summaries "
-    "through it (the conversation itself stays scripted).",
+@names_option("--summarizers", "extractive,sliding-window,llm", "Summarisers to compare.")
+@numbers_option("--windows", "2048,4096,8192", "Context windows in tokens.")
+@option("--turns", 80, "Turns per session.")
+@option("--sessions", 5, "Sessions (seeds) per cell.")
+@option("--scenario-turns", 60, "Turns per session of the correction scenarios (one per domain).")
+@profile_option(
+    "A profile with a real model backend: the llm summariser writes its summaries "
+    "through it (the conversation itself stays scripted)."
 )
 @click.option(
     "--backend",
@@ -367,112 +165,18 @@ def _llm_backend(app: AppContext, profile: str | None, backend: str | None) -> t
 @click.pass_obj
 def compaction(
     app: AppContext,
-    summarizers: str,
-    windows: str,
-    turns: int,
-    sessions: int,
-    scenario_turns: int,
     profile: str | None,
     backend: str | None,
     out: Path | None,
     as_json: bool,
+    **settings: Any,
 ) -> None:
     """Share of early planted facts still in the prompt after each compaction."""
     from kairox.bench.compaction import benchmark
 
-    names = _names(summarizers, "--summarizers")
-    llm, reason = _llm_backend(app, profile, backend) if "llm" in names else (None, "")
+    # summarizers, windows, turns, sessions, scenario_turns: named as benchmark()'s keywords.
+    wanted = "llm" in settings["summarizers"]
+    llm, reason = _llm_backend(app, profile, backend) if wanted else (None, "")
     pm = app.plugin_manager()
-    try:
-        with progress_bars() as progress:
-            report = benchmark(
-                pm.registry,
-                pm,
-                summarizers=names,
-                windows=_int_list(windows, "--windows"),
-                turns=turns,
-                sessions=sessions,
-                llm=llm,
-                llm_reason=reason,
-                progress=progress,
-                scenario_turns=scenario_turns,
-            )
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    if not _finish(report, out, as_json):
-        return
-    table = Table(
-        "summarizer",
-        "window",
-        "compactions",
-        "retention final",
-        "mean",
-        "min",
-        "question recall",
-        "in budget",
-        "ms/compaction",
-        "note",
-        title=f"facts kept through compaction ({report['sessions']} sessions of "
-        f"{report['turns']} turns, {len(report['facts'])} facts)",
-    )
-
-    def share(value: float | None) -> str:
-        return "-" if value is None else f"{value:.2f}"
-
-    for row in report["results"]:
-        if row["status"] == "not run":
-            table.add_row(row["summarizer"], str(row["window"]), *["-"] * 7, row["reason"])
-            continue
-        note = f"{row['fallbacks']} fallbacks to sliding-window" if row["fallbacks"] else ""
-        table.add_row(
-            row["summarizer"],
-            str(row["window"]),
-            f"{row['compactions']:.1f}",
-            share(row["retention_final"]),
-            share(row["retention_mean"]),
-            share(row["retention_min"]),
-            share(row["question_recall"]),
-            "yes" if row["within_budget"] else "NO",
-            _ms(row["summary_ms_median"]),
-            note,
-        )
-    console.print(table)
-    if report.get("scenarios"):
-        console.print(_scenario_table(report, share))
-    _wrote(out)
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
-
-
-def _scenario_table(report: dict[str, Any], share: Callable[[float | None], str]) -> Table:
-    """The domain scenarios: newest values kept, corrections, stale values shown."""
-    table = Table(
-        "scenario",
-        "summarizer",
-        "window",
-        "retention final",
-        "min",
-        "question recall",
-        "corrections kept",
-        "stale shown",
-        "in budget",
-        "ms/compaction",
-        title=f"corrections, assistant- and tool-reported facts ({report['sessions']} "
-        f"sessions of {report['scenario_turns']} turns per domain)",
-    )
-    for row in report["scenarios"]:
-        table.add_row(
-            row["scenario"],
-            row["summarizer"],
-            str(row["window"]),
-            share(row["retention_final"]),
-            share(row["retention_min"]),
-            share(row["question_recall"]),
-            share(row["corrections_kept"]),
-            str(row["stale_shown"]),
-            "yes" if row["within_budget"] else "NO",
-            _ms(row["summary_ms_median"]),
-        )
-    return table
+    report = run(benchmark, pm.registry, pm, llm=llm, llm_reason=reason, **settings)
+    show(report, out, as_json, tables.compaction)

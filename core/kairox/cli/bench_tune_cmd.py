@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from kairox.cli.app import AppContext, console, console_err, print_json, progress_bars
+from kairox.cli.bench_common import profile_option
 from kairox.terminal import printable
 
 
@@ -40,7 +41,7 @@ def _data_options(command: click.Command) -> click.Command:
 
 
 @click.command()
-@click.option("--profile", "profile", default=None, help="The profile to tune (default: default).")
+@profile_option("The profile to tune (default: default).")
 @_data_options
 @click.option("--kb", "kbs", default=None, help="Only these knowledge bases (comma-separated).")
 @click.option("--workspace", is_flag=True, help="Only the workspace index.")
@@ -234,7 +235,7 @@ def report(first: Path, second: Path | None, out: Path) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="The folder to write the BEIR dataset to.",
 )
-@click.option("--profile", default=None, help="Whose model writes the questions (default).")
+@profile_option("Whose model writes the questions (default).")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.pass_obj
 def generate_queries(

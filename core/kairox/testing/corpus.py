@@ -24,61 +24,33 @@ class CorpusDocument:
         return f"corpus://{self.id}"
 
 
-CORPUS: tuple[CorpusDocument, ...] = (
-    CorpusDocument(
-        "astro-1",
-        "Saturn's rings",
-        "Saturn's rings are made mostly of water ice particles orbiting the planet.",
-        {"topic": "astronomy", "year": 2021},
-    ),
-    CorpusDocument(
-        "astro-2",
-        "Black holes",
-        "A black hole is a region where gravity prevents even light from escaping.",
-        {"topic": "astronomy", "year": 2019},
-    ),
-    CorpusDocument(
-        "bio-1",
-        "Photosynthesis",
-        "Plants convert sunlight, water and carbon dioxide into glucose and oxygen.",
-        {"topic": "biology", "year": 2020},
-    ),
-    CorpusDocument(
-        "bio-2",
-        "Mitochondria",
-        "Mitochondria produce most of the chemical energy a cell needs, stored as ATP.",
-        {"topic": "biology", "year": 2018},
-    ),
-    CorpusDocument(
-        "cook-1",
-        "Sourdough bread",
-        "Sourdough bread rises with a fermented starter of wild yeast and lactobacilli.",
-        {"topic": "cooking", "year": 2022},
-    ),
-    CorpusDocument(
-        "cook-2",
-        "Espresso",
-        "Espresso is brewed by forcing hot water through finely ground coffee beans.",
-        {"topic": "cooking", "year": 2023},
-    ),
-    CorpusDocument(
-        "code-1",
-        "Python generators",
-        "A Python generator yields values lazily with the yield keyword.",
-        {"topic": "programming", "year": 2024},
-    ),
-    CorpusDocument(
-        "code-2",
-        "SQL joins",
-        "An SQL inner join returns rows with matching keys in both tables.",
-        {"topic": "programming", "year": 2017},
-    ),
-    CorpusDocument(
-        "intl-1",
-        "Café culture",
-        "Le café parisien: croissants, crème brûlée et conversation en terrasse.",
-        {"topic": "cooking", "year": 2016},
-    ),
+# id: (title, topic, year); one row a document, its text below under the same id.
+_CARDS: dict[str, tuple[str, str, int]] = {
+    "astro-1": ("Saturn's rings", "astronomy", 2021),
+    "astro-2": ("Black holes", "astronomy", 2019),
+    "bio-1": ("Photosynthesis", "biology", 2020),
+    "bio-2": ("Mitochondria", "biology", 2018),
+    "cook-1": ("Sourdough bread", "cooking", 2022),
+    "cook-2": ("Espresso", "cooking", 2023),
+    "code-1": ("Python generators", "programming", 2024),
+    "code-2": ("SQL joins", "programming", 2017),
+    "intl-1": ("Café culture", "cooking", 2016),
+}
+_TEXTS: dict[str, str] = {
+    "astro-1": "Saturn's rings are made mostly of water ice particles orbiting the planet.",
+    "astro-2": "A black hole is a region where gravity prevents even light from escaping.",
+    "bio-1": "Plants convert sunlight, water and carbon dioxide into glucose and oxygen.",
+    "bio-2": "Mitochondria produce most of the chemical energy a cell needs, stored as ATP.",
+    "cook-1": "Sourdough bread rises with a fermented starter of wild yeast and lactobacilli.",
+    "cook-2": "Espresso is brewed by forcing hot water through finely ground coffee beans.",
+    "code-1": "A Python generator yields values lazily with the yield keyword.",
+    "code-2": "An SQL inner join returns rows with matching keys in both tables.",
+    "intl-1": "Le café parisien: croissants, crème brûlée et conversation en terrasse.",
+}
+
+CORPUS: tuple[CorpusDocument, ...] = tuple(
+    CorpusDocument(id, title, _TEXTS[id], {"topic": topic, "year": year})
+    for id, (title, topic, year) in _CARDS.items()
 )
 
 # (query, id of the one document that must come first among the top 3)
