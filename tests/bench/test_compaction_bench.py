@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import json
 
-import click
 import pytest
 from click.testing import CliRunner
 
 from kairox.bench.compaction import FACTS, benchmark, make_script
 from kairox.bench.compaction_scenarios import DOMAINS, make_scenario
 from kairox.cli import bench_session_cmd
-from kairox.cli.app import AppContext
-from kairox.plugins import build_plugin_manager
 from kairox.testing.openai_server import OpenAITestServer
+from tests.bench.conftest import command_cli
 
 ROW_KEYS = {
     "summarizer",
@@ -30,21 +28,6 @@ ROW_KEYS = {
 }
 
 
-@pytest.fixture
-def pm():
-    return build_plugin_manager(entry_points=False)
-
-
-def cli(pm) -> click.Group:
-    @click.group()
-    @click.pass_context
-    def root(ctx: click.Context) -> None:
-        ctx.obj = AppContext(pm=pm)
-
-    root.add_command(bench_session_cmd.compaction)
-    return root
-
-
 def in_unit_range(value):
     return value is None or 0.0 <= value <= 1.0
 
@@ -53,7 +36,9 @@ def test_cli_reports_every_summarizer_and_window(pm, tmp_path):
     out = tmp_path / "compaction.json"
     args = ["compaction", "--windows", "2048,4096", "--turns", "30", "--sessions", "1"]
     args += ["--scenario-turns", "30"]
-    result = CliRunner().invoke(cli(pm), [*args, "--out", str(out)])
+    result = CliRunner().invoke(
+        command_cli(bench_session_cmd.compaction, pm), [*args, "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     assert {"results", "facts", "turns", "sessions", "machine", "created"} <= set(report)
@@ -117,7 +102,8 @@ def test_llm_runs_when_a_profile_has_a_real_backend(pm, workspace, monkeypatch):
         args = ["compaction", "--summarizers", "llm", "--windows", "4096", "--turns", "30"]
         args += ["--scenario-turns", "30"]
         result = CliRunner().invoke(
-            cli(pm), [*args, "--sessions", "1", "--profile", "real", "--json"]
+            command_cli(bench_session_cmd.compaction, pm),
+            [*args, "--sessions", "1", "--profile", "real", "--json"],
         )
         requests = len(server.chat_requests)
     assert result.exit_code == 0, result.output
@@ -136,14 +122,16 @@ def test_llm_runs_when_a_profile_has_a_real_backend(pm, workspace, monkeypatch):
 def test_a_scripted_profile_does_not_count_as_a_model(pm, workspace):
     (workspace / "kairox.toml").write_text('[profiles.demo]\nmodel = "m"\nbackend = "scripted"\n')
     args = ["compaction", "--summarizers", "llm", "--windows", "2048", "--profile", "demo"]
-    result = CliRunner().invoke(cli(pm), [*args, "--json"])
+    result = CliRunner().invoke(command_cli(bench_session_cmd.compaction, pm), [*args, "--json"])
     assert result.exit_code == 0, result.output
     row = json.loads(result.output)["results"][0]
     assert row["status"] == "not run" and "scripted backend" in row["reason"]
 
 
 def test_unknown_summarizer_is_a_usage_error(pm):
-    result = CliRunner().invoke(cli(pm), ["compaction", "--summarizers", "magic"])
+    result = CliRunner().invoke(
+        command_cli(bench_session_cmd.compaction, pm), ["compaction", "--summarizers", "magic"]
+    )
     assert result.exit_code == 2
     assert "unknown summarizers" in result.output
 

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 
-import click
 import pytest
 from click.testing import CliRunner
 
 from kairox.bench.composite import CPUS, FailingSource, HangingSource, fan_out_bound, faults
 from kairox.cli import bench_session_cmd
-from kairox.cli.app import AppContext
-from kairox.plugins import build_plugin_manager
 from kairox.retrieval import Query
 from kairox.retrieval.composite import CompositeWorkspaceRetriever
+from tests.bench.conftest import command_cli
 
 STATS = {"p50", "p95"}
 ROW_KEYS = {
@@ -32,26 +30,11 @@ ROW_KEYS = {
 }
 
 
-@pytest.fixture
-def pm():
-    return build_plugin_manager(entry_points=False)
-
-
-def cli(pm) -> click.Group:
-    @click.group()
-    @click.pass_context
-    def root(ctx: click.Context) -> None:
-        ctx.obj = AppContext(pm=pm)
-
-    root.add_command(bench_session_cmd.composite)
-    return root
-
-
 def test_cli_writes_every_row_and_the_fault_report(pm, tmp_path):
     out = tmp_path / "composite.json"
     args = ["composite", "--sources", "1,2", "--queries", "3", "--documents", "40"]
     args += ["--delay-ms", "1", "--deadline-ms", "100", "--fault-queries", "2", "--out", str(out)]
-    result = CliRunner().invoke(cli(pm), args)
+    result = CliRunner().invoke(command_cli(bench_session_cmd.composite, pm), args)
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     assert {"fan_out", "faults", "machine", "created", "kind"} <= set(report)
@@ -121,20 +104,25 @@ def test_json_flag_prints_the_report(pm):
     args = ["composite", "--sources", "1", "--queries", "1", "--documents", "20"]
     args += ["--scenarios", "sleep-async", "--delay-ms", "1", "--fault-queries", "1"]
     args += ["--deadline-ms", "50", "--json"]
-    result = CliRunner().invoke(cli(pm), args)
+    result = CliRunner().invoke(command_cli(bench_session_cmd.composite, pm), args)
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert [row["scenario"] for row in report["fan_out"]] == ["sleep-async", "sleep-async"]
 
 
 def test_unknown_kind_is_a_usage_error(pm):
-    result = CliRunner().invoke(cli(pm), ["composite", "--kind", "nope", "--queries", "1"])
+    result = CliRunner().invoke(
+        command_cli(bench_session_cmd.composite, pm),
+        ["composite", "--kind", "nope", "--queries", "1"],
+    )
     assert result.exit_code == 2
     assert "'nope' is not installed" in result.output
 
 
 def test_bad_source_counts_are_a_usage_error(pm):
-    result = CliRunner().invoke(cli(pm), ["composite", "--sources", "1,two"])
+    result = CliRunner().invoke(
+        command_cli(bench_session_cmd.composite, pm), ["composite", "--sources", "1,two"]
+    )
     assert result.exit_code == 2
     assert "--sources" in result.output
 

@@ -10,8 +10,7 @@ from click.testing import CliRunner
 
 from kairox.bench.context import make_history, make_memories, measure
 from kairox.cli import bench_session_cmd
-from kairox.cli.app import AppContext
-from kairox.plugins import build_plugin_manager
+from tests.bench.conftest import command_cli
 
 ROW_KEYS = {
     "history_turns",
@@ -26,13 +25,7 @@ ROW_KEYS = {
 
 
 def cli() -> click.Group:
-    @click.group()
-    @click.pass_context
-    def root(ctx: click.Context) -> None:
-        ctx.obj = AppContext(pm=build_plugin_manager(entry_points=False))
-
-    root.add_command(bench_session_cmd.context)
-    return root
+    return command_cli(bench_session_cmd.context)
 
 
 def test_cli_reports_every_cell(tmp_path):

@@ -2,30 +2,22 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from kairox.bench.beir import load_beir
 from kairox.bench.filtered import BUCKETS, FILTER, bucket_of, filtered_run
 from kairox.plugins import build_plugin_manager
 from kairox.testing import FILTER_CORPUS
+from tests.bench.conftest import write_beir
 
 
 @pytest.fixture
 def dataset(tmp_path):
-    root = tmp_path / "filter-beir"
-    (root / "qrels").mkdir(parents=True)
-    with (root / "corpus.jsonl").open("w") as handle:
-        for doc in FILTER_CORPUS:
-            handle.write(json.dumps({"_id": doc.id, "title": doc.title, "text": doc.text}) + "\n")
     queries = {"q1": "passage about cooking", "q2": "compiler loop", "q3": "zzz nothing"}
-    (root / "queries.jsonl").write_text(
-        "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items())
+    qrels = [("q1", "f002"), ("q2", "f003"), ("q3", "f004")]
+    return load_beir(
+        write_beir(tmp_path / "filter-beir", FILTER_CORPUS, queries.items(), qrels), "test"
     )
-    rows = ["query-id\tcorpus-id\tscore", "q1\tf002\t1", "q2\tf003\t1", "q3\tf004\t1"]
-    (root / "qrels" / "test.tsv").write_text("\n".join(rows) + "\n")
-    return load_beir(root, "test")
 
 
 def test_the_bucket_field_is_about_a_tenth_of_any_corpus():

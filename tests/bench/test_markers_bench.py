@@ -14,17 +14,13 @@ from kairox.bench.markers import BASELINE, make_stream
 from kairox.bench.report import percentile
 from kairox.cli import bench_session_cmd
 from kairox.memory import extract_memory_markers
+from tests.bench.conftest import command_cli
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "markers_throughput.py"
 
 
 def cli() -> click.Group:
-    @click.group()
-    def root() -> None:
-        pass
-
-    root.add_command(bench_session_cmd.markers)
-    return root
+    return command_cli(bench_session_cmd.markers)
 
 
 def test_cli_reports_each_chunk_size(tmp_path):

@@ -63,27 +63,15 @@ def test_kind_tantivy_equals_the_built_in_tantivy(workspace, invoke, tiny_beir):
 def test_kind_config_reaches_the_kind_and_bad_settings_say_which(
     workspace, invoke, tiny_beir, tmp_path
 ):
+    def with_settings(setting: str):
+        systems = ("--systems", "kind:sqlite-fts")
+        return run_json(invoke, "--dataset", tiny_beir, *systems, "--kind-config", setting)
+
     chosen = tmp_path / "chosen.db"
-    result, report = run_json(
-        invoke,
-        "--dataset",
-        tiny_beir,
-        "--systems",
-        "kind:sqlite-fts",
-        "--kind-config",
-        json.dumps({"path": str(chosen)}).join(["sqlite-fts=", ""]),
-    )
+    result, report = with_settings(json.dumps({"path": str(chosen)}).join(["sqlite-fts=", ""]))
     assert result.exit_code == 0, result.output
     assert chosen.is_file() and report["systems"][0]["ndcg@10"] > 0.8
-    result, _ = run_json(
-        invoke,
-        "--dataset",
-        tiny_beir,
-        "--systems",
-        "kind:sqlite-fts",
-        "--kind-config",
-        'sqlite-fts={"title_weight": -1}',
-    )
+    result, _ = with_settings('sqlite-fts={"title_weight": -1}')
     assert result.exit_code == 1 and "title_weight" in result.output
 
 

@@ -51,22 +51,20 @@ class CountingHashing(HashingEmbedder):
         return super().embed(texts)
 
 
+def _invoke(pm, *args):
+    return CliRunner().invoke(build_cli(pm), [str(a) for a in args])
+
+
+def _retrieval(pm, dataset, out, *more):
+    """``kairox bench retrieval`` of sqlite-fts and hashing on ``dataset``, written to ``out``."""
+    systems = ("--systems", "sqlite-fts,hashing")
+    return _invoke(pm, "bench", "retrieval", "--dataset", dataset, *systems, "--out", out, *more)
+
+
 def test_cli_reports_every_system_with_the_documented_keys(dataset, tmp_path):
     out = tmp_path / "results.json"
     pm = build_plugin_manager(entry_points=False)
-    result = CliRunner().invoke(
-        build_cli(pm),
-        [
-            "bench",
-            "retrieval",
-            "--dataset",
-            str(dataset),
-            "--systems",
-            "sqlite-fts,hashing",
-            "--out",
-            str(out),
-        ],
-    )
+    result = _retrieval(pm, dataset, out)
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     assert report["queries"] == len(EXPECTED)  # the unjudged query is left out
@@ -151,10 +149,6 @@ def test_missing_split_names_the_splits_there(dataset):
 # -- peers, hybrids, memory, per-query results, compare, scaling, plots ------------------
 
 
-def _invoke(pm, *args):
-    return CliRunner().invoke(build_cli(pm), [str(a) for a in args])
-
-
 def _hashing_as_minilm():
     """A plugin registering the hashing embedder under MiniLM's backend name."""
 
@@ -169,19 +163,7 @@ def _hashing_as_minilm():
 def test_isolated_runs_measure_peak_memory_and_save_per_query_results(dataset, tmp_path):
     out, runs = tmp_path / "r.json", tmp_path / "runs"
     pm = build_plugin_manager(entry_points=False)
-    result = _invoke(
-        pm,
-        "bench",
-        "retrieval",
-        "--dataset",
-        dataset,
-        "--systems",
-        "sqlite-fts,hashing",
-        "--out",
-        out,
-        "--run-dir",
-        runs,
-    )
+    result = _retrieval(pm, dataset, out, "--run-dir", runs)
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     assert "VmHWM" in report["memory"]
@@ -305,18 +287,7 @@ def test_compare_prints_deltas_with_p_values(dataset, tmp_path):
     pm = build_plugin_manager(entry_points=False)
     first, second = tmp_path / "a.json", tmp_path / "b.json"
     for out in (first, second):
-        result = _invoke(
-            pm,
-            "bench",
-            "retrieval",
-            "--dataset",
-            dataset,
-            "--systems",
-            "sqlite-fts,hashing",
-            "--out",
-            out,
-            "--no-isolate",
-        )
+        result = _retrieval(pm, dataset, out, "--no-isolate")
         assert result.exit_code == 0, result.output
 
     result = _invoke(pm, "bench", "compare", first, "--baseline", "sqlite-fts")

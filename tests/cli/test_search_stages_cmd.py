@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -50,12 +51,17 @@ def test_an_unknown_reranker_is_exit_2_with_a_suggestion(invoke, indexed):
     assert "llm, mmr" in result.output
 
 
+def _talk_to(server: OpenAITestServer, workspace: Path, more: str = "") -> None:
+    """The default profile's model is ``server``'s (and ``more`` of its settings)."""
+    (workspace / "kairox.toml").write_text(
+        f'[profiles.default]\nmodel = "test-model"\nbase_url = "{server.base_url}"\n'
+        'api_key_env = "NO_SUCH_KEY_SET"\n' + more
+    )
+
+
 def test_a_profiles_llm_reranker_that_answers_garbage_keeps_the_search(invoke, indexed):
     with OpenAITestServer(["I would rather not."]) as server:
-        (indexed / "kairox.toml").write_text(
-            f'[profiles.default]\nmodel = "test-model"\nbase_url = "{server.base_url}"\n'
-            'api_key_env = "NO_SUCH_KEY_SET"\nrerank = "llm"\n'
-        )
+        _talk_to(server, indexed, 'rerank = "llm"\n')
         plain = search(invoke, "--rerank", "none")
         table = invoke("search", QUERY, "-k", "4")
         found = search(invoke)
@@ -67,10 +73,7 @@ def test_a_profiles_llm_reranker_that_answers_garbage_keeps_the_search(invoke, i
 
 def test_query_transform_hyde_reports_its_passage(invoke, indexed):
     with OpenAITestServer(["Uploads that fail are retried with backoff."]) as server:
-        (indexed / "kairox.toml").write_text(
-            f'[profiles.default]\nmodel = "test-model"\nbase_url = "{server.base_url}"\n'
-            'api_key_env = "NO_SUCH_KEY_SET"\n'
-        )
+        _talk_to(server, indexed)
         found = search(invoke, "--query-transform", "hyde")
         (request,) = server.chat_requests
     assert request.json["messages"][-1]["content"] == QUERY

@@ -2,28 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+# ``invoke``: ``kairox ARGS`` in-process with the built-ins and every installed plugin
+# (``plugin_manager``, one per module), as the benchmark tests run it.
+from tests.bench.conftest import invoke, plugin_manager
 
-import pytest
-from click.testing import CliRunner, Result
-
-from kairox.cli import build_cli
-from kairox.plugins import build_plugin_manager
-
-
-@pytest.fixture(scope="module")
-def plugin_manager():
-    return build_plugin_manager()
-
-
-@pytest.fixture
-def invoke(plugin_manager) -> Callable[..., Result]:
-    """Run ``kairox ARGS`` in-process with the built-ins and every installed plugin."""
-
-    def run(*args: str) -> Result:
-        return CliRunner().invoke(build_cli(plugin_manager), list(args))
-
-    return run
+__all__ = ["cloud_tables", "invoke", "plugin_manager"]
 
 
 def cloud_tables(bedrock, pinecone, weaviate) -> str:

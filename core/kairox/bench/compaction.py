@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kairox.bench.compaction_facade import LlmBackend, bench_facade, call_figures
+from kairox.bench.compaction_facade import LlmBackend, SessionSetup, bench_facade, call_figures
 from kairox.bench.compaction_scenarios import DOMAINS, make_scenario, run_scenario
 from kairox.bench.report import created_now, machine
 from kairox.models import ChatMessage
@@ -270,28 +270,13 @@ def _present(messages: Sequence[ChatMessage], facts: Sequence[PlantedFact]) -> l
 
 
 async def run_session(
-    script: ScriptedSession,
-    *,
-    summarizer: str,
-    window: int,
-    registry: Registry,
-    pm: Any,
-    state_dir: Path,
-    llm: LlmBackend | None = None,
-    session_id: str = "bench",
+    script: ScriptedSession, setup: SessionSetup, session_id: str = "bench"
 ) -> dict[str, Any]:
     """Play ``script`` through a real session; retention after each compaction and recall."""
     from kairox.default_plugins.scripted_model import ScriptedModel
     from kairox.session import open_session
 
-    facade = bench_facade(
-        summarizer=summarizer,
-        window=window,
-        registry=registry,
-        pm=pm,
-        state_dir=state_dir,
-        llm=llm,
-    )
+    facade = bench_facade(setup)
     model = ScriptedModel(script.replies, chunk_size=64)
     planted: list[PlantedFact] = []
     compactions: list[dict[str, Any]] = []
@@ -419,20 +404,8 @@ def benchmark(
                     if progress is not None:
                         progress("sessions", done, total)
                     state = Path(folder) / f"{summarizer}-{window}-{seed}"
-                    ran.append(
-                        asyncio.run(
-                            run_session(
-                                script,
-                                summarizer=summarizer,
-                                window=window,
-                                registry=registry,
-                                pm=pm,
-                                state_dir=state,
-                                llm=llm,
-                                session_id=f"bench-{seed}",
-                            )
-                        )
-                    )
+                    setup = SessionSetup(summarizer, window, registry, pm, state, llm)
+                    ran.append(asyncio.run(run_session(script, setup, f"bench-{seed}")))
                     done += 1
                 summary = _summarise(ran)
                 status = "ok" if not summary["fallbacks"] else "ran with fallbacks"
@@ -483,21 +456,13 @@ def _scenario_rows(
         scripts = [make_scenario(domain, turns, seed=seed) for seed in range(sessions)]
         for summarizer in summarizers:
             for window in windows:
-                ran = [
-                    asyncio.run(
-                        run_scenario(
-                            script,
-                            summarizer=summarizer,
-                            window=window,
-                            registry=registry,
-                            pm=pm,
-                            state_dir=folder / f"{domain.name}-{summarizer}-{window}-{seed}",
-                            llm=llm,
-                            session_id=f"bench-{domain.name}-{seed}",
-                        )
+                ran = []
+                for seed, script in enumerate(scripts):
+                    state = folder / f"{domain.name}-{summarizer}-{window}-{seed}"
+                    setup = SessionSetup(summarizer, window, registry, pm, state, llm)
+                    ran.append(
+                        asyncio.run(run_scenario(script, setup, f"bench-{domain.name}-{seed}"))
                     )
-                    for seed, script in enumerate(scripts)
-                ]
                 rows.append(
                     {
                         "scenario": domain.name,

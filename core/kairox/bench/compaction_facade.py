@@ -20,7 +20,7 @@ from kairox.facade import AppFacade
 from kairox.models import ChatMessage, ModelBackend
 from kairox.registry import Registry
 
-__all__ = ["SYSTEM_PROMPT", "LlmBackend", "bench_facade", "call_figures"]
+__all__ = ["SYSTEM_PROMPT", "LlmBackend", "SessionSetup", "bench_facade", "call_figures"]
 
 SYSTEM_PROMPT = "You are a helpful engineering assistant for a software team."
 
@@ -106,27 +106,36 @@ class _BenchFacade(AppFacade):
         return _Timed(super().summarizer(name, profile, backend), self.calls)
 
 
-def bench_facade(
-    *,
-    summarizer: str,
-    window: int,
-    registry: Registry,
-    pm: Any,
-    state_dir: Path,
-    llm: LlmBackend | None = None,
-) -> _BenchFacade:
+@dataclass(frozen=True)
+class SessionSetup:
+    """What one benchmark session runs with: the summariser and context window under test,
+    the plugins, its own state folder, and the real model for ``llm`` (if any)."""
+
+    summarizer: str
+    window: int
+    registry: Registry
+    pm: Any
+    state_dir: Path
+    llm: LlmBackend | None = None
+
+
+def bench_facade(setup: SessionSetup) -> _BenchFacade:
     """The facade one benchmark session runs on: retrieval off, a scripted profile."""
+    state_dir = setup.state_dir
     state_dir.mkdir(parents=True, exist_ok=True)
+    retrievers = sorted(setup.registry.workspace_retrievers)
     config = KairoxConfig(
-        profiles={"default": _profile(summarizer, window)},
+        profiles={"default": _profile(setup.summarizer, setup.window)},
         knowledge_bases={},
         # No retrieval: this measures compaction, and the sources stay out of the way.
-        workspace=WorkspaceConfig(disabled_retrievers=sorted(registry.workspace_retrievers)),
+        workspace=WorkspaceConfig(disabled_retrievers=retrievers),
         files=[],
         workspace_file=None,
         root=state_dir,
     )
-    return _BenchFacade(llm=llm, cwd=state_dir, config=config, pm=pm, state_dir=state_dir)
+    return _BenchFacade(
+        llm=setup.llm, cwd=state_dir, config=config, pm=setup.pm, state_dir=state_dir
+    )
 
 
 def call_figures(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kairox.bench.compaction_facade import SessionSetup
 
 __all__ = [
     "CORRECTIONS",
@@ -338,15 +340,7 @@ def _score(
 
 
 async def run_scenario(
-    script: ScenarioSession,
-    *,
-    summarizer: str,
-    window: int,
-    registry: Any,
-    pm: Any,
-    state_dir: Path,
-    llm: Any = None,
-    session_id: str = "bench",
+    script: ScenarioSession, setup: SessionSetup, session_id: str = "bench"
 ) -> dict[str, Any]:
     """Play ``script`` through a real session: retention of newest values, stale values
     shown, question recall, and the summariser's time and budget per compaction."""
@@ -355,9 +349,7 @@ async def run_scenario(
     from kairox.events import ToolInvocationCompleted
     from kairox.session import KEEP_RECENT_TURNS, open_session
 
-    facade = bench_facade(
-        summarizer=summarizer, window=window, registry=registry, pm=pm, state_dir=state_dir, llm=llm
-    )
+    facade = bench_facade(setup)
     model = ScriptedModel(script.replies, chunk_size=64)
     live: dict[str, tuple[str, str | None]] = {}
     corrected: dict[str, int] = {}  # fact key -> the turn that corrected it

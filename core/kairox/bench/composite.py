@@ -328,16 +328,16 @@ def _measure(
 def fan_out(
     registry: Registry,
     *,
-    kind: str = "sqlite-fts",
-    source_counts: Sequence[int] = DEFAULT_SOURCE_COUNTS,
-    queries: int = 100,
-    documents: int = 1000,
-    delay_ms: float = 10.0,
-    k: int = 10,
-    scenarios: Sequence[str] = SCENARIOS,
-    warmup: int = 5,
+    kind: str,
+    source_counts: Sequence[int],
+    queries: int,
+    documents: int,
+    delay_ms: float,
+    scenarios: Sequence[str],
     scratch: Path,
-    progress: Progress | None = None,
+    progress: Progress | None,
+    k: int = 10,
+    warmup: int = 5,
 ) -> list[dict[str, Any]]:
     """One row per scenario x source count x path (``sync``/``async``)."""
     if not source_counts or any(n < 1 for n in source_counts):

@@ -37,43 +37,63 @@ def _title(report: Mapping[str, Any], what: str) -> str:
     return f"{what} · {dataset} {report.get('split', '')} · {report.get('created', '')[:10]}"
 
 
-def plot_quality(report: Mapping[str, Any], out: Path) -> Path:
-    """nDCG@10 and Recall@100 per system, best nDCG@10 on top."""
+def _system_bars(
+    rows: Sequence[Mapping[str, Any]], first: tuple[str, str], second: tuple[str, str]
+) -> tuple[Any, Any, Any, range]:
+    """One pair of horizontal bars per system, ``(key, label)`` ``first`` above ``second``;
+    returns ``(plt, fig, ax, positions)``."""
     plt = _pyplot()
-    rows = sorted(report["systems"], key=lambda r: r["ndcg@10"])
-    names = [r["system"] for r in rows]
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 2.4))
     positions = range(len(rows))
-    ax.barh([p + 0.2 for p in positions], [r["ndcg@10"] for r in rows], 0.4, label="nDCG@10")
+    (top, top_label), (bottom, bottom_label) = first, second
+    ax.barh([p + 0.2 for p in positions], [r[top] for r in rows], 0.4, label=top_label)
     ax.barh(
         [p - 0.2 for p in positions],
-        [r["recall@100"] for r in rows],
+        [r[bottom] for r in rows],
         0.4,
-        label="Recall@100",
+        label=bottom_label,
         alpha=0.55,
+    )
+    ax.set_yticks(list(positions), [r["system"] for r in rows])
+    return plt, fig, ax, positions
+
+
+def _finish_bars(
+    bars: tuple[Any, Any, Any],
+    report: Mapping[str, Any],
+    labels: tuple[str, str],
+    legend_y: float,
+    out: Path,
+) -> Path:
+    """Title and x label (``labels``) and the legend (``legend_y`` below the plot) of a
+    :func:`_system_bars` figure; save it."""
+    plt, fig, ax = bars
+    what, xlabel = labels
+    ax.set_xlabel(xlabel)
+    ax.set_title(_title(report, what))
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, legend_y), ncol=2, fontsize=7)
+    fig.tight_layout()
+    return _save(fig, plt, out)
+
+
+def plot_quality(report: Mapping[str, Any], out: Path) -> Path:
+    """nDCG@10 and Recall@100 per system, best nDCG@10 on top."""
+    rows = sorted(report["systems"], key=lambda r: r["ndcg@10"])
+    plt, fig, ax, positions = _system_bars(
+        rows, ("ndcg@10", "nDCG@10"), ("recall@100", "Recall@100")
     )
     for p, r in zip(positions, rows, strict=True):
         ax.text(r["ndcg@10"] + 0.005, p + 0.2, f"{r['ndcg@10']:.3f}", va="center", fontsize=8)
     for (label, value), style in zip(REFERENCES.items(), (":", "--"), strict=False):
         ax.axvline(value, color="grey", linestyle=style, linewidth=1, label=label)
-    ax.set_yticks(list(positions), names)
     ax.set_xlim(0, 1.05)
-    ax.set_xlabel("score")
-    ax.set_title(_title(report, "Retrieval quality"))
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, fontsize=7)
-    fig.tight_layout()
-    return _save(fig, plt, out)
+    return _finish_bars((plt, fig, ax), report, ("Retrieval quality", "score"), -0.1, out)
 
 
 def plot_latency(report: Mapping[str, Any], out: Path) -> Path:
     """Query latency p50 and p95 per system (log scale), fastest on top."""
-    plt = _pyplot()
     rows = sorted(report["systems"], key=lambda r: -r["p50_ms"])
-    names = [r["system"] for r in rows]
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 2.4))
-    positions = range(len(rows))
-    ax.barh([p + 0.2 for p in positions], [r["p50_ms"] for r in rows], 0.4, label="p50")
-    ax.barh([p - 0.2 for p in positions], [r["p95_ms"] for r in rows], 0.4, label="p95", alpha=0.55)
+    plt, fig, ax, positions = _system_bars(rows, ("p50_ms", "p50"), ("p95_ms", "p95"))
     for p, r in zip(positions, rows, strict=True):
         label = f"{r['p50_ms']:.2f} ms · {r['qps']:.0f} q/s"
         if r.get("peak_rss_mb") is not None:
@@ -81,12 +101,8 @@ def plot_latency(report: Mapping[str, Any], out: Path) -> Path:
         ax.text(max(r["p50_ms"], r["p95_ms"]) * 1.1, p, label, va="center", fontsize=7)
     ax.set_xscale("log")
     ax.set_xlim(min(r["p50_ms"] for r in rows) * 0.5, max(r["p95_ms"] for r in rows) * 12)
-    ax.set_yticks(list(positions), names)
-    ax.set_xlabel("ms per query (log scale)")
-    ax.set_title(_title(report, "Query latency"))
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=7)
-    fig.tight_layout()
-    return _save(fig, plt, out)
+    labels = ("Query latency", "ms per query (log scale)")
+    return _finish_bars((plt, fig, ax), report, labels, -0.12, out)
 
 
 def plot_scaling(report: Mapping[str, Any], out: Path) -> Path:

@@ -104,21 +104,9 @@ class Systems:
             return
         if name.startswith("kb:"):
             facade = self._need_facade(name)
-            kb = name.split(":", 1)[1]
-            known = list(facade.config.knowledge_bases)
-            if kb not in known:
-                raise BenchUsageError(
-                    f"no knowledge base {kb!r} is configured{did_you_mean(kb, known)} "
-                    f"(configured: {', '.join(known) or 'none'})"
-                )
+            _known("knowledge base", name, list(facade.config.knowledge_bases), "configured")
             return
-        kind = name.split(":", 1)[1]
-        known = sorted(bench.registry.knowledge_base_kinds)
-        if kind not in known:
-            raise BenchUsageError(
-                f"no knowledge-base kind {kind!r} is installed{did_you_mean(kind, known)} "
-                f"(installed: {', '.join(known)})"
-            )
+        _known("knowledge-base kind", name, sorted(bench.registry.knowledge_base_kinds))
         if not bench.dataset.corpus:
             raise BenchError(f"{name!r} is built on the dataset's corpus: give --dataset")
 
@@ -131,6 +119,16 @@ class Systems:
             return FacadeSystem(facade, name, profile, {name.split(":", 1)[1]}), 0.0, False
         profile = facade.resolve_profile(name.split(":", 1)[1])
         return FacadeSystem(facade, name, profile, self.narrow), 0.0, False
+
+
+def _known(what: str, name: str, known: list[str], verb: str = "installed") -> None:
+    """Refuse ``PREFIX:VALUE`` when VALUE is not among ``known``, with a did-you-mean."""
+    value = name.split(":", 1)[1]
+    if value not in known:
+        raise BenchUsageError(
+            f"no {what} {value!r} is {verb}{did_you_mean(value, known)} "
+            f"({verb}: {', '.join(known) or 'none'})"
+        )
 
 
 def build_kind(bench: Bench, name: str, options: Mapping[str, Any]) -> tuple[Any, float, bool]:
@@ -160,6 +158,12 @@ def build_kind(bench: Bench, name: str, options: Mapping[str, Any]) -> tuple[Any
             f"pass --kind-config {kind_name}='{{...}}' with the kind's settings"
         ) from None
     source: WorkspaceRetriever = kind.factory(kind_name, config, bench._context(folder))
+    return fill(bench, source, kind_name, name)
+
+
+def fill(bench: Bench, source: Any, kind_name: str, label: str) -> tuple[Any, float, bool]:
+    """``source`` (of kind ``kind_name``) filled with the dataset's corpus, 1,000 documents
+    at a time (progress as ``indexing LABEL``): the source, the seconds it took, not cached."""
     if not isinstance(source, IngestableSource):
         raise BenchError(f"kind {kind_name!r} cannot be filled with documents")
     documents = [
@@ -169,7 +173,7 @@ def build_kind(bench: Bench, name: str, options: Mapping[str, Any]) -> tuple[Any
     started = time.perf_counter()
     for start in range(0, len(documents), 1000):
         source.upsert(documents[start : start + 1000])
-        bench._report(f"indexing {name}", start + 1000, len(documents))
+        bench._report(f"indexing {label}", start + 1000, len(documents))
     return source, time.perf_counter() - started, False
 
 

@@ -74,13 +74,14 @@ from kairox.bench.profile import (
     Systems,
     check_coverage,
     did_you_mean,
+    fill,
     is_external,
     record_contributions,
     record_failures,
 )
 from kairox.bench.report import machine, percentile, write_runs
 from kairox.registry import BuildContext, Registry
-from kairox.retrieval import Document, IngestableSource, Query, WorkspaceRetriever
+from kairox.retrieval import Query, WorkspaceRetriever
 from kairox.retrieval.vectors import SentenceVectors, VectorSource
 from kairox.workspace.chunking import split_sentences
 
@@ -302,17 +303,7 @@ class Bench:
             kind=kind_name, **LOCAL_KIND_OPTIONS[kind_name], **dict(options or {})
         )
         source = kind.factory(kind_name, config, self._context(folder))
-        if not isinstance(source, IngestableSource):
-            raise BenchError(f"kind {kind_name!r} cannot be filled with documents")
-        documents = [
-            Document(doc_id, text, title=title)
-            for doc_id, (title, text) in self.dataset.corpus.items()
-        ]
-        started = time.perf_counter()
-        for start in range(0, len(documents), 1000):
-            source.upsert(documents[start : start + 1000])
-            self._report(f"indexing {kind_name}", start + 1000, len(documents))
-        return source, time.perf_counter() - started, False
+        return fill(self, source, kind_name, kind_name)
 
     def _peer(self, name: str) -> tuple[WorkspaceRetriever, float, bool]:
         ids = list(self.dataset.corpus)
