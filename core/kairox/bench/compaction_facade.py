@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kairox.config import KairoxConfig, ProfileConfig, WorkspaceConfig
-from kairox.context.summarizer import ReportingSummarizer, SummaryReport
+from kairox.context.summarizer import ReportingSummarizer, SummaryFromReport, SummaryReport
 from kairox.context.tokens import count_tokens
 from kairox.facade import AppFacade
 from kairox.models import ChatMessage, ModelBackend
@@ -46,21 +46,13 @@ class LlmBackend:
     label: str
 
 
-class _Timed:
+class _Timed(SummaryFromReport):
     """A summariser as the session sees it, timed, its results measured against budget."""
 
     def __init__(self, inner: Any, calls: list[dict[str, Any]]) -> None:
         self.inner = inner
         self.name = inner.name
         self._calls = calls
-
-    async def summarize(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
-    ) -> str:
-        text, _ = await self.summarize_with_report(
-            messages, max_tokens=max_tokens, encoding=encoding
-        )
-        return text
 
     async def summarize_with_report(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str

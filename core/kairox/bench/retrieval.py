@@ -55,7 +55,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -147,30 +147,27 @@ def _installed(module: str) -> bool:
         return False
 
 
+@dataclass(eq=False)
 class Bench:
     """Builds each system once and shares parts (a hybrid reuses its halves)."""
 
-    def __init__(
-        self,
-        dataset: BeirDataset,
-        registry: Registry,
-        *,
-        cache_dir: Path,
-        scratch: Path,
-        progress: Progress | None = None,
-        systems: Systems | None = None,
-        matcher: IdMatcher | None = None,
-    ) -> None:
-        self.dataset = dataset
-        self.registry = registry
-        self.cache_dir = cache_dir
-        self.scratch = scratch
-        self.progress = progress
-        #: ``profile:``, ``kb:`` and ``kind:`` systems (:mod:`kairox.bench.profile`).
-        self.systems = systems or Systems(None)
-        #: How a hit maps to a judged id (:mod:`kairox.bench.judgments`).
-        self.matcher = matcher
-        self._built: dict[str, tuple[WorkspaceRetriever, float, bool]] = {}
+    dataset: BeirDataset
+    registry: Registry
+    _: KW_ONLY
+    cache_dir: Path
+    scratch: Path
+    progress: Progress | None = None
+    #: ``profile:``, ``kb:`` and ``kind:`` systems (:mod:`kairox.bench.profile`).
+    systems: Systems | None = None
+    #: How a hit maps to a judged id (:mod:`kairox.bench.judgments`).
+    matcher: IdMatcher | None = None
+    _built: dict[str, tuple[WorkspaceRetriever, float, bool]] = field(
+        default_factory=dict, init=False, repr=False
+    )
+
+    def __post_init__(self) -> None:
+        if self.systems is None:
+            self.systems = Systems(None)
 
     # -- systems ----------------------------------------------------------------------
 

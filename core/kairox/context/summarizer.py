@@ -47,3 +47,20 @@ class ReportingSummarizer(Summarizer, Protocol):
     async def summarize_with_report(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
     ) -> tuple[str, SummaryReport]: ...
+
+
+class SummaryFromReport:
+    """``summarize`` for a :class:`ReportingSummarizer`: the text its report goes with."""
+
+    async def summarize_with_report(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
+    ) -> tuple[str, SummaryReport]:
+        raise NotImplementedError
+
+    async def summarize(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
+    ) -> str:
+        text, _ = await self.summarize_with_report(
+            messages, max_tokens=max_tokens, encoding=encoding
+        )
+        return text

@@ -6,7 +6,7 @@ import asyncio
 import math
 from collections.abc import Awaitable, Callable, Sequence
 
-from kairox.context.summarizer import SummaryReport
+from kairox.context.summarizer import SummaryFromReport, SummaryReport
 from kairox.context.tokens import count_tokens
 from kairox.default_plugins.summarizers.budget import fit_to_budget, kept_facts_first
 from kairox.default_plugins.summarizers.common import (
@@ -88,7 +88,7 @@ def _checked_reply(
     return text, lost
 
 
-class LlmSummarizer:
+class LlmSummarizer(SummaryFromReport):
     """A summary written by the profile's model, in the fixed sections compaction expects.
 
     :param backend: the :class:`~kairox.models.ModelBackend` to call.
@@ -156,14 +156,6 @@ class LlmSummarizer:
     def backoff(self, retry: int) -> float:
         """The pause before retry number ``retry`` (1-based): doubling, capped."""
         return min(self.max_retry_delay, self.retry_delay * 2 ** (retry - 1))
-
-    async def summarize(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
-    ) -> str:
-        text, _ = await self.summarize_with_report(
-            messages, max_tokens=max_tokens, encoding=encoding
-        )
-        return text
 
     async def summarize_with_report(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, encoding: str
