@@ -20,10 +20,13 @@ class EmbedProgress:
 
     :param listener: called with this object after every change.
     :param unit: what ``documents`` counts, in the summary (``kb ingest`` writes chunks).
+    :param verb: what was done to ``documents`` when nothing was embedded ("written",
+        "pushed" for ``kb sync``).
     """
 
     listener: Callable[[EmbedProgress], None] | None = None
     unit: str = "documents"
+    verb: str = "written"
     chunks_planned: int = 0
     sentences_planned: int = 0
     documents_planned: int = 0
@@ -104,7 +107,7 @@ class EmbedProgress:
             parts.append(f"{self.texts} texts")
         if not parts and self.stage:
             return f"{self.stage} · {_clock(self.elapsed)} elapsed"
-        verb = "embedded" if self.embedded or not self.documents else "written"
+        verb = "embedded" if self.embedded or not self.documents else self.verb
         line = (", ".join(parts) or "nothing to embed yet") + f" {verb} · {self.rate:.1f}/s"
         eta = self.eta
         if eta is not None:

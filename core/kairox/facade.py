@@ -446,6 +446,7 @@ class AppFacade:
         *,
         full: bool = False,
         progress: Callable[[int, int], None] | None = None,
+        embedding: EmbedProgress | None = None,
     ) -> SyncStats:
         """Push the workspace index into remote knowledge base ``kb_id`` (see kairox.sync)."""
         from kairox.retrieval import VectorSyncTarget
@@ -477,7 +478,9 @@ class AppFacade:
         try:
             if not index.is_indexed():
                 raise SourceError(NOT_INDEXED)
-            return sync_workspace(index, target, kb_id=kb_id, full=full, progress=progress)
+            return sync_workspace(
+                index, target, kb_id=kb_id, full=full, progress=progress, embedding=embedding
+            )
         finally:
             index.close()
 

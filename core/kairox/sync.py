@@ -22,6 +22,7 @@ from kairox.workspace.filtering import language_of
 from kairox.workspace.rag_index import open_database
 
 if TYPE_CHECKING:
+    from kairox.embed_progress import EmbedProgress
     from kairox.workspace.rag_index import WorkspaceRagIndex
 
 _JOURNAL = (
@@ -68,6 +69,7 @@ def sync_workspace(
     kb_id: str,
     full: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    embedding: EmbedProgress | None = None,
 ) -> SyncStats:
     """Make the remote store hold exactly this workspace's chunks.
 
@@ -75,8 +77,9 @@ def sync_workspace(
     :param full: ignore the journal and push every chunk again (after the remote store
         was wiped or edited by hand).
     :param progress: ``progress(done, total)`` after each acknowledged batch.
+    :param embedding: counts the chunks embedded first for the target's model.
     """
-    stats = SyncStats(embedded=index.embed_missing())
+    stats = SyncStats(embedded=index.embed_missing(embedding))
     # Its own connection: the journal lives in the same database as the chunks it
     # describes, and WAL lets both connections work side by side.
     db = open_database(index.database)

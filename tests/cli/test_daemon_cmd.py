@@ -139,6 +139,55 @@ def test_a_daemon_killed_mid_request_leaves_the_answer_to_the_client(start_daemo
     assert masked(err) == masked(expected.stderr)
 
 
+def holding_daemon(start_daemon) -> tuple[subprocess.Popen[str], subprocess.Popen[bytes]]:
+    """A daemon stuck inside the command a first client sent it (which waits on)."""
+    daemon = start_daemon(env={"KAIROX_DAEMON_TEST_HOLD": "1"})
+    first = subprocess.Popen(
+        [sys.executable, "-m", "kairox", "search", "upload retry"],
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert daemon.stdout is not None
+    assert daemon.stdout.readline() == "holding\n"
+    return daemon, first
+
+
+def test_a_daemon_that_does_not_answer_in_time_leaves_the_answer_to_the_client(start_daemon):
+    args = ("search", "upload retry", "--json")
+    expected = in_process(*args)
+    daemon = start_daemon(env={"KAIROX_DAEMON_TEST_HOLD": "1"})
+    got = kairox(*args, env={client.TIMEOUT_ENV: "1"})  # the daemon holds it for ever
+    daemon.kill()
+    assert got.returncode == expected.returncode == 0
+    assert masked(got.stdout) == masked(expected.stdout)
+    warning = b"warning: the kairox daemon did not answer within 1 s"
+    assert got.stderr.startswith(warning), got.stderr
+    assert masked(got.stderr.split(b"\n", 1)[1]) == masked(expected.stderr)
+
+
+def test_a_busy_daemon_sends_a_second_client_to_run_its_own_command(start_daemon):
+    expected = in_process("search", "upload retry")
+    daemon, first = holding_daemon(start_daemon)
+    before = served()
+    got = kairox("search", "upload retry")  # waits for the lock, then is told to go
+    assert served() == before
+    assert got.returncode == expected.returncode == 0
+    assert masked(got.stdout) == masked(expected.stdout)
+    assert masked(got.stderr) == masked(expected.stderr)  # no warning: a reply came
+    daemon.kill()
+    out, _err = first.communicate(timeout=120)
+    assert first.returncode == 0
+    assert masked(out) == masked(expected.stdout)
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-3", "inf"])
+def test_a_bad_reply_timeout_is_named_and_the_default_used(monkeypatch, capsys, value):
+    monkeypatch.setenv(client.TIMEOUT_ENV, value)
+    assert client.reply_timeout() == client.REPLY_TIMEOUT
+    assert f"{client.TIMEOUT_ENV}={value!r} is not a number of seconds" in capsys.readouterr().err
+
+
 def test_a_client_with_another_environment_runs_the_command_itself(start_daemon):
     start_daemon()
     before = served()

@@ -39,6 +39,8 @@ MAX_FACADES = 4
 #: Test hook: when set, the daemon prints ``holding`` on its stdout when a command arrives
 #: and never answers it, so a test can kill it mid-request at a known point.
 HOLD_ENV = "KAIROX_DAEMON_TEST_HOLD"
+#: Seconds a command waits for the one running before it to finish, then falls back.
+BUSY_WAIT_S = 5.0
 
 
 class DaemonError(KairoxError):
@@ -185,32 +187,43 @@ class Daemon:
         config, rest = protocol.split_global(argv)
         if not rest or rest[0] not in protocol.FORWARDED:
             return {"status": "fallback", "reason": "not a command the daemon answers"}
+        # Commands run one at a time (each owns the process's stdout and consoles); a
+        # client that would wait long for another's command is better off running its own.
+        if not self._run_lock.acquire(timeout=BUSY_WAIT_S):
+            return {"status": "fallback", "reason": "the daemon is busy with another command"}
+        try:
+            return self._run_locked(request, argv, config)
+        finally:
+            self._run_lock.release()
+
+    def _run_locked(
+        self, request: dict[str, Any], argv: list[str], config: str | None
+    ) -> dict[str, Any]:
         if os.environ.get(HOLD_ENV):
             print("holding", flush=True)
             threading.Event().wait()
         out, err = _Capture(request["stdout"]), _Capture(request["stderr"])
-        with self._run_lock:
-            try:
-                facade = self.facade(Path(request["cwd"]), config)
-                facade.refresh()
-            except Exception:  # the client's own run reports it, in its own words
-                return {"status": "fallback", "reason": "the configuration did not load"}
-            self._current = facade
-            try:
-                with (
-                    _client_consoles(out, err, request),
-                    contextlib.redirect_stdout(out),
-                    contextlib.redirect_stderr(err),
-                ):
-                    try:
-                        self.cli().main(args=argv, prog_name="kairox", standalone_mode=True)
-                        code = 0
-                    except SystemExit as exc:
-                        code = _exit_code(exc.code, err)
-            except Exception:  # a crash prints a traceback: let the client's run print it
-                return {"status": "fallback", "reason": "the command failed in the daemon"}
-            finally:
-                self._current = None
+        try:
+            facade = self.facade(Path(request["cwd"]), config)
+            facade.refresh()
+        except Exception:  # the client's own run reports it, in its own words
+            return {"status": "fallback", "reason": "the configuration did not load"}
+        self._current = facade
+        try:
+            with (
+                _client_consoles(out, err, request),
+                contextlib.redirect_stdout(out),
+                contextlib.redirect_stderr(err),
+            ):
+                try:
+                    self.cli().main(args=argv, prog_name="kairox", standalone_mode=True)
+                    code = 0
+                except SystemExit as exc:
+                    code = _exit_code(exc.code, err)
+        except Exception:  # a crash prints a traceback: let the client's run print it
+            return {"status": "fallback", "reason": "the command failed in the daemon"}
+        finally:
+            self._current = None
         self.served += 1
         return {
             "status": "done",

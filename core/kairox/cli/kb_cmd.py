@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.progress import Progress
 
 from kairox.cli.app import AppContext, console, console_err, print_json, skipped_summary
 from kairox.cli.embed_progress_view import embed_progress
+from kairox.embed_progress import EmbedProgress
 
 
 @click.group()
@@ -83,13 +83,10 @@ def sync(app: AppContext, kb_id: str, full: bool, as_json: bool) -> None:
     stable, so a sync that failed half-way is finished by running it again.
     """
     facade = app.facade()
-    with Progress(console=console_err, transient=True, disable=as_json) as progress:
-        task = progress.add_task(f"syncing {kb_id}", total=None)
-        stats = facade.sync(
-            kb_id,
-            full=full,
-            progress=lambda done, total: progress.update(task, completed=done, total=total),
-        )
+    with embed_progress(f"syncing {kb_id}", disabled=as_json) as counts:
+        counts.unit, counts.verb = "chunks", "sent"
+        counts.set_stage("comparing the index with the store")
+        stats = facade.sync(kb_id, full=full, progress=_SyncCounts(counts), embedding=counts)
     if as_json:
         print_json({"knowledge_base": kb_id, **stats.as_json()})
         return
@@ -99,3 +96,16 @@ def sync(app: AppContext, kb_id: str, full: bool, as_json: bool) -> None:
         + (f" ({stats.embedded} chunks embedded for this store's model)" if stats.embedded else ""),
         markup=False,
     )
+
+
+class _SyncCounts:
+    """Turns ``progress(done, total)`` from a sync into :class:`EmbedProgress` counts."""
+
+    def __init__(self, counts: EmbedProgress) -> None:
+        self.counts = counts
+        self.done = self.total = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        self.counts.plan(documents=total - self.total)
+        self.counts.advance(documents=done - self.done)
+        self.done, self.total = done, total

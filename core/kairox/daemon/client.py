@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 CONNECT_TIMEOUT = 2.0
+#: Seconds a forwarded command may take before the client runs it itself
+#: (``KAIROX_DAEMON_TIMEOUT`` overrides it).
+REPLY_TIMEOUT = 60.0
+TIMEOUT_ENV = "KAIROX_DAEMON_TIMEOUT"
 
 
 class Answer:
@@ -107,9 +111,12 @@ def connect() -> socket.socket | None:
     return sock
 
 
-def call(message: dict[str, Any], *, timeout: float | None = None) -> dict[str, Any] | None:
+def call(
+    message: dict[str, Any], *, timeout: float | None = None, raise_timeout: bool = False
+) -> dict[str, Any] | None:
     """Send one message to the daemon and return its reply (``None``: no daemon, or no
-    complete reply)."""
+    complete reply; with ``raise_timeout``, a reply not in within ``timeout`` raises
+    :class:`TimeoutError` instead)."""
     sock = connect()
     if sock is None:
         return None
@@ -117,17 +124,51 @@ def call(message: dict[str, Any], *, timeout: float | None = None) -> dict[str, 
         sock.settimeout(timeout)
         protocol.send(sock, message)
         return protocol.receive(sock)
+    except TimeoutError:
+        if raise_timeout:
+            raise
+        return None
     except (OSError, ValueError):
         return None
     finally:
         sock.close()
 
 
+def reply_timeout() -> float:
+    """How long to wait for a forwarded command's reply, from ``KAIROX_DAEMON_TIMEOUT``."""
+    raw = os.environ.get(TIMEOUT_ENV)
+    if raw is None:
+        return REPLY_TIMEOUT
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        print(
+            f"warning: {TIMEOUT_ENV}={raw!r} is not a number of seconds above 0; "
+            f"waiting {REPLY_TIMEOUT:g} s for the daemon",
+            file=sys.stderr,
+        )
+        return REPLY_TIMEOUT
+    return seconds
+
+
 def forward(argv: list[str]) -> Answer | None:
     """The daemon's answer to ``argv``, or ``None`` to run it in-process."""
     import base64
 
-    reply = call(request(argv))
+    timeout = reply_timeout()
+    try:
+        reply = call(request(argv), timeout=timeout, raise_timeout=True)
+    except TimeoutError:
+        # A daemon stuck on something must not hang the user's command: these
+        # commands only read, so running it here as well is safe.
+        print(
+            f"warning: the kairox daemon did not answer within {timeout:g} s "
+            f"(set {TIMEOUT_ENV} to wait longer); running the command here",
+            file=sys.stderr,
+        )
+        return None
     if reply is None or reply.get("status") != "done":
         return None
     return Answer(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -184,6 +185,11 @@ def test_kb_sync_then_search_through_the_cli(server, tmp_path, api_key):
     for args in (["index", "."], ["kb", "sync", "cloud", "--json"]):
         done = _kairox(*args, cwd=workspace, env=env)
         assert done.returncode == 0, done.stderr + done.stdout
+    # Piped, a sync ends with a plain progress line counting what it sent.
+    again = _kairox("kb", "sync", "cloud", "--full", cwd=workspace, env=env)
+    assert again.returncode == 0, again.stderr + again.stdout
+    assert re.search(r"^syncing cloud: (\d+)/\1 chunks sent", again.stderr, re.M), again.stderr
+    assert "\x1b[" not in again.stderr
     stored = server.vectors("ws")
     assert {v.metadata["path"] for v in stored.values()} >= {"notes/saturn.md", "notes/café.md"}
     assert any(ID_METADATA_KEY in v.metadata for v in stored.values())  # café.md
