@@ -50,6 +50,8 @@ _PLUGIN_API = {
     "StageContext": "kairox.registry",
     "SummarizerSpec": "kairox.registry",
     "WorkspaceRetrieverSpec": "kairox.registry",
+    # a register hook made from a table of those records
+    "registers": "kairox.registry",
     # the config base class of a knowledge-base kind's schema
     "KnowledgeBaseConfig": "kairox.config",
     # the base of a backend's, summariser's or search stage's keys in a profile
@@ -93,6 +95,7 @@ if TYPE_CHECKING:
         StageContext,
         SummarizerSpec,
         WorkspaceRetrieverSpec,
+        registers,
     )
     from kairox.retrieval import (
         Document,
@@ -177,4 +180,5 @@ __all__ = [
     "get_plugin_manager",
     "hookimpl",
     "open",
+    "registers",
 ]

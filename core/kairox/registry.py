@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from kairox.workspace.convert.converters import Converters
 
 R = TypeVar("R")
+C = TypeVar("C")  # the context a factory receives
 
 
 class SourceGroup(StrEnum):
@@ -151,32 +152,29 @@ class SummarizerContext:
 
 
 @dataclass(frozen=True, slots=True)
-class SummarizerSpec:
-    """A history summariser used by compaction; ``factory(ctx)`` builds it.
-
-    :param config_model: a :class:`kairox.config.PluginSettings` subclass validating
-        the summariser's own keys in ``[profiles.<name>]``, or ``None`` (no keys).
-    """
+class _ProfileSpec(Generic[C]):
+    """What every kind of thing a profile picks by name registers (a model backend, a
+    summariser, a search stage): a name, ``factory(ctx)`` building it from its context,
+    and the optional ``config_model`` (a :class:`kairox.config.PluginSettings` subclass)
+    validating its own keys in ``[profiles.<name>]``, or ``None`` (no keys). ``kairox
+    config check`` reports the schema's errors like any other."""
 
     name: str
-    factory: Callable[[SummarizerContext], Any]
+    factory: Callable[[C], Any]
     description: str = ""
     config_model: type[BaseModel] | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class ModelBackendSpec:
-    """A chat model backend; ``factory(ctx)`` builds it from a :class:`ModelBackendContext`.
+class SummarizerSpec(_ProfileSpec[SummarizerContext]):
+    """A history summariser used by compaction; ``factory(ctx)`` builds it from a
+    :class:`SummarizerContext`."""
 
-    :param config_model: a :class:`kairox.config.PluginSettings` subclass validating the
-        backend's own keys in ``[profiles.<name>]`` (``base_url``, ``api_key_env``...),
-        or ``None`` (no keys). ``kairox config check`` reports its errors like any other.
-    """
 
-    name: str
-    factory: Callable[[ModelBackendContext], Any]
-    description: str = ""
-    config_model: type[BaseModel] | None = None
+@dataclass(frozen=True, slots=True)
+class ModelBackendSpec(_ProfileSpec[ModelBackendContext]):
+    """A chat model backend; ``factory(ctx)`` builds it from a :class:`ModelBackendContext`
+    (its ``config_model`` takes keys such as ``base_url`` and ``api_key_env``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,16 +201,9 @@ class StageContext:
 
 
 @dataclass(frozen=True, slots=True)
-class _StageSpec:
-    """What both kinds of search stage register: a name, a factory taking a
-    :class:`StageContext`, and the optional ``config_model`` (a
-    :class:`kairox.config.PluginSettings` subclass) validating the stage's own keys in
-    ``[profiles.<name>]``."""
-
-    name: str
-    factory: Callable[[StageContext], Any]
-    description: str = ""
-    config_model: type[BaseModel] | None = None
+class _StageSpec(_ProfileSpec[StageContext]):
+    """What both kinds of search stage register: their factory takes a
+    :class:`StageContext`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +226,28 @@ class QueryTransformSpec(_StageSpec):
 
 
 T = TypeVar("T")
+
+
+def registers(*specs: Any) -> Callable[[Callable[[Any], None]], None]:
+    """A ``kairox_register_*`` hook implementation that registers ``specs``, in order.
+
+    Assign it to the hook's name in a plugin module instead of writing the hook out::
+
+        kairox_register_rerankers = registers(
+            RerankerSpec(name="mine", factory=build, config_model=MySettings),
+        )
+
+    The records are made when the module loads, so a factory should still import its
+    heavy libraries itself. A record of the wrong kind for the hook is rejected when the
+    hook is called, naming the plugin.
+    """
+    from kairox import hookimpl
+
+    def register_all(register: Callable[[Any], None]) -> None:
+        for spec in specs:
+            register(spec)
+
+    return hookimpl(register_all)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,16 +25,15 @@ import json
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, StrictStr
 
-from kairox import hookimpl
 from kairox.config import PluginSettings
 from kairox.models import ChatMessage, ModelError
-from kairox.registry import ModelBackendContext, ModelBackendSpec
+from kairox.registry import ModelBackendContext, ModelBackendSpec, registers
 from kairox.retry import RetryPolicy, async_call_with_retries
 
 if TYPE_CHECKING:
@@ -642,16 +641,14 @@ def _from_profile(ctx: ModelBackendContext) -> OpenAICompatibleModel:
     return build_openai_compatible_model(**{**settings.model_dump(), **ctx.options})
 
 
-@hookimpl
-def kairox_register_model_backends(register: Callable[[ModelBackendSpec], None]) -> None:
-    register(
-        ModelBackendSpec(
-            name="openai-compatible",
-            factory=_from_profile,
-            description=(
-                "Streaming chat over the OpenAI Chat Completions API "
-                "(OpenAI, vLLM, Ollama, llama.cpp, LM Studio)."
-            ),
-            config_model=OpenAICompatibleSettings,
-        )
+kairox_register_model_backends = registers(
+    ModelBackendSpec(
+        name="openai-compatible",
+        factory=_from_profile,
+        description=(
+            "Streaming chat over the OpenAI Chat Completions API "
+            "(OpenAI, vLLM, Ollama, llama.cpp, LM Studio)."
+        ),
+        config_model=OpenAICompatibleSettings,
     )
+)

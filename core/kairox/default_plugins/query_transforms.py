@@ -14,10 +14,9 @@ from typing import Any
 
 from pydantic import Field
 
-from kairox import hookimpl
 from kairox.config import PluginSettings
 from kairox.models import ChatMessage, ModelBackend, complete
-from kairox.registry import QueryTransformSpec, StageContext
+from kairox.registry import QueryTransformSpec, StageContext, registers
 from kairox.retrieval.model import Query
 from kairox.retrieval.stages import TransformedQuery
 
@@ -99,20 +98,16 @@ def _hyde(ctx: StageContext) -> HydeTransform:
     return HydeTransform(ctx.model_backend, ctx.profile.model)
 
 
-@hookimpl
-def kairox_register_query_transforms(register: Callable[[QueryTransformSpec], None]) -> None:
-    register(
-        QueryTransformSpec(
-            name="multi-query",
-            factory=_multi_query,
-            description="the model rephrases the query; each rephrasing is searched, fused",
-            config_model=MultiQuerySettings,
-        )
-    )
-    register(
-        QueryTransformSpec(
-            name="hyde",
-            factory=_hyde,
-            description="the model writes a hypothetical answer; dense sources embed it",
-        )
-    )
+kairox_register_query_transforms = registers(
+    QueryTransformSpec(
+        name="multi-query",
+        factory=_multi_query,
+        description="the model rephrases the query; each rephrasing is searched, fused",
+        config_model=MultiQuerySettings,
+    ),
+    QueryTransformSpec(
+        name="hyde",
+        factory=_hyde,
+        description="the model writes a hypothetical answer; dense sources embed it",
+    ),
+)

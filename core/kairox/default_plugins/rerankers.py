@@ -14,10 +14,9 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from kairox import hookimpl
 from kairox.config import PluginSettings
 from kairox.models import ChatMessage, ModelBackend, complete
-from kairox.registry import RerankerSpec, StageContext
+from kairox.registry import RerankerSpec, StageContext, registers
 from kairox.retrieval.model import FusedHit, Query
 
 __all__ = ["LlmRerankSettings", "LlmReranker", "MmrReranker", "MmrSettings"]
@@ -134,21 +133,17 @@ def _llm(ctx: StageContext) -> LlmReranker:
     return LlmReranker(ctx.model_backend, ctx.profile.model, settings.rerank_passage_chars)
 
 
-@hookimpl
-def kairox_register_rerankers(register: Callable[[RerankerSpec], None]) -> None:
-    register(
-        RerankerSpec(
-            name="mmr",
-            factory=_mmr,
-            description="maximal marginal relevance over the workspace embedder: a diverse top-k",
-            config_model=MmrSettings,
-        )
-    )
-    register(
-        RerankerSpec(
-            name="llm",
-            factory=_llm,
-            description="the profile's model ranks the candidates (listwise, one request)",
-            config_model=LlmRerankSettings,
-        )
-    )
+kairox_register_rerankers = registers(
+    RerankerSpec(
+        name="mmr",
+        factory=_mmr,
+        description="maximal marginal relevance over the workspace embedder: a diverse top-k",
+        config_model=MmrSettings,
+    ),
+    RerankerSpec(
+        name="llm",
+        factory=_llm,
+        description="the profile's model ranks the candidates (listwise, one request)",
+        config_model=LlmRerankSettings,
+    ),
+)

@@ -27,18 +27,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field, StrictInt, StrictStr
 
-from kairox import hookimpl
 from kairox.config import PluginSettings
 from kairox.errors import KairoxError
 from kairox.models import ChatMessage, ModelError
-from kairox.registry import ModelBackendContext, ModelBackendSpec
+from kairox.registry import ModelBackendContext, ModelBackendSpec, registers
 
 SEPARATOR = "---"
 _JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
@@ -303,13 +302,11 @@ def _from_profile(ctx: ModelBackendContext) -> ScriptedModel:
     return build_scripted_model(**options)
 
 
-@hookimpl
-def kairox_register_model_backends(register: Callable[[ModelBackendSpec], None]) -> None:
-    register(
-        ModelBackendSpec(
-            name="scripted",
-            factory=_from_profile,
-            description="Replays prepared replies (a list or a script file); for demos and tests.",
-            config_model=ScriptedSettings,
-        )
+kairox_register_model_backends = registers(
+    ModelBackendSpec(
+        name="scripted",
+        factory=_from_profile,
+        description="Replays prepared replies (a list or a script file); for demos and tests.",
+        config_model=ScriptedSettings,
     )
+)

@@ -26,10 +26,8 @@ This package holds one summariser per module (:mod:`.extractive`, :mod:`.sliding
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from kairox import hookimpl
 from kairox.default_plugins.summarizers.budget import fit_to_budget
 from kairox.default_plugins.summarizers.common import (
     CARRIED_SUMMARY,
@@ -47,7 +45,7 @@ from kairox.default_plugins.summarizers.common import (
 from kairox.default_plugins.summarizers.extractive import ExtractiveSummarizer
 from kairox.default_plugins.summarizers.llm import LlmSummarizer, Sleep, build_llm_prompt
 from kairox.default_plugins.summarizers.sliding_window import SlidingWindowSummarizer
-from kairox.registry import SummarizerContext, SummarizerSpec
+from kairox.registry import SummarizerContext, SummarizerSpec, registers
 
 __all__ = [
     "CARRIED_SUMMARY",
@@ -110,26 +108,20 @@ def _llm_from_profile(ctx: SummarizerContext) -> LlmSummarizer:
     return LlmSummarizer(backend=ctx.model_backend(), model=ctx.profile.model)
 
 
-@hookimpl
-def kairox_register_summarizers(register: Callable[[SummarizerSpec], None]) -> None:
-    register(
-        SummarizerSpec(
-            name="extractive",
-            factory=_extractive_from_profile,
-            description="Deterministic extractive summary in fixed sections; no model.",
-        )
-    )
-    register(
-        SummarizerSpec(
-            name="sliding-window",
-            factory=_sliding_window_from_profile,
-            description="Keeps the newest whole messages that fit; never fails.",
-        )
-    )
-    register(
-        SummarizerSpec(
-            name="llm",
-            factory=_llm_from_profile,
-            description="Summary by the profile's model (its backend retries).",
-        )
-    )
+kairox_register_summarizers = registers(
+    SummarizerSpec(
+        name="extractive",
+        factory=_extractive_from_profile,
+        description="Deterministic extractive summary in fixed sections; no model.",
+    ),
+    SummarizerSpec(
+        name="sliding-window",
+        factory=_sliding_window_from_profile,
+        description="Keeps the newest whole messages that fit; never fails.",
+    ),
+    SummarizerSpec(
+        name="llm",
+        factory=_llm_from_profile,
+        description="Summary by the profile's model (its backend retries).",
+    ),
+)

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import Field, StrictStr, field_validator
 
-from kairox import FusedHit, PluginSettings, Query, RerankerSpec, StageContext, hookimpl
+from kairox import FusedHit, PluginSettings, Query, RerankerSpec, StageContext, registers
 from kairox_bedrock.errors import BedrockError
 from kairox_bedrock.source import load_boto3
 
@@ -136,13 +136,11 @@ def _build(ctx: StageContext) -> BedrockReranker:
     return BedrockReranker(settings or BedrockRerankSettings())
 
 
-@hookimpl
-def kairox_register_rerankers(register: Callable[[RerankerSpec], None]) -> None:
-    register(
-        RerankerSpec(
-            name="bedrock",
-            factory=_build,
-            description="Amazon Bedrock's Rerank API (Amazon Rerank, Cohere Rerank models)",
-            config_model=BedrockRerankSettings,
-        )
+kairox_register_rerankers = registers(
+    RerankerSpec(
+        name="bedrock",
+        factory=_build,
+        description="Amazon Bedrock's Rerank API (Amazon Rerank, Cohere Rerank models)",
+        config_model=BedrockRerankSettings,
     )
+)

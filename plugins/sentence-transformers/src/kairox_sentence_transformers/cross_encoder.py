@@ -12,13 +12,21 @@ from __future__ import annotations
 
 import importlib.util
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
-from kairox import FusedHit, LazyImport, PluginSettings, Query, RerankerSpec, StageContext, hookimpl
+from kairox import (
+    FusedHit,
+    LazyImport,
+    PluginSettings,
+    Query,
+    RerankerSpec,
+    StageContext,
+    registers,
+)
 
 __all__ = ["CrossEncoderReranker", "CrossEncoderSettings", "resolve_model_path"]
 
@@ -100,13 +108,11 @@ def _build(ctx: StageContext) -> CrossEncoderReranker:
     )
 
 
-@hookimpl
-def kairox_register_rerankers(register: Callable[[RerankerSpec], None]) -> None:
-    register(
-        RerankerSpec(
-            name="cross-encoder",
-            factory=_build,
-            description="a sentence-transformers CrossEncoder from a local folder scores each pair",
-            config_model=CrossEncoderSettings,
-        )
+kairox_register_rerankers = registers(
+    RerankerSpec(
+        name="cross-encoder",
+        factory=_build,
+        description="a sentence-transformers CrossEncoder from a local folder scores each pair",
+        config_model=CrossEncoderSettings,
     )
+)
