@@ -5,25 +5,17 @@ from __future__ import annotations
 import inspect
 import json
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
 from click.testing import CliRunner
 
-from kairox import hookimpl, hookspecs
+from kairox import hookimpl, hookspecs, registry
 from kairox.cli import build_cli
 from kairox.config import KnowledgeBaseConfig
 from kairox.plugins import build_plugin_manager
-from kairox.registry import (
-    ConverterSpec,
-    EmbeddingBackendSpec,
-    KnowledgeBaseKind,
-    ModelBackendSpec,
-    QueryTransformSpec,
-    RerankerSpec,
-    SummarizerSpec,
-    WorkspaceRetrieverSpec,
-)
 from kairox.retrieval.stages import TransformedQuery
 from kairox.testing import registered_plugin
 
@@ -75,7 +67,7 @@ def test_hook_kairox_register_embedding_backends(workspace):
     class Plugin:
         @hookimpl
         def kairox_register_embedding_backends(self, register):
-            register(EmbeddingBackendSpec(name="plugin-embedder", factory=_Backend))
+            register(registry.EmbeddingBackendSpec(name="plugin-embedder", factory=_Backend))
 
     (workspace / "kairox.toml").write_text('[workspace]\nembedding_backend = "plugin-embedder"\n')
     with registered_plugin(Plugin(), "embedder-plugin", _pm()) as pm:
@@ -90,7 +82,7 @@ def test_hook_kairox_register_workspace_retrievers():
     class Plugin:
         @hookimpl
         def kairox_register_workspace_retrievers(self, register):
-            register(WorkspaceRetrieverSpec(name="git-history", factory=lambda ctx: None))
+            register(registry.WorkspaceRetrieverSpec(name="git-history", factory=lambda ctx: None))
 
     with registered_plugin(Plugin(), "git-plugin", _pm()) as pm:
         assert pm.registry.workspace_retrievers.provider("git-history") == "git-plugin"
@@ -109,7 +101,7 @@ def test_hook_kairox_register_knowledge_base_kinds(workspace):
         @hookimpl
         def kairox_register_knowledge_base_kinds(self, register):
             register(
-                KnowledgeBaseKind(
+                registry.KnowledgeBaseKind(
                     name="notes", config_model=NotesConfig, factory=lambda *args: None
                 )
             )
@@ -135,7 +127,7 @@ def test_hook_kairox_register_summarizers():
     class Plugin:
         @hookimpl
         def kairox_register_summarizers(self, register):
-            register(SummarizerSpec(name="first-lines", factory=lambda **_: "summary"))
+            register(registry.SummarizerSpec(name="first-lines", factory=lambda **_: "summary"))
 
     with registered_plugin(Plugin(), "summary-plugin", _pm()) as pm:
         assert pm.registry.summarizers["first-lines"].factory() == "summary"
@@ -146,16 +138,29 @@ def test_hook_kairox_register_model_backends():
     class Plugin:
         @hookimpl
         def kairox_register_model_backends(self, register):
-            register(ModelBackendSpec(name="echo", factory=lambda **_: "model"))
+            register(registry.ModelBackendSpec(name="echo", factory=lambda **_: "model"))
 
     with registered_plugin(Plugin(), "model-plugin", _pm()) as pm:
         assert pm.registry.model_backends.provider("echo") == "model-plugin"
         assert pm.registry.model_backends["echo"].factory() == "model"
 
 
-def _corpus(workspace: Path) -> None:
+@contextmanager
+def _stage_search(workspace: Path, plugin: object, name: str) -> Iterator[Callable[..., dict]]:
+    """``search(*args)`` runs ``kairox search ... --json`` with ``plugin`` loaded, over
+    four indexed notes, and returns the parsed answer."""
     for number in range(4):
         (workspace / f"note{number}.md").write_text(f"retry uploads note {number}\n")
+    with registered_plugin(plugin, name, _pm()) as pm:
+        cli = build_cli(pm)
+        assert CliRunner().invoke(cli, ["index", "."]).exit_code == 0
+
+        def search(*args: str) -> dict:
+            result = CliRunner().invoke(cli, ["search", *args, "--json"])
+            assert result.exit_code == 0, result.output
+            return json.loads(result.output)
+
+        yield search
 
 
 def test_hook_kairox_register_rerankers(workspace):
@@ -168,19 +173,12 @@ def test_hook_kairox_register_rerankers(workspace):
     class Plugin:
         @hookimpl
         def kairox_register_rerankers(self, register):
-            register(RerankerSpec(name="reverse", factory=lambda ctx: Reverse()))
+            register(registry.RerankerSpec(name="reverse", factory=lambda ctx: Reverse()))
 
-    _corpus(workspace)
     (workspace / "kairox.toml").write_text('[profiles.default]\nrerank = "reverse"\n')
-    with registered_plugin(Plugin(), "rerank-plugin", _pm()) as pm:
-        cli = build_cli(pm)
-        assert CliRunner().invoke(cli, ["index", "."]).exit_code == 0
-        plain = json.loads(
-            CliRunner().invoke(cli, ["search", "retry", "--rerank", "none", "--json"]).output
-        )
-        result = CliRunner().invoke(cli, ["search", "retry", "--json"])
-        assert result.exit_code == 0, result.output
-        reranked = json.loads(result.output)
+    with _stage_search(workspace, Plugin(), "rerank-plugin") as search:
+        plain = search("retry", "--rerank", "none")
+        reranked = search("retry")
         fused = [hit["uri"] for hit in plain["hits"]]
         assert len(fused) >= 2
         assert [hit["uri"] for hit in reranked["hits"]] == fused[::-1]
@@ -199,16 +197,11 @@ def test_hook_kairox_register_query_transforms(workspace):
     class Plugin:
         @hookimpl
         def kairox_register_query_transforms(self, register):
-            register(QueryTransformSpec(name="exact", factory=lambda ctx: Exact()))
+            register(registry.QueryTransformSpec(name="exact", factory=lambda ctx: Exact()))
 
-    _corpus(workspace)
     (workspace / "kairox.toml").write_text('[profiles.default]\nquery_transform = "exact"\n')
-    with registered_plugin(Plugin(), "transform-plugin", _pm()) as pm:
-        cli = build_cli(pm)
-        assert CliRunner().invoke(cli, ["index", "."]).exit_code == 0
-        result = CliRunner().invoke(cli, ["search", "zzz-nothing-matches", "--json"])
-        assert result.exit_code == 0, result.output
-        found = json.loads(result.output)
+    with _stage_search(workspace, Plugin(), "transform-plugin") as search:
+        found = search("zzz-nothing-matches")
         # only the transform's second text can find anything
         assert found["hits"] and "note2.md" in found["hits"][0]["uri"]
         assert found["stages"][0] == {
@@ -244,7 +237,9 @@ def test_hook_kairox_register_converters(tmp_path):
     class Plugin:
         @hookimpl
         def kairox_register_converters(self, register):
-            register(ConverterSpec(name="shout", suffixes=(".md", ".shout"), convert=shout))
+            register(
+                registry.ConverterSpec(name="shout", suffixes=(".md", ".shout"), convert=shout)
+            )
 
     with registered_plugin(Plugin(), "shout-plugin", _pm()) as pm:
         table = pm.registry.converters
@@ -311,15 +306,10 @@ def test_a_stage_that_cannot_be_built_fails_only_its_stage(workspace):
     class Plugin:
         @hookimpl
         def kairox_register_rerankers(self, register):
-            register(RerankerSpec(name="broken", factory=broken))
+            register(registry.RerankerSpec(name="broken", factory=broken))
 
-    _corpus(workspace)
-    with registered_plugin(Plugin(), "broken-plugin", _pm()) as pm:
-        cli = build_cli(pm)
-        assert CliRunner().invoke(cli, ["index", "."]).exit_code == 0
-        result = CliRunner().invoke(cli, ["search", "retry", "--rerank", "broken", "--json"])
-        assert result.exit_code == 0, result.output
-        found = json.loads(result.output)
+    with _stage_search(workspace, Plugin(), "broken-plugin") as search:
+        found = search("retry", "--rerank", "broken")
     assert found["hits"]
     (stage,) = found["stages"]
     assert stage["status"] == "error"

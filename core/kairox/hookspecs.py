@@ -8,6 +8,10 @@ registered (the error names both plugins); a plugin registers all of its names o
 ``kairox_register_commands`` is the exception: it is called when the CLI starts and is
 given the CLI itself. Implementations return nothing; a return value is ignored.
 
+What a profile picks by name (a model backend, summariser, query transform or reranker)
+may carry a ``config_model`` on its record, a :class:`~kairox.config.PluginSettings`
+subclass that validates its own keys in ``[profiles.<name>]``.
+
 Built-in plugins in :mod:`kairox.default_plugins` register through exactly these hooks,
 so they can be listed (``kairox plugins --all``), traced and replaced.
 """
@@ -23,16 +27,7 @@ if TYPE_CHECKING:
 
     import click
 
-    from kairox.registry import (
-        ConverterSpec,
-        EmbeddingBackendSpec,
-        KnowledgeBaseKind,
-        ModelBackendSpec,
-        QueryTransformSpec,
-        RerankerSpec,
-        SummarizerSpec,
-        WorkspaceRetrieverSpec,
-    )
+    from kairox import registry
 
 hookspec = pluggy.HookspecMarker("kairox")
 
@@ -44,7 +39,7 @@ hookspec = pluggy.HookspecMarker("kairox")
 
 @hookspec
 def kairox_register_embedding_backends(
-    register: Callable[[EmbeddingBackendSpec], None],
+    register: Callable[[registry.EmbeddingBackendSpec], None],
 ) -> None:
     """Register embedding backends by name.
 
@@ -54,7 +49,7 @@ def kairox_register_embedding_backends(
     that backend.
 
     :param register: call ``register(EmbeddingBackendSpec(name=..., factory=...))`` once
-        per backend. A name another plugin already registered is rejected.
+        per backend.
 
     .. versionadded:: 0.1
     """
@@ -67,7 +62,7 @@ def kairox_register_embedding_backends(
 
 @hookspec
 def kairox_register_workspace_retrievers(
-    register: Callable[[WorkspaceRetrieverSpec], None],
+    register: Callable[[registry.WorkspaceRetrieverSpec], None],
 ) -> None:
     """Register retrievers over the current workspace that every profile gets.
 
@@ -82,7 +77,6 @@ def kairox_register_workspace_retrievers(
     ``[workspace] disabled_retrievers = ["name"]``.
 
     :param register: call ``register(WorkspaceRetrieverSpec(name=..., factory=...))``.
-        A name another plugin already registered is rejected.
 
     .. versionadded:: 0.1
     """
@@ -90,7 +84,7 @@ def kairox_register_workspace_retrievers(
 
 @hookspec
 def kairox_register_knowledge_base_kinds(
-    register: Callable[[KnowledgeBaseKind], None],
+    register: Callable[[registry.KnowledgeBaseKind], None],
 ) -> None:
     """Register configurable knowledge-base kinds (``sqlite-fts``, ``tantivy``, ...).
 
@@ -101,14 +95,14 @@ def kairox_register_knowledge_base_kinds(
     :class:`~kairox.retrieval.WorkspaceRetriever` from one validated table.
 
     :param register: call ``register(KnowledgeBaseKind(name=..., config_model=...,
-        factory=...))``. A kind another plugin already registered is rejected.
+        factory=...))``.
 
     .. versionadded:: 0.1
     """
 
 
 @hookspec
-def kairox_register_converters(register: Callable[[ConverterSpec], None]) -> None:
+def kairox_register_converters(register: Callable[[registry.ConverterSpec], None]) -> None:
     """Register document converters: file types read as text plus structure.
 
     Called as a register-callback. A :class:`~kairox.registry.ConverterSpec` claims file
@@ -122,7 +116,6 @@ def kairox_register_converters(register: Callable[[ConverterSpec], None]) -> Non
     installed plugin replaces a built-in converter.
 
     :param register: call ``register(ConverterSpec(name=..., suffixes=..., convert=...))``.
-        A name another plugin already registered is rejected.
 
     .. versionadded:: 0.2
     """
@@ -134,7 +127,9 @@ def kairox_register_converters(register: Callable[[ConverterSpec], None]) -> Non
 
 
 @hookspec
-def kairox_register_query_transforms(register: Callable[[QueryTransformSpec], None]) -> None:
+def kairox_register_query_transforms(
+    register: Callable[[registry.QueryTransformSpec], None],
+) -> None:
     """Register query transforms: rewrites of a query before the sources are asked.
 
     Called as a register-callback; a transform is built when a profile that names it
@@ -143,16 +138,14 @@ def kairox_register_query_transforms(register: Callable[[QueryTransformSpec], No
     it was, and the search's stage report says ``timeout`` or ``error``.
 
     :param register: call ``register(QueryTransformSpec(name=..., factory=...))``; the
-        factory takes a :class:`~kairox.registry.StageContext`, and an optional
-        ``config_model`` validates the transform's keys in ``[profiles.<name>]``. A name
-        another plugin already registered is rejected.
+        factory takes a :class:`~kairox.registry.StageContext`.
 
     .. versionadded:: 0.2
     """
 
 
 @hookspec
-def kairox_register_rerankers(register: Callable[[RerankerSpec], None]) -> None:
+def kairox_register_rerankers(register: Callable[[registry.RerankerSpec], None]) -> None:
     """Register rerankers: they reorder the fused candidates of a search.
 
     Called as a register-callback; a reranker is built when a profile that names it
@@ -162,9 +155,7 @@ def kairox_register_rerankers(register: Callable[[RerankerSpec], None]) -> None:
     search's stage report says ``timeout`` or ``error``.
 
     :param register: call ``register(RerankerSpec(name=..., factory=...))``; the factory
-        takes a :class:`~kairox.registry.StageContext`, and an optional ``config_model``
-        validates the reranker's keys in ``[profiles.<name>]``. A name another plugin
-        already registered is rejected.
+        takes a :class:`~kairox.registry.StageContext`.
 
     .. versionadded:: 0.2
     """
@@ -176,31 +167,27 @@ def kairox_register_rerankers(register: Callable[[RerankerSpec], None]) -> None:
 
 
 @hookspec
-def kairox_register_summarizers(register: Callable[[SummarizerSpec], None]) -> None:
+def kairox_register_summarizers(register: Callable[[registry.SummarizerSpec], None]) -> None:
     """Register history summarisers used by compaction.
 
     Called as a register-callback; a summariser is built when a session first compacts.
 
     :param register: call ``register(SummarizerSpec(name=..., factory=...))``; the
-        factory takes a :class:`~kairox.registry.SummarizerContext`, and an optional
-        ``config_model`` validates the summariser's keys in ``[profiles.<name>]``. A name
-        another plugin already registered is rejected.
+        factory takes a :class:`~kairox.registry.SummarizerContext`.
 
     .. versionadded:: 0.1
     """
 
 
 @hookspec
-def kairox_register_model_backends(register: Callable[[ModelBackendSpec], None]) -> None:
+def kairox_register_model_backends(register: Callable[[registry.ModelBackendSpec], None]) -> None:
     """Register chat model backends (scripted, OpenAI-compatible HTTP, ...).
 
     Called as a register-callback; a backend is built when a profile's model is first used.
 
     :param register: call ``register(ModelBackendSpec(name=..., factory=...))``; the
         factory takes a :class:`~kairox.registry.ModelBackendContext` (the profile, its
-        validated ``settings``, per-call ``options``), and an optional ``config_model``
-        validates the backend's keys in ``[profiles.<name>]``. A name another plugin
-        already registered is rejected.
+        validated ``settings``, per-call ``options``).
 
     .. versionadded:: 0.1
     """
