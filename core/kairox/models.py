@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from kairox.errors import KairoxError
 
@@ -74,3 +74,16 @@ async def complete(
     """The whole reply of ``backend`` to ``messages``, for callers that need no streaming."""
     pieces = [piece async for piece in backend.stream(messages, model=model, max_tokens=max_tokens)]
     return "".join(pieces)
+
+
+def check_backend_options(
+    backend: str, options: Mapping[str, Any], accepted: Collection[str]
+) -> None:
+    """Raise a :class:`TypeError` naming the ``options`` a backend's factory does not take
+    (``backend`` is its registered name), and the ones it does."""
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise TypeError(
+            f"the {backend} backend does not take {', '.join(unknown)}; "
+            f"its options are {', '.join(sorted(accepted))}"
+        )

@@ -36,7 +36,7 @@ from pydantic import Field, StrictInt, StrictStr
 
 from kairox.config import PluginSettings
 from kairox.errors import KairoxError
-from kairox.models import ChatMessage, ModelError
+from kairox.models import ChatMessage, ModelError, check_backend_options
 from kairox.registry import ModelBackendContext, ModelBackendSpec, registers
 
 SEPARATOR = "---"
@@ -272,13 +272,7 @@ class ScriptedModel:
 
 def build_scripted_model(**options: Any) -> ScriptedModel:
     """The registry factory: ``replies``, ``script``, ``chunk_size``, ``delay_s``."""
-    accepted = {"replies", "script", "chunk_size", "delay_s"}
-    unknown = sorted(set(options) - accepted)
-    if unknown:
-        raise TypeError(
-            f"the scripted backend does not take {', '.join(unknown)}; "
-            f"its options are {', '.join(sorted(accepted))}"
-        )
+    check_backend_options("scripted", options, {"replies", "script", "chunk_size", "delay_s"})
     return ScriptedModel(options.pop("replies", None), **options)
 
 
