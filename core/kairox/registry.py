@@ -241,13 +241,14 @@ def registers(*specs: Any) -> Callable[[Callable[[Any], None]], None]:
     heavy libraries itself. A record of the wrong kind for the hook is rejected when the
     hook is called, naming the plugin.
     """
-    from kairox import hookimpl
+    import pluggy
 
     def register_all(register: Callable[[Any], None]) -> None:
         for spec in specs:
             register(spec)
 
-    return hookimpl(register_all)
+    # The marker kairox.hookimpl is, made here: the package root sits above this module.
+    return pluggy.HookimplMarker("kairox")(register_all)
 
 
 @dataclass(frozen=True, slots=True)
