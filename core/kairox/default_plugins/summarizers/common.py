@@ -1,5 +1,5 @@
 """What every built-in summariser shares: section headings, the carried-summary name,
-the option error and how a message is shown."""
+the option error, how a message is shown and how a long line is clipped."""
 
 from __future__ import annotations
 
@@ -19,6 +19,15 @@ CARRIED_SUMMARY = "summary"
 
 class SummarizerOptionError(KairoxError, ValueError):
     """A summariser was configured with a missing, unknown or invalid option."""
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters at a word boundary, marked with an ellipsis."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    return text[: cut if cut > limit // 2 else limit].rstrip() + " …"
 
 
 def _format_message(message: ChatMessage) -> str:

@@ -21,6 +21,7 @@ from kairox.default_plugins.summarizers.common import (
     SECTION_RECENT,
     SECTION_TOOLS,
     _is_user,
+    clip,
 )
 from kairox.default_plugins.summarizers.kept_facts import (
     Ledger,
@@ -151,15 +152,6 @@ def _split_sentences(content: str) -> list[str]:
     return sentences
 
 
-def _clip(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters at a word boundary, marked with an ellipsis."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = text.rfind(" ", 0, limit)
-    return text[: cut if cut > limit // 2 else limit].rstrip() + " …"
-
-
 def _proper_names(sentence: str) -> int:
     """Capitalised words not at the sentence start: the usual shape of a name."""
     words = _WORD.findall(sentence)
@@ -247,7 +239,7 @@ def _tool_outcome(message: ChatMessage) -> str:
     lines = [line.strip() for line in message.content.splitlines() if line.strip()]
     errors = [line for line in lines if _TOOL_ERROR.search(line)]
     line = errors[-1] if errors else lines[0] if lines else ""
-    outcome = _clip(line, _MAX_OUTCOME_CHARS) if line else "(no output)"
+    outcome = clip(line, _MAX_OUTCOME_CHARS) if line else "(no output)"
     return f"{message.name or 'tool'}: {outcome}"
 
 
@@ -279,7 +271,7 @@ def _candidates(messages: Sequence[ChatMessage], skip: set[int]) -> list[_Item]:
             key = " ".join(sentence.casefold().split())
             if key in seen:
                 continue
-            text = _clip(sentence, _MAX_ITEM_CHARS)
+            text = clip(sentence, _MAX_ITEM_CHARS)
             facts = _fact_score(sentence)
             cue = _DECISION_CUE.search(sentence) is not None
             if index in goal_indices:
@@ -329,7 +321,7 @@ def _carried_items(content: str, index: int, seen: set[str]) -> list[_Item]:
         seen.add(key)
         bonus = 120 if section == SECTION_GOAL else 100
         items.append(
-            _Item(section, (index, number), _clip(text, _MAX_ITEM_CHARS), bonus + _fact_score(text))
+            _Item(section, (index, number), clip(text, _MAX_ITEM_CHARS), bonus + _fact_score(text))
         )
     return items
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from kairox.context.summarizer import SummaryReport
 from kairox.context.tokens import count_tokens
+from kairox.default_plugins.summarizers.common import clip
 from kairox.models import ChatMessage
 
 __all__ = [
@@ -156,14 +157,6 @@ def _elide(text: str, values: Iterable[str]) -> str:
     return text
 
 
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = text.rfind(" ", 0, limit)
-    return text[: cut if cut > limit // 2 else limit].rstrip() + " …"
-
-
 def _key(text: str) -> str:
     return " ".join(text.casefold().split())
 
@@ -290,7 +283,7 @@ def _outcome_lines(tool: str, output: str) -> list[str]:
     errors = [line for line in lines if re.search(r"error|exception|failed|fatal", line, re.I)]
     chosen = errors[-1:] if errors else [line for line in lines if _details(line)][:3] or lines[:1]
     # The extractive sections' own wording, so a fact the ledger holds is not said twice.
-    return [f"{tool}: {_clip(line, _MAX_OUTCOME_CHARS)}" for line in chosen] or [
+    return [f"{tool}: {clip(line, _MAX_OUTCOME_CHARS)}" for line in chosen] or [
         f"{tool}: (no output)"
     ]
 
@@ -424,7 +417,7 @@ def build_ledger(
             if _CORRECTION.search(sentence):
                 # Said as a correction: it keeps the corrected sentence's wording (values
                 # elided) so "move it to 9443" still says what moved, and its standing.
-                context = old.context or _clip(
+                context = old.context or clip(
                     _elide(old.text, old.details), _MAX_CONTEXT_CHARS
                 ).replace("(", "").replace(")", "")
                 values = [d for d in old.details if _VALUE.search(d)]
@@ -446,7 +439,7 @@ def build_ledger(
         first_goal = message.role == "user" and not goal_found and len(message.content.split()) >= 5
         for sentence, tier in _classify(message, first_goal):
             goal_found = goal_found or tier == GOAL
-            text = _clip(sentence, _MAX_FACT_CHARS)
+            text = clip(sentence, _MAX_FACT_CHARS)
             if _key(text) in seen:
                 continue
             seen.add(_key(text))
