@@ -85,22 +85,18 @@ class Words:
         ]
 
 
-def staged(transform, **options):
-    from kairox.retrieval import CompositeWorkspaceRetriever
-    from kairox.retrieval.stages import StagedRetrieval
+@pytest.fixture
+def staged(run_staged):
+    """``staged(transform, **options)``: what the source was asked, and the result."""
 
-    source = Words()
-    composite = CompositeWorkspaceRetriever([source])
-    try:
-        result = StagedRetrieval(composite, transform=transform, **options).retrieve_sync(
-            Query("uploads retried", k=5)
-        )
-    finally:
-        composite.close()
-    return source.asked, result
+    def search(transform, **options):
+        source = Words()
+        return source.asked, run_staged(source, "uploads retried", transform=transform, **options)
+
+    return search
 
 
-def test_a_model_that_does_not_answer_in_time_leaves_the_users_query():
+def test_a_model_that_does_not_answer_in_time_leaves_the_users_query(staged):
     with OpenAITestServer(["uploads again"]) as server:
         server.delay(600)  # held until the server stops, long after the deadline
         asked, result = staged(
@@ -111,7 +107,7 @@ def test_a_model_that_does_not_answer_in_time_leaves_the_users_query():
     assert str(result.stages[0].status) == "timeout"
 
 
-def test_a_model_that_writes_garbage_leaves_the_users_query():
+def test_a_model_that_writes_garbage_leaves_the_users_query(staged):
     with OpenAITestServer(["   "]) as server:
         asked, result = staged(HydeTransform(backend(server), "test-model"))
     assert asked == ["uploads retried"]

@@ -10,7 +10,6 @@ from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.default_plugins.openai_compatible import OpenAICompatibleModel
 from kairox.default_plugins.rerankers import LlmReranker, MmrReranker, parse_ranking
 from kairox.retrieval import FusedHit, Provenance, Query
-from kairox.retrieval.stages import StagedRetrieval
 from kairox.testing import run
 from kairox.testing.openai_server import OpenAITestServer
 
@@ -106,29 +105,29 @@ class OneSource:
         return self.hits[: query.k]
 
 
-def staged_search(reranker, **options) -> tuple[list[str], object]:
-    from kairox.retrieval import CompositeWorkspaceRetriever, ScoreKind
+@pytest.fixture
+def staged_search(run_staged):
+    """``staged_search(reranker, **options)``: the ids found, and the rerank stage's report."""
 
-    source = OneSource(DUPLICATES)
-    source.score_kind = ScoreKind.BM25
-    composite = CompositeWorkspaceRetriever([source])
-    try:
-        result = StagedRetrieval(composite, reranker=reranker, **options).retrieve_sync(
-            Query("retry uploads", k=5)
-        )
-    finally:
-        composite.close()
-    return [hit.id for hit in result.hits], result.stages[0]
+    def search(reranker, **options):
+        from kairox.retrieval import ScoreKind
+
+        source = OneSource(DUPLICATES)
+        source.score_kind = ScoreKind.BM25
+        result = run_staged(source, "retry uploads", reranker=reranker, **options)
+        return [hit.id for hit in result.hits], result.stages[0]
+
+    return search
 
 
-def test_a_model_reply_naming_no_passage_keeps_the_fused_order():
+def test_a_model_reply_naming_no_passage_keeps_the_fused_order(staged_search):
     with OpenAITestServer(["I cannot rank these, sorry."]) as server:
         order, report = staged_search(llm_reranker(server))
     assert order == ["h0", "h1", "h2", "h3", "h4"]
     assert str(report.status) == "error" and "names no passage number" in report.error
 
 
-def test_a_model_that_does_not_answer_in_time_keeps_the_fused_order():
+def test_a_model_that_does_not_answer_in_time_keeps_the_fused_order(staged_search):
     with OpenAITestServer(["1, 2"]) as server:
         server.delay(600)  # held until the server stops, long after the deadline
         order, report = staged_search(llm_reranker(server), rerank_timeout_ms=100)
@@ -136,7 +135,7 @@ def test_a_model_that_does_not_answer_in_time_keeps_the_fused_order():
     assert str(report.status) == "timeout"
 
 
-def test_a_model_error_keeps_the_fused_order():
+def test_a_model_error_keeps_the_fused_order(staged_search):
     with OpenAITestServer(["1, 2"]) as server:
         server.fail(400, times=None)
         order, report = staged_search(llm_reranker(server))

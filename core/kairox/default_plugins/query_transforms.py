@@ -32,26 +32,34 @@ class MultiQuerySettings(PluginSettings):
     multi_query_count: int = Field(default=3, ge=1, le=7)
 
 
-class MultiQueryTransform:
+class _ModelTransform:
+    """A transform that asks the profile's ``model`` (``backend()`` builds its backend on
+    first use) with an instruction and the user's query."""
+
+    def __init__(self, backend: Callable[[], ModelBackend], model: str) -> None:
+        self._backend = backend
+        self.model = model
+
+    async def _ask(self, instruction: str, query: Query, max_tokens: int) -> str:
+        messages = [ChatMessage("system", instruction), ChatMessage("user", query.text)]
+        return await complete(self._backend(), messages, model=self.model, max_tokens=max_tokens)
+
+
+class MultiQueryTransform(_ModelTransform):
     """Asks the model for ``count`` rephrasings; searches the user's text and each of them."""
 
     name = "multi-query"
 
     def __init__(self, backend: Callable[[], ModelBackend], model: str, count: int = 3) -> None:
-        self._backend = backend
-        self.model = model
+        super().__init__(backend, model)
         self.count = count
 
     async def transform(self, query: Query) -> TransformedQuery:
-        messages = [
-            ChatMessage(
-                "system",
-                f"Write {self.count} different rephrasings of the user's search query, one "
-                "per line, with no numbering and nothing else.",
-            ),
-            ChatMessage("user", query.text),
-        ]
-        reply = await complete(self._backend(), messages, model=self.model, max_tokens=256)
+        instruction = (
+            f"Write {self.count} different rephrasings of the user's search query, one "
+            "per line, with no numbering and nothing else."
+        )
+        reply = await self._ask(instruction, query, max_tokens=256)
         lines = [_LIST_MARK.sub("", line).strip() for line in reply.splitlines()]
         rephrasings = [line for line in lines if line and line != query.text][: self.count]
         if not rephrasings:
@@ -59,28 +67,19 @@ class MultiQueryTransform:
         return TransformedQuery((query.text, *rephrasings), note=f"{len(rephrasings)} rephrasings")
 
 
-class HydeTransform:
+class HydeTransform(_ModelTransform):
     """Hypothetical document embeddings: the model's short answer is what dense sources
     embed; every source still searches the user's text."""
 
     name = "hyde"
 
-    def __init__(self, backend: Callable[[], ModelBackend], model: str) -> None:
-        self._backend = backend
-        self.model = model
+    _INSTRUCTION = (
+        "Write a short passage (three to five sentences) that answers the user's "
+        "question the way a document on the subject would. Write only the passage."
+    )
 
     async def transform(self, query: Query) -> TransformedQuery:
-        messages = [
-            ChatMessage(
-                "system",
-                "Write a short passage (three to five sentences) that answers the user's "
-                "question the way a document on the subject would. Write only the passage.",
-            ),
-            ChatMessage("user", query.text),
-        ]
-        reply = (
-            await complete(self._backend(), messages, model=self.model, max_tokens=300)
-        ).strip()
+        reply = (await self._ask(self._INSTRUCTION, query, max_tokens=300)).strip()
         if not reply:
             raise ValueError("the model wrote an empty passage")
         return TransformedQuery(
