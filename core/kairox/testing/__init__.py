@@ -109,6 +109,21 @@ def check_listed_by_kairox_plugins(name: str, package: str, hook: str) -> dict[s
     return entry
 
 
+def _to_define(name: str, returning: str) -> Any:
+    """A fixture a conformance suite's user must define; until then it fails saying so."""
+
+    def undefined(self: Any) -> Any:
+        pytest.fail(f"define the `{name}` fixture, returning {returning}")
+
+    return pytest.fixture(undefined, name=name)
+
+
+def _assert_named(implementation: Any, protocol: type) -> None:
+    """``implementation`` implements ``protocol`` and has a non-empty ``name``."""
+    assert isinstance(implementation, protocol)
+    assert isinstance(implementation.name, str) and implementation.name
+
+
 def _retrieve(source: WorkspaceRetriever, text: str, k: int = 10, **filters: Any) -> list[Hit]:
     return run(source.retrieve(Query(text, k=k, filters=filters)))
 
@@ -133,17 +148,11 @@ class SourceConformance:
     #: :func:`kairox.testing.build_source`, for the fixtures: ``self.build_source(...)``.
     build_source = staticmethod(build_source)
 
-    @pytest.fixture
-    def conformance_source(self) -> WorkspaceRetriever:
-        pytest.fail("define a `conformance_source` fixture returning your retriever over CORPUS")
-
-    @pytest.fixture
-    def broken_source(self) -> WorkspaceRetriever:
-        pytest.fail("define a `broken_source` fixture returning a retriever that cannot work")
+    conformance_source = _to_define("conformance_source", "your retriever over CORPUS")
+    broken_source = _to_define("broken_source", "a retriever that cannot work")
 
     def test_implements_the_protocol(self, conformance_source: WorkspaceRetriever) -> None:
-        assert isinstance(conformance_source, WorkspaceRetriever)
-        assert isinstance(conformance_source.name, str) and conformance_source.name
+        _assert_named(conformance_source, WorkspaceRetriever)
         assert isinstance(conformance_source.score_kind, ScoreKind)
         assert asyncio.iscoroutinefunction(conformance_source.retrieve)
 
@@ -282,13 +291,10 @@ class SourceConformance:
 class EmbeddingConformance:
     """Checks every embedding backend must pass. Provide an ``embedding_backend`` fixture."""
 
-    @pytest.fixture
-    def embedding_backend(self) -> EmbeddingBackend:
-        pytest.fail("define an `embedding_backend` fixture returning your backend")
+    embedding_backend = _to_define("embedding_backend", "your backend")
 
     def test_implements_the_protocol(self, embedding_backend: EmbeddingBackend) -> None:
-        assert isinstance(embedding_backend, EmbeddingBackend)
-        assert isinstance(embedding_backend.name, str) and embedding_backend.name
+        _assert_named(embedding_backend, EmbeddingBackend)
         assert isinstance(embedding_backend.dim, int) and embedding_backend.dim > 0
 
     def test_empty_batch(self, embedding_backend: EmbeddingBackend) -> None:
