@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import http.client
-import itertools
 import json
 import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
-from email.utils import format_datetime
 
 import pytest
 
@@ -20,9 +17,6 @@ from kairox.default_plugins.openai_compatible import (
     ModelHTTPError,
     OpenAICompatibleModel,
     OpenAICompatibleSettings,
-    ServerSentEvent,
-    SSEDecoder,
-    parse_retry_after,
 )
 from kairox.models import ChatMessage, ModelBackend, ModelError
 from kairox.plugins import KairoxPluginManager
@@ -68,86 +62,6 @@ def stream(model, messages=PROMPT, *, name="test-model", max_tokens=None):
 
 def chunks_of(text, size):
     return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-# -- server-sent events -------------------------------------------------------------------
-
-SSE_BYTES = (
-    "\ufeff: a comment\r\n"
-    ": keep-alive\r\n"
-    "\r\n"
-    "event: message\r\n"
-    'data: {"text":\r\n'
-    'data: "Grüße 🎉"}\r\n'
-    "\r\n"
-    "data:no space\n"
-    "\n"
-    "data: cr only\r"
-    "\r"
-    "id: 7\n"
-    "retry: 100\n"
-    "event: error\n"
-    "data: boom\n"
-    "\n"
-    "data: [DONE]"  # the stream ends without the blank line
-).encode()
-SSE_EVENTS = [
-    ServerSentEvent('{"text":\n"Grüße 🎉"}'),
-    ServerSentEvent("no space"),
-    ServerSentEvent("cr only"),
-    ServerSentEvent("boom", "error"),
-    ServerSentEvent("[DONE]"),
-]
-
-
-def decode(pieces):
-    decoder = SSEDecoder()
-    events = []
-    for piece in pieces:
-        events.extend(decoder.feed(piece))
-    return events + decoder.close()
-
-
-def test_sse_decoder_whole_stream():
-    assert decode([SSE_BYTES]) == SSE_EVENTS
-
-
-def test_sse_decoder_byte_by_byte():
-    assert decode([bytes([b]) for b in SSE_BYTES]) == SSE_EVENTS
-
-
-def test_sse_decoder_every_pair_of_split_points():
-    """Splits anywhere: inside CRLF, inside UTF-8 sequences, inside field names."""
-    n = len(SSE_BYTES)
-    for i, j in itertools.combinations(range(1, n), 2):
-        pieces = [SSE_BYTES[:i], SSE_BYTES[i:j], SSE_BYTES[j:]]
-        assert decode(pieces) == SSE_EVENTS, (i, j)
-
-
-def test_sse_decoder_dispatches_only_on_a_blank_line():
-    decoder = SSEDecoder()
-    assert decoder.feed(b"data: one\n") == []
-    assert decoder.feed(b"data: two\n") == []
-    assert decoder.feed(b"\n") == [ServerSentEvent("one\ntwo")]
-    assert decoder.feed(b"\n\n: nothing\n\n") == []  # blank lines without data are no events
-    assert decoder.close() == []
-
-
-# -- Retry-After ------------------------------------------------------------------------------
-
-
-def test_parse_retry_after():
-    assert parse_retry_after({"retry-after": "3"}) == 3.0
-    assert parse_retry_after({"retry-after": "0.5"}) == 0.5
-    assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
-    assert parse_retry_after({"retry-after": "-4"}) == 0.0
-    assert parse_retry_after({"retry-after": "soon"}) is None
-    assert parse_retry_after({}) is None
-    now = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
-    later = format_datetime(now + timedelta(seconds=30), usegmt=True)
-    assert parse_retry_after({"retry-after": later}, now=now.timestamp()) == 30.0
-    earlier = format_datetime(now - timedelta(seconds=30), usegmt=True)
-    assert parse_retry_after({"retry-after": earlier}, now=now.timestamp()) == 0.0
 
 
 # -- streaming ----------------------------------------------------------------------------------
