@@ -33,8 +33,9 @@ from kairox.events import (
     MemoryRejected,
     SqliteEventStore,
 )
+from kairox.memory.base_store import MemoryStore
 from kairox.memory.markers import SCOPES, MemoryMarker, RejectedMarker, normalize_key
-from kairox.memory.store import MemoryRecord, MemoryStore
+from kairox.memory.records import MemoryRecord
 from kairox.storage import Database
 
 DEFAULT_MAX_PROPOSALS_PER_TURN = 5
