@@ -1,0 +1,27 @@
+"""What the ``<memory>`` extractor's modes share: the tag spellings they match, the mode numbers.
+
+:class:`kairox.memory.markers.MarkerExtractor` is one state machine whose modes live in three
+modules (:mod:`~kairox.memory.markers` for plain text, :mod:`~kairox.memory.marker_code` for
+code spans and fences, :mod:`~kairox.memory.marker_region` for an open marker); these are the
+names they all use.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from kairox.memory.marker_rules import WS
+
+OPEN: Final = "<memory"
+CLOSE: Final = "</memory"
+# Per-position accepted characters, ASCII case-insensitive. str.lower() is not used because a few
+# non-ASCII characters lower-case to ASCII letters.
+OPEN_ALTS: Final = tuple(ch + ch.upper() for ch in OPEN)
+CLOSE_ALTS: Final = tuple(ch + ch.upper() for ch in CLOSE)
+# What may follow the tag name for `<memory` to be a marker rather than e.g. `<memoryless>`.
+DELIMS: Final = WS + ">/"
+
+# The extractor's modes.
+NORMAL, SPAN, FENCE, MARKER = range(4)
+# Fence line states.
+F_REST, F_LINE_START, F_RUN, F_TRAIL = range(4)
