@@ -77,6 +77,23 @@ def _key(key: str) -> str:
         ) from exc
 
 
+@dataclass(frozen=True)
+class Proposer:
+    """Who makes a proposal from outside a chat turn (:meth:`MemoryApprovals.propose`).
+
+    :param session_id: the session it is made in (its events go there).
+    :param workspace_id: the workspace it is made in.
+    :param via: the channel (``"mcp"``, ``"api"``), kept in the provenance.
+    :param tainted_by: what unvetted text the proposer has read (``workspace:<source>``,
+        ``tool output``): the proposal then carries the injection warning.
+    """
+
+    session_id: str
+    workspace_id: str
+    via: str
+    tainted_by: Sequence[str] = ()
+
+
 @dataclass
 class TurnProposals:
     """What became of the markers of one turn."""
@@ -218,53 +235,34 @@ class MemoryApprovals:
     # -- proposals from outside a model turn (the MCP server, the Python API) -------
 
     def propose(
-        self,
-        scope: str,
-        body: str,
-        *,
-        key: str | None = None,
-        session_id: str,
-        workspace_id: str,
-        via: str,
-        tainted_by: Sequence[str] = (),
+        self, scope: str, body: str, *, key: str | None = None, by: Proposer
     ) -> TurnProposals:
         """Propose one memory exactly as a ``<memory>`` marker in a turn would.
 
-        Session memories are kept at once (held for approval when ``tainted_by`` names
+        Session memories are kept at once (held for approval when ``by.tainted_by`` names
         something and ``hold_tainted_session`` is on), user and workspace ones wait for a
         person; a bad scope, key or body comes back in ``rejected`` with the reason (and a
         ``MemoryRejected`` event), never as a downgraded session memory.
-
-        :param via: who proposed it (``"mcp"``, ``"api"``), kept in the provenance.
         """
-        raw = f"<memory scope={scope!r} key={key!r}> ({len(body)} characters) via {via}"
+        raw = f"<memory scope={scope!r} key={key!r}> ({len(body)} characters) via {by.via}"
         marker, reason = _marker(scope, key, body, raw)
         if marker is None:
             return self.handle_turn(
                 [],
                 [RejectedMarker(reason=reason, raw=raw)],
-                session_id=session_id,
-                workspace_id=workspace_id,
+                session_id=by.session_id,
+                workspace_id=by.workspace_id,
             )
         return self.handle_turn(
             [marker],
             [],
-            session_id=session_id,
-            workspace_id=workspace_id,
-            tainted_by=tainted_by,
-            origin={"via": via},
+            session_id=by.session_id,
+            workspace_id=by.workspace_id,
+            tainted_by=by.tainted_by,
+            origin={"via": by.via},
         )
 
-    def propose_forget(
-        self,
-        key: str,
-        *,
-        scope: str | None = None,
-        session_id: str,
-        workspace_id: str,
-        via: str,
-        tainted_by: Sequence[str] = (),
-    ) -> MemoryRecord:
+    def propose_forget(self, key: str, *, scope: str | None = None, by: Proposer) -> MemoryRecord:
         """Ask a person to delete the memory under ``key``; nothing is deleted until approved.
 
         The request waits as a pending proposal in the memory's scope and key (replacing a
@@ -272,14 +270,14 @@ class MemoryApprovals:
         the memory, rejecting it keeps the memory. Raises :class:`MemoryNotFound` when no
         memory has the key.
         """
-        target = self.find(key, workspace_id=workspace_id, scope=scope)
-        taint = list(dict.fromkeys(tainted_by))
+        target = self.find(key, workspace_id=by.workspace_id, scope=scope)
+        taint = list(dict.fromkeys(by.tainted_by))
         provenance = {
-            "via": via,
+            "via": by.via,
             "action": FORGET_ACTION,
             "forget_memory_id": target.id,
-            "session_id": session_id,
-            "workspace_id": workspace_id,
+            "session_id": by.session_id,
+            "workspace_id": by.workspace_id,
             "injection_warning": bool(taint),
             "tainted_by": taint,
         }
@@ -292,8 +290,8 @@ class MemoryApprovals:
                 provenance=provenance,
             )
             self.events.append(
-                session_id,
-                workspace_id,
+                by.session_id,
+                by.workspace_id,
                 MemoryProposed(
                     scope=target.scope,
                     body=record.body,
@@ -336,8 +334,7 @@ class MemoryApprovals:
                 return self._approve_forget(record, actor)
             accepted = self.store.set_status(memory_id, "approved")
             self.events.append(
-                _session_of(record),
-                record.workspace_id or record.provenance.get("workspace_id"),
+                *_log_of(record),
                 MemoryAccepted(
                     scope=record.scope, key=record.key, memory_id=accepted.id, actor=actor
                 ),
@@ -349,7 +346,6 @@ class MemoryApprovals:
         target = self.store.get_by_key(
             request.scope, request.key or "", workspace_id=request.workspace_id
         )
-        workspace_id = request.workspace_id or request.provenance.get("workspace_id")
         self.store.forget(request.id)
         decided = [
             MemoryAccepted(scope=request.scope, key=request.key, memory_id=request.id, actor=actor)
@@ -364,7 +360,7 @@ class MemoryApprovals:
                     actor=actor,
                 )
             )
-        self.events.append_many(_session_of(request), workspace_id, decided)
+        self.events.append_many(*_log_of(request), decided)
         return request
 
     def reject(
@@ -375,8 +371,7 @@ class MemoryApprovals:
             record = self._pending_record(memory_id)
             rejected = self.store.set_status(memory_id, "rejected")
             self.events.append(
-                _session_of(record),
-                record.workspace_id or record.provenance.get("workspace_id"),
+                *_log_of(record),
                 MemoryRejected(
                     reason=reason,
                     scope=record.scope,
@@ -456,8 +451,7 @@ class MemoryApprovals:
                 raise MemoryNotFound(f"no memory {memory_id}; `kairox memory list` shows the ids")
             edited = self.store.update_body(memory_id, body)
             self.events.append(
-                _session_of(before) if before.scope == "session" else USER_ACTIONS_SESSION,
-                before.workspace_id or before.provenance.get("workspace_id"),
+                *_log_of(before, by_person=True),
                 MemoryEdited(
                     memory_id=memory_id,
                     scope=before.scope,
@@ -483,8 +477,7 @@ class MemoryApprovals:
             if before is None or not self.store.forget(memory_id):
                 raise MemoryNotFound(f"no memory {memory_id}; `kairox memory list` shows the ids")
             self.events.append(
-                _session_of(before) if before.scope == "session" else USER_ACTIONS_SESSION,
-                before.workspace_id or before.provenance.get("workspace_id"),
+                *_log_of(before, by_person=True),
                 MemoryForgotten(
                     memory_id=memory_id,
                     scope=before.scope,
@@ -522,6 +515,18 @@ def _marker(scope: str, key: str | None, body: str, raw: str) -> tuple[MemoryMar
     elif scope != "session":
         return None, f"a {scope} memory needs a key, so a later proposal can replace it"
     return MemoryMarker(scope=scope, key=normal, body=body.strip(), raw=raw), ""
+
+
+def _log_of(record: MemoryRecord, *, by_person: bool = False) -> tuple[str, str | None]:
+    """The (session, workspace) whose event log records a decision about ``record``.
+
+    A person's edit or deletion of a user or workspace memory (``by_person``) belongs to no
+    session, so it goes to the user-actions session instead.
+    """
+    session = _session_of(record)
+    if by_person and record.scope != "session":
+        session = USER_ACTIONS_SESSION
+    return session, record.workspace_id or record.provenance.get("workspace_id")
 
 
 def _session_of(record: MemoryRecord) -> str:
