@@ -347,15 +347,11 @@ class MemoryApprovals:
             request.scope, request.key or "", workspace_id=request.workspace_id
         )
         self.store.forget(request.id)
-        decided = [
-            MemoryAccepted(scope=request.scope, key=request.key, memory_id=request.id, actor=actor)
-        ]
+        decided = [MemoryAccepted(**_about(request), actor=actor)]
         if target is not None and self.store.forget(target.id):
             decided.append(
                 MemoryForgotten(
-                    memory_id=target.id,
-                    scope=target.scope,
-                    key=target.key,
+                    **_about(target),
                     previous_body=target.body,
                     actor=actor,
                 )
@@ -374,9 +370,7 @@ class MemoryApprovals:
                 *_log_of(record),
                 MemoryRejected(
                     reason=reason,
-                    scope=record.scope,
-                    key=record.key,
-                    memory_id=memory_id,
+                    **_about(record),
                     actor=actor,
                 ),
             )
@@ -405,7 +399,7 @@ class MemoryApprovals:
             self.events.append(
                 USER_ACTIONS_SESSION,
                 workspace_id,
-                MemoryAccepted(scope=scope, key=record.key, memory_id=record.id, actor=actor),
+                MemoryAccepted(**_about(record), actor=actor),
             )
         return record
 
@@ -453,9 +447,7 @@ class MemoryApprovals:
             self.events.append(
                 *_log_of(before, by_person=True),
                 MemoryEdited(
-                    memory_id=memory_id,
-                    scope=before.scope,
-                    key=before.key,
+                    **_about(before),
                     body=edited.body,
                     previous_body=before.body,
                     actor=actor,
@@ -479,9 +471,7 @@ class MemoryApprovals:
             self.events.append(
                 *_log_of(before, by_person=True),
                 MemoryForgotten(
-                    memory_id=memory_id,
-                    scope=before.scope,
-                    key=before.key,
+                    **_about(before),
                     previous_body=before.body,
                     actor=actor,
                 ),
@@ -527,6 +517,11 @@ def _log_of(record: MemoryRecord, *, by_person: bool = False) -> tuple[str, str 
     if by_person and record.scope != "session":
         session = USER_ACTIONS_SESSION
     return session, record.workspace_id or record.provenance.get("workspace_id")
+
+
+def _about(record: MemoryRecord) -> dict[str, Any]:
+    """The fields every event about a stored record names it by."""
+    return {"memory_id": record.id, "scope": record.scope, "key": record.key}
 
 
 def _session_of(record: MemoryRecord) -> str:

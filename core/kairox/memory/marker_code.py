@@ -12,16 +12,15 @@ import re
 from typing import Final
 
 from kairox.memory.marker_scan import (
-    DELIMS,
     F_LINE_START,
     F_REST,
     F_RUN,
     F_TRAIL,
     FENCE,
     NORMAL,
-    OPEN,
-    OPEN_ALTS,
+    OPENED,
     SPAN,
+    open_match,
 )
 
 _TICK_RUN: Final = re.compile(r"`+")
@@ -126,14 +125,14 @@ class CodeModes:
             self._span_take(text[i:j])
             return j
         if self._span_cand:
-            k = self._span_cand
-            if k < len(OPEN) and c in OPEN_ALTS[k]:
-                self._span_cand += 1
-                self._span_take(c)
-                return i + 1
-            if k == len(OPEN) and c in DELIMS:
+            k = open_match(self._span_cand, c)
+            if k == OPENED:
                 self._holding = True
                 self._span_cand = 0
+                self._span_take(c)
+                return i + 1
+            if k:
+                self._span_cand = k
                 self._span_take(c)
                 return i + 1
             self._release_held()

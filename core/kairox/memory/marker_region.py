@@ -11,7 +11,15 @@ import re
 from typing import Final
 
 from kairox.memory.marker_rules import WS, MemoryMarker, RejectedMarker, classify_marker
-from kairox.memory.marker_scan import CLOSE, CLOSE_ALTS, DELIMS, MARKER, NORMAL, OPEN, OPEN_ALTS
+from kairox.memory.marker_scan import (
+    CLOSE,
+    CLOSE_ALTS,
+    MARKER,
+    NORMAL,
+    OPEN,
+    OPENED,
+    open_match,
+)
 
 # The characters at which an opening tag has to be looked at closer.
 _TAG_STOP: Final = re.compile(r"[<>]")
@@ -93,16 +101,11 @@ class MarkerRegion:
             self._prev = c
             return i + 1
 
-        k = self._open_m
-        if k == len(OPEN):
-            self._open_m = 0
-            if c in DELIMS:
-                self._depth += 1
-                self._nested = True
-        elif c in OPEN_ALTS[k]:
-            self._open_m = k + 1
-        else:
-            self._open_m = 0
+        k = open_match(self._open_m, c)
+        if k == OPENED:
+            self._depth += 1
+            self._nested = True
+        self._open_m = max(k, 0)
         if self._open_m == 0 and c == "<":
             self._open_m = 1
         self._prev = c

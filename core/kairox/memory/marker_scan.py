@@ -1,4 +1,4 @@
-"""What the ``<memory>`` extractor's modes share: the tag spellings they match, the mode numbers.
+"""What the ``<memory>`` extractor's modes share: the tag they match, the mode numbers.
 
 :class:`kairox.memory.markers.MarkerExtractor` is one state machine whose modes live in three
 modules (:mod:`~kairox.memory.markers` for plain text, :mod:`~kairox.memory.marker_code` for
@@ -25,3 +25,17 @@ DELIMS: Final = WS + ">/"
 NORMAL, SPAN, FENCE, MARKER = range(4)
 # Fence line states.
 F_REST, F_LINE_START, F_RUN, F_TRAIL = range(4)
+
+#: What :func:`open_match` returns when a delimiter follows the whole tag name.
+OPENED: Final = -1
+
+
+def open_match(k: int, c: str) -> int:
+    """Carry a match of ``<memory`` on by one character: ``k`` characters matched, then ``c``.
+
+    ``k + 1`` while ``c`` continues the tag name, :data:`OPENED` when ``c`` is a delimiter
+    after the whole name (a marker starts), ``0`` when the match breaks.
+    """
+    if k < len(OPEN):
+        return k + 1 if c in OPEN_ALTS[k] else 0
+    return OPENED if c in DELIMS else 0

@@ -53,7 +53,15 @@ from kairox.memory.marker_rules import (
     RejectedMarker,
     normalize_key,
 )
-from kairox.memory.marker_scan import DELIMS, F_REST, MARKER, NORMAL, OPEN, OPEN_ALTS, SPAN
+from kairox.memory.marker_scan import (
+    F_REST,
+    MARKER,
+    NORMAL,
+    OPEN,
+    OPENED,
+    SPAN,
+    open_match,
+)
 
 __all__ = [
     "KEY_MAX_LENGTH",
@@ -184,14 +192,13 @@ class MarkerExtractor(CodeModes, MarkerRegion):
             self._end_run()
             return i  # re-read c in whatever mode the run opened
         if self._cand:
-            k = self._cand
-            if k < len(OPEN) and c in OPEN_ALTS[k]:
-                self._cand += 1
-                self._cand_buf += c
-                return i + 1
-            if k == len(OPEN) and c in DELIMS:
+            k = open_match(self._cand, c)
+            if k == OPENED:
                 self._start_marker(self._cand_buf)
                 return i  # the delimiter belongs to the marker
+            if k:
+                self._cand, self._cand_buf = k, self._cand_buf + c
+                return i + 1
             # Not a marker after all: release at once so `<` never piles up.
             self._emit(self._cand_buf)
             self._cand, self._cand_buf = 0, ""
