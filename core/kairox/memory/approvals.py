@@ -195,15 +195,7 @@ class MemoryApprovals:
                 record = write(
                     marker.scope, marker.body, key=marker.key, provenance=provenance, **place
                 )
-                proposed = MemoryProposed(
-                    scope=marker.scope,
-                    body=marker.body,
-                    key=marker.key,
-                    memory_id=record.id,
-                    injection_warning=bool(taint),
-                    turn_id=turn_id,
-                    tainted_by=taint,
-                )
+                proposed = _proposed(record, taint, turn_id)
                 decided = MemoryAccepted(
                     scope="session", key=marker.key, memory_id=record.id, auto=True
                 )
@@ -289,18 +281,7 @@ class MemoryApprovals:
                 workspace_id=target.workspace_id,
                 provenance=provenance,
             )
-            self.events.append(
-                by.session_id,
-                by.workspace_id,
-                MemoryProposed(
-                    scope=target.scope,
-                    body=record.body,
-                    key=target.key,
-                    memory_id=record.id,
-                    injection_warning=bool(taint),
-                    tainted_by=taint,
-                ),
-            )
+            self.events.append(by.session_id, by.workspace_id, _proposed(record, taint))
         return record
 
     # -- decisions by a person ------------------------------------------------------
@@ -517,6 +498,19 @@ def _log_of(record: MemoryRecord, *, by_person: bool = False) -> tuple[str, str 
     if by_person and record.scope != "session":
         session = USER_ACTIONS_SESSION
     return session, record.workspace_id or record.provenance.get("workspace_id")
+
+
+def _proposed(record: MemoryRecord, taint: list[str], turn_id: str | None = None) -> MemoryProposed:
+    """The event of a proposal just stored as ``record`` (its body and key as stored)."""
+    return MemoryProposed(
+        scope=record.scope,
+        body=record.body,
+        key=record.key,
+        memory_id=record.id,
+        injection_warning=bool(taint),
+        turn_id=turn_id,
+        tainted_by=taint,
+    )
 
 
 def _about(record: MemoryRecord) -> dict[str, Any]:

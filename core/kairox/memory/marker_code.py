@@ -20,6 +20,7 @@ from kairox.memory.marker_scan import (
     NORMAL,
     OPENED,
     SPAN,
+    next_stop,
     open_match,
 )
 
@@ -120,8 +121,7 @@ class CodeModes:
             self._end_span_line("\n")
             return i + 1
         if self._holding:
-            m = _HELD_STOP.search(text, i)
-            j = m.start() if m else n
+            j = next_stop(_HELD_STOP, text, i, n)
             self._span_take(text[i:j])
             return j
         if self._span_cand:
@@ -141,8 +141,7 @@ class CodeModes:
             self._span_cand = 1
             self._span_take(c)
             return i + 1
-        m = _SPAN_STOP.search(text, i)
-        j = m.start() if m else n
+        j = next_stop(_SPAN_STOP, text, i, n)
         self._span_take(text[i:j])
         return j
 

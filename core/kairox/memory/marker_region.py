@@ -18,6 +18,7 @@ from kairox.memory.marker_scan import (
     NORMAL,
     OPEN,
     OPENED,
+    next_stop,
     open_match,
 )
 
@@ -52,8 +53,7 @@ class MarkerRegion:
     def _step_marker(self, text: str, i: int, n: int) -> int:
         if self._close_m == 0 and self._open_m == 0:
             if self._in_tag:
-                m = _TAG_STOP.search(text, i)
-                j = m.start() if m else n
+                j = next_stop(_TAG_STOP, text, i, n)
             else:
                 j = text.find("<", i)
                 j = n if j < 0 else j

@@ -8,6 +8,7 @@ names they all use.
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from kairox.memory.marker_rules import WS
@@ -39,3 +40,10 @@ def open_match(k: int, c: str) -> int:
     if k < len(OPEN):
         return k + 1 if c in OPEN_ALTS[k] else 0
     return OPENED if c in DELIMS else 0
+
+
+def next_stop(stops: re.Pattern[str], text: str, i: int, n: int) -> int:
+    """Where in ``text[i:n]`` the next of a mode's ``stops`` characters is (``n`` if none):
+    what lies before it needs no closer look."""
+    m = stops.search(text, i)
+    return m.start() if m else n

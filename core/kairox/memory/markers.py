@@ -60,6 +60,7 @@ from kairox.memory.marker_scan import (
     OPEN,
     OPENED,
     SPAN,
+    next_stop,
     open_match,
 )
 
@@ -228,8 +229,7 @@ class MarkerExtractor(CodeModes, MarkerRegion):
                 self._line_start = False
             self._emit(c)
             return i + 1
-        m = _NORMAL_STOP.search(text, i)
-        j = m.start() if m else n
+        j = next_stop(_NORMAL_STOP, text, i, n)
         self._emit(text[i:j])
         return j
 

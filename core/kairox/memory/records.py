@@ -21,7 +21,7 @@ class MemorySlot:
     """Where a memory lives: its scope, its key, and the workspace or session that bounds it.
 
     Two live records of one status never share a slot (a write to a taken slot overwrites);
-    only the ids a scope is bounded by are set (see :meth:`kairox.memory.base_store.place`).
+    only the ids a scope is bounded by are set (see :func:`kairox.memory.base_store.place`).
     """
 
     scope: str
