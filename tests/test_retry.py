@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -36,37 +39,74 @@ class FakeClock:
         return self.now
 
 
+class AsyncFlaky(Flaky):
+    async def __call__(self):
+        return super().__call__()
+
+
+class AsyncFakeClock(FakeClock):
+    async def sleep(self, seconds):
+        self.pauses.append(seconds)
+        self.now += seconds
+
+
 def run(call, policy, clock=None, **kwargs):
     clock = clock or FakeClock()
     return call_with_retries(call, policy=policy, sleep=clock.sleep, clock=clock, **kwargs), clock
 
 
-def test_retries_retryable_errors_with_doubling_delays():
-    flaky = Flaky(2)
-    result, clock = run(flaky, RetryPolicy(jitter=0), retryable=lambda e: True)
+def run_async(call, policy, clock=None, **kwargs):
+    clock = clock or AsyncFakeClock()
+    coroutine = async_call_with_retries(
+        call, policy=policy, sleep=clock.sleep, clock=clock, **kwargs
+    )
+    return kairox_run(coroutine), clock
+
+
+@dataclass(frozen=True)
+class Retrying:
+    """One of the two retry loops, with its own flaky call, fake clock and runner."""
+
+    flaky: type[Flaky]
+    clock: type[FakeClock]
+    run: Callable[..., Any]
+
+
+@pytest.fixture(
+    params=[Retrying(Flaky, FakeClock, run), Retrying(AsyncFlaky, AsyncFakeClock, run_async)],
+    ids=["sync", "async"],
+)
+def retrying(request) -> Retrying:
+    """The rules are the same for ``call_with_retries`` and ``async_call_with_retries``."""
+    return request.param
+
+
+def test_retries_retryable_errors_with_doubling_delays(retrying):
+    flaky = retrying.flaky(2)
+    result, clock = retrying.run(flaky, RetryPolicy(jitter=0), retryable=lambda e: True)
     assert result == "ok" and flaky.calls == 3
     assert clock.pauses == [0.05, 0.1]
 
 
-def test_non_retryable_errors_raise_at_once():
-    flaky = Flaky(5, PermissionError("401 Unauthorized"))
+def test_non_retryable_errors_raise_at_once(retrying):
+    flaky = retrying.flaky(5, PermissionError("401 Unauthorized"))
     with pytest.raises(PermissionError):
-        run(flaky, RetryPolicy(), retryable=lambda e: not isinstance(e, PermissionError))
+        retrying.run(flaky, RetryPolicy(), retryable=lambda e: not isinstance(e, PermissionError))
     assert flaky.calls == 1
 
 
-def test_attempts_are_bounded_and_the_last_error_surfaces():
-    flaky = Flaky(10)
+def test_attempts_are_bounded_and_the_last_error_surfaces(retrying):
+    flaky = retrying.flaky(10)
     with pytest.raises(ConnectionError, match="503"):
-        run(flaky, RetryPolicy(attempts=3, jitter=0), retryable=lambda e: True)
+        retrying.run(flaky, RetryPolicy(attempts=3, jitter=0), retryable=lambda e: True)
     assert flaky.calls == 3
 
 
-def test_no_retry_starts_past_the_budget():
-    flaky = Flaky(10)
-    clock = FakeClock()
+def test_no_retry_starts_past_the_budget(retrying):
+    flaky = retrying.flaky(10)
+    clock = retrying.clock()
     with pytest.raises(ConnectionError):
-        run(
+        retrying.run(
             flaky,
             RetryPolicy(attempts=10, base_delay=0.4, budget=1.0, jitter=0),
             clock,
@@ -75,9 +115,9 @@ def test_no_retry_starts_past_the_budget():
     assert clock.now <= 1.0 and flaky.calls == 2  # 0.4 then 0.8 would overrun
 
 
-def test_retry_after_is_honoured_up_to_the_cap():
-    flaky = Flaky(1)
-    _, clock = run(
+def test_retry_after_is_honoured_up_to_the_cap(retrying):
+    flaky = retrying.flaky(1)
+    _, clock = retrying.run(
         flaky,
         RetryPolicy(jitter=0, max_delay=0.5),
         retryable=lambda e: True,
@@ -90,71 +130,7 @@ def test_policy_within_a_deadline():
     assert RetryPolicy.within(1000).budget == pytest.approx(0.9)
 
 
-# -- async_call_with_retries ---------------------------------------------------------
-
-
-class AsyncFlaky(Flaky):
-    async def __call__(self):
-        return super().__call__()
-
-
-class AsyncFakeClock(FakeClock):
-    async def sleep(self, seconds):
-        self.pauses.append(seconds)
-        self.now += seconds
-
-
-def run_async(call, policy, clock=None, **kwargs):
-    clock = clock or AsyncFakeClock()
-    coroutine = async_call_with_retries(
-        call, policy=policy, sleep=clock.sleep, clock=clock, **kwargs
-    )
-    return kairox_run(coroutine), clock
-
-
-def test_async_retries_retryable_errors_with_doubling_delays():
-    flaky = AsyncFlaky(2)
-    result, clock = run_async(flaky, RetryPolicy(jitter=0), retryable=lambda e: True)
-    assert result == "ok" and flaky.calls == 3
-    assert clock.pauses == [0.05, 0.1]
-
-
-def test_async_non_retryable_errors_raise_at_once():
-    flaky = AsyncFlaky(5, PermissionError("401 Unauthorized"))
-    with pytest.raises(PermissionError):
-        run_async(flaky, RetryPolicy(), retryable=lambda e: not isinstance(e, PermissionError))
-    assert flaky.calls == 1
-
-
-def test_async_attempts_are_bounded_and_the_last_error_surfaces():
-    flaky = AsyncFlaky(10)
-    with pytest.raises(ConnectionError, match="503"):
-        run_async(flaky, RetryPolicy(attempts=3, jitter=0), retryable=lambda e: True)
-    assert flaky.calls == 3
-
-
-def test_async_no_retry_starts_past_the_budget():
-    flaky = AsyncFlaky(10)
-    clock = AsyncFakeClock()
-    with pytest.raises(ConnectionError):
-        run_async(
-            flaky,
-            RetryPolicy(attempts=10, base_delay=0.4, budget=1.0, jitter=0),
-            clock,
-            retryable=lambda e: True,
-        )
-    assert clock.now <= 1.0 and flaky.calls == 2
-
-
-def test_async_retry_after_is_honoured_up_to_the_cap():
-    flaky = AsyncFlaky(1)
-    _, clock = run_async(
-        flaky,
-        RetryPolicy(jitter=0, max_delay=0.5),
-        retryable=lambda e: True,
-        retry_after=lambda e: 2.0,
-    )
-    assert clock.pauses == [0.5]
+# -- async_call_with_retries only ----------------------------------------------------
 
 
 def test_async_cancellation_is_not_retried():

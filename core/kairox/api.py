@@ -236,15 +236,10 @@ class Kairox:
         caller's model read before proposing (``["tool output"]``, ``["web page"]``): the
         proposal then carries the injection warning, and a session one waits too.
         """
-        outcome = self.facade.memory.propose(
-            scope,
-            body,
-            key=key,
-            session_id=session or self.session,
-            workspace_id=self.facade.workspace_id,
-            via="api",
-            tainted_by=tainted_by,
-        )
+        from kairox.memory.approvals import Proposer
+
+        proposer = Proposer(session or self.session, self.facade.workspace_id, "api", tainted_by)
+        outcome = self.facade.memory.propose(scope, body, key=key, by=proposer)
         if outcome.accepted:
             return MemoryProposal("accepted", outcome.accepted[0])
         if outcome.pending:

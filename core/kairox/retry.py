@@ -51,6 +51,31 @@ class RetryPolicy:
         return base * (1 + self.jitter * random.random())
 
 
+def _pauses(
+    policy: RetryPolicy,
+    retryable: Callable[[Exception], bool],
+    retry_after: Callable[[Exception], float | None],
+    clock: Callable[[], float],
+) -> Callable[[int, Exception], float | None]:
+    """The rule both retry loops follow, with the budget's clock started now.
+
+    The returned function gives the pause before retrying after attempt ``attempt`` failed
+    with ``exc``, or ``None`` when the error is to be raised: the last attempt, an error a
+    retry cannot fix, or a pause that would overrun the budget.
+    """
+    started = clock()
+
+    def pause_after(attempt: int, exc: Exception) -> float | None:
+        if attempt == policy.attempts or not retryable(exc):
+            return None
+        pause = policy.delay(attempt, retry_after(exc))
+        if clock() - started + pause > policy.budget:
+            return None
+        return pause
+
+    return pause_after
+
+
 def call_with_retries(
     call: Callable[[], T],
     *,
@@ -65,15 +90,13 @@ def call_with_retries(
     The last error is raised unchanged when attempts or time run out, so callers see
     the service's own message.
     """
-    started = clock()
+    pause_after = _pauses(policy, retryable, retry_after, clock)
     for attempt in range(1, policy.attempts + 1):
         try:
             return call()
         except Exception as exc:
-            if attempt == policy.attempts or not retryable(exc):
-                raise
-            pause = policy.delay(attempt, retry_after(exc))
-            if clock() - started + pause > policy.budget:
+            pause = pause_after(attempt, exc)
+            if pause is None:
                 raise
             sleep(pause)
     raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
@@ -95,15 +118,13 @@ async def async_call_with_retries(
     the last error raised unchanged. Cancellation is never retried: ``CancelledError``
     is not an ``Exception``, so it passes straight through.
     """
-    started = clock()
+    pause_after = _pauses(policy, retryable, retry_after, clock)
     for attempt in range(1, policy.attempts + 1):
         try:
             return await call()
         except Exception as exc:
-            if attempt == policy.attempts or not retryable(exc):
-                raise
-            pause = policy.delay(attempt, retry_after(exc))
-            if clock() - started + pause > policy.budget:
+            pause = pause_after(attempt, exc)
+            if pause is None:
                 raise
             await sleep(pause)
     raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover

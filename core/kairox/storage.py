@@ -28,19 +28,21 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
-from typing import ClassVar, Final, Self
+from typing import ClassVar, Final, Protocol, Self
 
 from kairox.paths import state_errors
 
 __all__ = [
     "DATABASE_FORMAT_VERSION",
     "DEFAULT_BUSY_TIMEOUT_MS",
+    "ClosedOnExit",
     "Database",
     "SchemaVersionError",
     "SqliteComponentStore",
     "connect_database",
     "enable_wal",
     "ensure_component_schema",
+    "immediate_transaction",
     "utc_now",
 ]
 
@@ -122,6 +124,33 @@ def enable_wal(conn: sqlite3.Connection, timeout_s: float) -> None:
             time.sleep(0.005)
 
 
+class _Connection(Protocol):
+    """What :func:`immediate_transaction` needs: a sqlite3 or an apsw connection."""
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def execute(self, statement: str, /) -> object: ...
+
+
+@contextmanager
+def immediate_transaction(conn: _Connection) -> Iterator[None]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``; ``ROLLBACK`` when the block (or the commit) fails.
+
+    IMMEDIATE takes the write lock up front, so a read-then-write cannot be overtaken by
+    another process, and a second opener of a new file waits out the busy timeout instead
+    of failing at once with "database is locked".
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
 def ensure_component_schema(
     conn: sqlite3.Connection, component: str, version: int, statements: Sequence[str]
 ) -> None:
@@ -130,8 +159,7 @@ def ensure_component_schema(
     ``statements`` must be idempotent (``IF NOT EXISTS``). They run in one ``BEGIN IMMEDIATE``
     transaction so two processes opening a fresh database cannot interleave.
     """
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with immediate_transaction(conn):
         if _check_format(conn) < DATABASE_FORMAT_VERSION:
             conn.execute(f"PRAGMA user_version = {DATABASE_FORMAT_VERSION}")
         conn.execute(
@@ -156,14 +184,22 @@ def ensure_component_schema(
                 " ON CONFLICT(component) DO UPDATE SET version = excluded.version",
                 (component, version),
             )
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
 
 
-class Database:
+class ClosedOnExit:
+    """``with`` support for anything with a ``close()``: leaving the block closes it."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class Database(ClosedOnExit):
     """One connection to the state database, shared by every store opened on it.
 
     Calls are serialised by :attr:`lock` (re-entrant, so a store method may run inside
@@ -188,36 +224,20 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on error); a nested call joins it.
-
-        IMMEDIATE takes the write lock up front, so a read-then-write cannot be overtaken
-        by another process.
-        """
+        """:func:`immediate_transaction` on this connection; a nested call joins it."""
         with self.lock:
             if self.conn.in_transaction:
                 yield self.conn
                 return
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate_transaction(self.conn):
                 yield self.conn
-            except BaseException:
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
-                raise
-            self.conn.execute("COMMIT")
 
     def close(self) -> None:
         with self.lock:
             self.conn.close()
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-class SqliteComponentStore:
+class SqliteComponentStore(ClosedOnExit):
     """A store with its own tables in the shared database.
 
     Subclasses name their ``component``, ``schema_version`` and ``schema`` (idempotent
@@ -257,9 +277,3 @@ class SqliteComponentStore:
         """Close the connection (when this store opened it)."""
         if self._owns_database:
             self.database.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()

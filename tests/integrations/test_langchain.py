@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -62,12 +60,3 @@ def test_filters_apply(indexed_workspace: Path):
     docs = retriever.invoke("retries")
     assert {d.metadata["path"] for d in docs} == {"queue.md"}
     assert {d.metadata["path"] for d in retriever.invoke("retries", filters=None)} > {"queue.md"}
-
-
-def test_without_langchain_the_error_names_the_extra(workspace: Path):
-    script = (
-        "import sys; sys.modules['langchain_core'] = None\nimport kairox.integrations.langchain\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert result.returncode != 0
-    assert "pip install 'kairox[langchain]'" in result.stderr

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from pathlib import Path
 
 from llama_index.core import get_response_synthesizer
@@ -46,12 +44,3 @@ def test_works_in_a_query_engine(indexed_workspace: Path):
     response = engine.query("how do failed uploads retry?")
     assert response.source_nodes[0].node.metadata["path"] == "uploads.md"
     assert str(response)
-
-
-def test_without_llama_index_the_error_names_the_extra(workspace: Path):
-    script = (
-        "import sys; sys.modules['llama_index'] = None\nimport kairox.integrations.llama_index\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert result.returncode != 0
-    assert "pip install 'kairox[llamaindex]'" in result.stderr

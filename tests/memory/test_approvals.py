@@ -10,7 +10,7 @@ import pytest
 
 from kairox.events import SqliteEventStore
 from kairox.memory import SqliteMemoryStore, extract_memory_markers
-from kairox.memory.approvals import MemoryApprovals, MemoryInputError, MemoryNotFound
+from kairox.memory.approvals import MemoryApprovals, MemoryInputError, MemoryNotFound, Proposer
 
 WS = "/home/me/project"
 
@@ -343,10 +343,7 @@ def test_propose_takes_the_marker_path_and_records_who(database):
         "workspace",
         "  Run `make test` before pushing. ",
         key="Pre Push",
-        session_id="s1",
-        workspace_id=WS,
-        via="mcp",
-        tainted_by=["workspace:workspace"],
+        by=Proposer("s1", WS, "mcp", tainted_by=["workspace:workspace"]),
     )
     (record,) = outcome.pending
     assert (record.key, record.body, record.status) == (
@@ -357,12 +354,10 @@ def test_propose_takes_the_marker_path_and_records_who(database):
     assert record.provenance["via"] == "mcp" and record.injection_warning
     assert record.provenance["tainted_by"] == ["workspace:workspace"]
     assert event_types(flow) == ["MemoryProposed"]
-    session = flow.propose("session", "On call.", session_id="s1", workspace_id=WS, via="api")
+    session = flow.propose("session", "On call.", by=Proposer("s1", WS, "api"))
     assert [r.status for r in session.accepted] == ["approved"]
     # A tainted session proposal waits, as a tainted marker's does.
-    held = flow.propose(
-        "session", "Trust x.", session_id="s1", workspace_id=WS, via="mcp", tainted_by=["t"]
-    )
+    held = flow.propose("session", "Trust x.", by=Proposer("s1", WS, "mcp", tainted_by=["t"]))
     assert [r.status for r in held.pending] == ["pending"]
 
 
@@ -380,7 +375,7 @@ def test_propose_takes_the_marker_path_and_records_who(database):
 )
 def test_propose_rejects_with_a_reason_and_an_event(database, scope, key, body, reason):
     flow = approvals(database)
-    outcome = flow.propose(scope, body, key=key, session_id="s1", workspace_id=WS, via="mcp")
+    outcome = flow.propose(scope, body, key=key, by=Proposer("s1", WS, "mcp"))
     assert outcome.accepted == outcome.pending == []
     assert reason in outcome.rejected[0][1]
     assert event_types(flow) == ["MemoryRejected"]
@@ -390,13 +385,13 @@ def test_propose_rejects_with_a_reason_and_an_event(database, scope, key, body, 
 def test_forget_waits_for_approval(database):
     flow = approvals(database)
     kept = flow.set("user", "editor.font", "Iosevka", workspace_id=WS)
-    request = flow.propose_forget("editor.font", session_id="s1", workspace_id=WS, via="mcp")
+    request = flow.propose_forget("editor.font", by=Proposer("s1", WS, "mcp"))
     assert request.status == "pending" and request.provenance["action"] == "forget"
     assert flow.find("editor.font", workspace_id=WS).body == "Iosevka"  # still there
     flow.reject(request.id)
     assert flow.find("editor.font", workspace_id=WS).id == kept.id  # rejecting keeps it
 
-    again = flow.propose_forget("editor.font", session_id="s1", workspace_id=WS, via="mcp")
+    again = flow.propose_forget("editor.font", by=Proposer("s1", WS, "mcp"))
     flow.approve(again.id, actor="cli")
     forgotten = flow.events.list(types=["MemoryForgotten"])
     assert [(e.payload["memory_id"], e.payload["actor"]) for e in forgotten] == [(kept.id, "cli")]
@@ -404,4 +399,4 @@ def test_forget_waits_for_approval(database):
         flow.find("editor.font", workspace_id=WS)
     assert flow.store.get(again.id) is None and flow.pending(WS) == []
     with pytest.raises(MemoryNotFound, match="no workspace or user memory"):
-        flow.propose_forget("editor.font", session_id="s1", workspace_id=WS, via="mcp")
+        flow.propose_forget("editor.font", by=Proposer("s1", WS, "mcp"))

@@ -34,6 +34,7 @@ from kairox.retrieval.fts5 import match_expression
 from kairox.retrieval.fusion import fuse
 from kairox.retrieval.sqlite_engine import connect, enable_wal
 from kairox.retrieval.vectors import SENTENCE_WEIGHT
+from kairox.storage import immediate_transaction
 
 #: One stored document: (id, title, body, uri, metadata).
 _Row = tuple[str, str, str, "str | None", dict[str, Any]]
@@ -135,15 +136,10 @@ class SqliteFtsIndex:
         # waits out the busy timeout and then finds the schema there. A deferred
         # transaction would read first and then fail at once with "database is locked"
         # (SQLITE_BUSY_SNAPSHOT) when another connection wrote in between.
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate_transaction(self._db):
             if self._schema_version() != _SCHEMA_VERSION:
                 self._db.execute(_SCHEMA)
                 self._db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from kairox.errors import KairoxError
-from kairox.memory.approvals import MAX_PROPOSAL_CHARS
+from kairox.memory.approvals import MAX_PROPOSAL_CHARS, Proposer
 from kairox.memory.marker_rules import SCOPES
 
 if TYPE_CHECKING:
@@ -177,18 +177,14 @@ class KairoxTools:
 
     # -- memory -----------------------------------------------------------------------
 
+    def _proposer(self) -> Proposer:
+        """This server's session, as the proposer of a memory or of a deletion."""
+        return Proposer(self.session_id, self.facade.workspace_id, VIA, self.tainted_by)
+
     def remember(self, scope: str, body: str, key: str | None = None) -> dict[str, Any]:
         scope = _scope(scope, MEMORY_SCOPES)
         body = _text("body", body, MAX_PROPOSAL_CHARS)
-        outcome = self.facade.memory.propose(
-            scope,
-            body,
-            key=key,
-            session_id=self.session_id,
-            workspace_id=self.facade.workspace_id,
-            via=VIA,
-            tainted_by=self.tainted_by,
-        )
+        outcome = self.facade.memory.propose(scope, body, key=key, by=self._proposer())
         if outcome.rejected:
             raise ToolInputError(f"not remembered: {outcome.rejected[0][1]}")
         if outcome.accepted:
@@ -237,14 +233,7 @@ class KairoxTools:
         key = _text("key", key, 256)
         if scope is not None:
             scope = _scope(scope, ("user", "workspace"))
-        request = self.facade.memory.propose_forget(
-            key,
-            scope=scope,
-            session_id=self.session_id,
-            workspace_id=self.facade.workspace_id,
-            via=VIA,
-            tainted_by=self.tainted_by,
-        )
+        request = self.facade.memory.propose_forget(key, scope=scope, by=self._proposer())
         return {
             "status": "pending",
             "message": f"Asked the user to forget {request.scope} memory {request.key!r}. "

@@ -33,8 +33,9 @@ from kairox.events import (
     MemoryRejected,
     SqliteEventStore,
 )
+from kairox.memory.base_store import MemoryStore
 from kairox.memory.markers import SCOPES, MemoryMarker, RejectedMarker, normalize_key
-from kairox.memory.store import MemoryRecord, MemoryStore
+from kairox.memory.records import MemoryRecord
 from kairox.storage import Database
 
 DEFAULT_MAX_PROPOSALS_PER_TURN = 5
@@ -74,6 +75,23 @@ def _key(key: str) -> str:
         raise MemoryInputError(
             f"{exc}; keys are short dotted names such as 'editor.font' or 'commit.style'"
         ) from exc
+
+
+@dataclass(frozen=True)
+class Proposer:
+    """Who makes a proposal from outside a chat turn (:meth:`MemoryApprovals.propose`).
+
+    :param session_id: the session it is made in (its events go there).
+    :param workspace_id: the workspace it is made in.
+    :param via: the channel (``"mcp"``, ``"api"``), kept in the provenance.
+    :param tainted_by: what unvetted text the proposer has read (``workspace:<source>``,
+        ``tool output``): the proposal then carries the injection warning.
+    """
+
+    session_id: str
+    workspace_id: str
+    via: str
+    tainted_by: Sequence[str] = ()
 
 
 @dataclass
@@ -177,15 +195,7 @@ class MemoryApprovals:
                 record = write(
                     marker.scope, marker.body, key=marker.key, provenance=provenance, **place
                 )
-                proposed = MemoryProposed(
-                    scope=marker.scope,
-                    body=marker.body,
-                    key=marker.key,
-                    memory_id=record.id,
-                    injection_warning=bool(taint),
-                    turn_id=turn_id,
-                    tainted_by=taint,
-                )
+                proposed = _proposed(record, taint, turn_id)
                 decided = MemoryAccepted(
                     scope="session", key=marker.key, memory_id=record.id, auto=True
                 )
@@ -217,53 +227,34 @@ class MemoryApprovals:
     # -- proposals from outside a model turn (the MCP server, the Python API) -------
 
     def propose(
-        self,
-        scope: str,
-        body: str,
-        *,
-        key: str | None = None,
-        session_id: str,
-        workspace_id: str,
-        via: str,
-        tainted_by: Sequence[str] = (),
+        self, scope: str, body: str, *, key: str | None = None, by: Proposer
     ) -> TurnProposals:
         """Propose one memory exactly as a ``<memory>`` marker in a turn would.
 
-        Session memories are kept at once (held for approval when ``tainted_by`` names
+        Session memories are kept at once (held for approval when ``by.tainted_by`` names
         something and ``hold_tainted_session`` is on), user and workspace ones wait for a
         person; a bad scope, key or body comes back in ``rejected`` with the reason (and a
         ``MemoryRejected`` event), never as a downgraded session memory.
-
-        :param via: who proposed it (``"mcp"``, ``"api"``), kept in the provenance.
         """
-        raw = f"<memory scope={scope!r} key={key!r}> ({len(body)} characters) via {via}"
+        raw = f"<memory scope={scope!r} key={key!r}> ({len(body)} characters) via {by.via}"
         marker, reason = _marker(scope, key, body, raw)
         if marker is None:
             return self.handle_turn(
                 [],
                 [RejectedMarker(reason=reason, raw=raw)],
-                session_id=session_id,
-                workspace_id=workspace_id,
+                session_id=by.session_id,
+                workspace_id=by.workspace_id,
             )
         return self.handle_turn(
             [marker],
             [],
-            session_id=session_id,
-            workspace_id=workspace_id,
-            tainted_by=tainted_by,
-            origin={"via": via},
+            session_id=by.session_id,
+            workspace_id=by.workspace_id,
+            tainted_by=by.tainted_by,
+            origin={"via": by.via},
         )
 
-    def propose_forget(
-        self,
-        key: str,
-        *,
-        scope: str | None = None,
-        session_id: str,
-        workspace_id: str,
-        via: str,
-        tainted_by: Sequence[str] = (),
-    ) -> MemoryRecord:
+    def propose_forget(self, key: str, *, scope: str | None = None, by: Proposer) -> MemoryRecord:
         """Ask a person to delete the memory under ``key``; nothing is deleted until approved.
 
         The request waits as a pending proposal in the memory's scope and key (replacing a
@@ -271,14 +262,14 @@ class MemoryApprovals:
         the memory, rejecting it keeps the memory. Raises :class:`MemoryNotFound` when no
         memory has the key.
         """
-        target = self.find(key, workspace_id=workspace_id, scope=scope)
-        taint = list(dict.fromkeys(tainted_by))
+        target = self.find(key, workspace_id=by.workspace_id, scope=scope)
+        taint = list(dict.fromkeys(by.tainted_by))
         provenance = {
-            "via": via,
+            "via": by.via,
             "action": FORGET_ACTION,
             "forget_memory_id": target.id,
-            "session_id": session_id,
-            "workspace_id": workspace_id,
+            "session_id": by.session_id,
+            "workspace_id": by.workspace_id,
             "injection_warning": bool(taint),
             "tainted_by": taint,
         }
@@ -290,18 +281,7 @@ class MemoryApprovals:
                 workspace_id=target.workspace_id,
                 provenance=provenance,
             )
-            self.events.append(
-                session_id,
-                workspace_id,
-                MemoryProposed(
-                    scope=target.scope,
-                    body=record.body,
-                    key=target.key,
-                    memory_id=record.id,
-                    injection_warning=bool(taint),
-                    tainted_by=taint,
-                ),
-            )
+            self.events.append(by.session_id, by.workspace_id, _proposed(record, taint))
         return record
 
     # -- decisions by a person ------------------------------------------------------
@@ -335,8 +315,7 @@ class MemoryApprovals:
                 return self._approve_forget(record, actor)
             accepted = self.store.set_status(memory_id, "approved")
             self.events.append(
-                _session_of(record),
-                record.workspace_id or record.provenance.get("workspace_id"),
+                *_log_of(record),
                 MemoryAccepted(
                     scope=record.scope, key=record.key, memory_id=accepted.id, actor=actor
                 ),
@@ -348,22 +327,17 @@ class MemoryApprovals:
         target = self.store.get_by_key(
             request.scope, request.key or "", workspace_id=request.workspace_id
         )
-        workspace_id = request.workspace_id or request.provenance.get("workspace_id")
         self.store.forget(request.id)
-        decided = [
-            MemoryAccepted(scope=request.scope, key=request.key, memory_id=request.id, actor=actor)
-        ]
+        decided = [MemoryAccepted(**_about(request), actor=actor)]
         if target is not None and self.store.forget(target.id):
             decided.append(
                 MemoryForgotten(
-                    memory_id=target.id,
-                    scope=target.scope,
-                    key=target.key,
+                    **_about(target),
                     previous_body=target.body,
                     actor=actor,
                 )
             )
-        self.events.append_many(_session_of(request), workspace_id, decided)
+        self.events.append_many(*_log_of(request), decided)
         return request
 
     def reject(
@@ -374,13 +348,10 @@ class MemoryApprovals:
             record = self._pending_record(memory_id)
             rejected = self.store.set_status(memory_id, "rejected")
             self.events.append(
-                _session_of(record),
-                record.workspace_id or record.provenance.get("workspace_id"),
+                *_log_of(record),
                 MemoryRejected(
                     reason=reason,
-                    scope=record.scope,
-                    key=record.key,
-                    memory_id=memory_id,
+                    **_about(record),
                     actor=actor,
                 ),
             )
@@ -409,7 +380,7 @@ class MemoryApprovals:
             self.events.append(
                 USER_ACTIONS_SESSION,
                 workspace_id,
-                MemoryAccepted(scope=scope, key=record.key, memory_id=record.id, actor=actor),
+                MemoryAccepted(**_about(record), actor=actor),
             )
         return record
 
@@ -455,12 +426,9 @@ class MemoryApprovals:
                 raise MemoryNotFound(f"no memory {memory_id}; `kairox memory list` shows the ids")
             edited = self.store.update_body(memory_id, body)
             self.events.append(
-                _session_of(before) if before.scope == "session" else USER_ACTIONS_SESSION,
-                before.workspace_id or before.provenance.get("workspace_id"),
+                *_log_of(before, by_person=True),
                 MemoryEdited(
-                    memory_id=memory_id,
-                    scope=before.scope,
-                    key=before.key,
+                    **_about(before),
                     body=edited.body,
                     previous_body=before.body,
                     actor=actor,
@@ -482,12 +450,9 @@ class MemoryApprovals:
             if before is None or not self.store.forget(memory_id):
                 raise MemoryNotFound(f"no memory {memory_id}; `kairox memory list` shows the ids")
             self.events.append(
-                _session_of(before) if before.scope == "session" else USER_ACTIONS_SESSION,
-                before.workspace_id or before.provenance.get("workspace_id"),
+                *_log_of(before, by_person=True),
                 MemoryForgotten(
-                    memory_id=memory_id,
-                    scope=before.scope,
-                    key=before.key,
+                    **_about(before),
                     previous_body=before.body,
                     actor=actor,
                 ),
@@ -521,6 +486,36 @@ def _marker(scope: str, key: str | None, body: str, raw: str) -> tuple[MemoryMar
     elif scope != "session":
         return None, f"a {scope} memory needs a key, so a later proposal can replace it"
     return MemoryMarker(scope=scope, key=normal, body=body.strip(), raw=raw), ""
+
+
+def _log_of(record: MemoryRecord, *, by_person: bool = False) -> tuple[str, str | None]:
+    """The (session, workspace) whose event log records a decision about ``record``.
+
+    A person's edit or deletion of a user or workspace memory (``by_person``) belongs to no
+    session, so it goes to the user-actions session instead.
+    """
+    session = _session_of(record)
+    if by_person and record.scope != "session":
+        session = USER_ACTIONS_SESSION
+    return session, record.workspace_id or record.provenance.get("workspace_id")
+
+
+def _proposed(record: MemoryRecord, taint: list[str], turn_id: str | None = None) -> MemoryProposed:
+    """The event of a proposal just stored as ``record`` (its body and key as stored)."""
+    return MemoryProposed(
+        scope=record.scope,
+        body=record.body,
+        key=record.key,
+        memory_id=record.id,
+        injection_warning=bool(taint),
+        turn_id=turn_id,
+        tainted_by=taint,
+    )
+
+
+def _about(record: MemoryRecord) -> dict[str, Any]:
+    """The fields every event about a stored record names it by."""
+    return {"memory_id": record.id, "scope": record.scope, "key": record.key}
 
 
 def _session_of(record: MemoryRecord) -> str:
