@@ -171,7 +171,7 @@ def top_k(
 
 
 class VectorSource:
-    """An in-memory dense source over pre-embedded documents (a ``WorkspaceRetriever``).
+    """An in-memory dense source over pre-embedded documents (a ``Source``).
 
     With ``sentences`` (their vectors and owning rows) it scores sentence-aware, weighting
     each document's best sentence by ``sentence_weight`` (see the module docstring).
