@@ -10,7 +10,7 @@ from kairox.config import ConfigError, user_config_path
 from kairox.config_loader import load_config
 from kairox.registry import Registry
 
-from .conftest import load_ws, problems_of, write
+from .conftest import load_ws, write
 
 
 def test_explicit_config_path_wins_over_discovery(env: Path, registry: Registry) -> None:
@@ -105,14 +105,6 @@ def test_file_defining_default_replaces_builtin(env: Path, registry: Registry) -
     assert config.profiles["default"].model == "mine"
 
 
-def test_toml_syntax_error_names_file_and_line(env: Path, registry: Registry) -> None:
-    err, path = problems_of(env, "[profiles.default]\nmodel = gpt-4o\n", registry)
-    [problem] = err.problems
-    assert problem.file == path
-    assert "line 2" in problem.problem
-    assert "invalid TOML" in str(err)
-
-
 def test_syntax_error_in_one_file_still_reports_the_other(env: Path, registry: Registry) -> None:
     user = write(user_config_path(), "[profiles\n")
     ws = write(env / "kairox.toml", "[bogus]\n")
@@ -121,22 +113,6 @@ def test_syntax_error_in_one_file_still_reports_the_other(env: Path, registry: R
     files = [p.file for p in info.value.problems]
     assert user in files
     assert ws in files
-
-
-def test_unknown_top_level_table_suggests(env: Path, registry: Registry) -> None:
-    err, path = problems_of(env, '[knowledge_base.papers]\nkind = "sqlite-fts"\n', registry)
-    [problem] = err.problems
-    assert problem.file == path
-    assert problem.table == "knowledge_base"
-    assert "did you mean 'knowledge_bases'?" in problem.problem
-
-
-def test_non_table_entry_is_reported(env: Path, registry: Registry) -> None:
-    err, _ = problems_of(env, '[profiles]\nfast = "gpt-4o"\n', registry)
-    [problem] = err.problems
-    assert problem.table == "profiles"
-    assert problem.key == "fast"
-    assert "must be a table" in problem.problem
 
 
 def test_a_folder_named_kairox_toml_is_reported_not_passed_over(
