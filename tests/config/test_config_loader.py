@@ -210,27 +210,6 @@ def test_plugin_schema_that_crashes_names_the_plugin(env: Path) -> None:
     assert "boom" in problem.problem
 
 
-def test_unknown_profile_in_profile_aliases(env: Path, registry: Registry) -> None:
-    err, path = problems_of(
-        env,
-        """
-        [profiles.fast]
-        aliases = ["quick"]
-
-        [knowledge_bases.papers]
-        kind = "sqlite-fts"
-        path = "p.db"
-        profile_aliases = ["quik"]
-        """,
-        registry,
-    )
-    [problem] = err.problems
-    assert (problem.file, problem.table) == (path, "knowledge_bases.papers")
-    assert problem.key is not None and problem.key.startswith("profile_aliases")
-    assert "'quik'" in problem.problem
-    assert "did you mean 'quick'?" in problem.problem
-
-
 def test_profile_aliases_may_name_a_user_file_profile(env: Path, registry: Registry) -> None:
     write(user_config_path(), '[profiles.cheap]\naliases = ["budget"]\n')
     config = load_ws(

@@ -17,14 +17,16 @@ from .conftest import problems_of
 class OneProblem:
     """A config text that raises exactly one problem, and what that problem must say.
 
-    Only the parts given are checked: the problem's ``table`` and ``key``, words in its
-    ``problem`` and ``fix``, words in the whole error's ``message``, that it names the
-    workspace file (``in_file``), and words the message must never show (``hidden``).
+    Only the parts given are checked: the problem's ``table``, its ``key`` (or how the key
+    starts, ``key_prefix``), words in its ``problem`` and ``fix``, words in the whole
+    error's ``message``, that it names the workspace file (``in_file``), and words the
+    message must never show (``hidden``).
     """
 
     text: str
     table: str | None = None
     key: str | None = None
+    key_prefix: str | None = None
     problem: tuple[str, ...] = ()
     fix: tuple[str, ...] = ()
     message: tuple[str, ...] = ()
@@ -40,6 +42,8 @@ class OneProblem:
             assert problem.table == self.table
         if self.key is not None:
             assert problem.key == self.key
+        if self.key_prefix is not None:
+            assert problem.key is not None and problem.key.startswith(self.key_prefix)
         for words in self.problem:
             assert words in problem.problem
         for words in self.fix:
@@ -135,6 +139,14 @@ ONE_PROBLEM = {
     ),
     "unregistered_kind_still_validates_common_keys": OneProblem(
         '[knowledge_bases.big]\nkind = "tantivy"\nweight = -1\n', key="weight"
+    ),
+    "unknown_profile_in_profile_aliases": OneProblem(
+        '[profiles.fast]\naliases = ["quick"]\n\n'
+        '[knowledge_bases.papers]\nkind = "sqlite-fts"\npath = "p.db"\nprofile_aliases = ["quik"]\n',
+        in_file=True,
+        table="knowledge_bases.papers",
+        key_prefix="profile_aliases",
+        problem=("'quik'", "did you mean 'quick'?"),
     ),
     "alias_equal_to_another_profile_name": OneProblem(
         '[profiles.fast]\n[profiles.smart]\naliases = ["fast"]\n',
