@@ -165,6 +165,18 @@ class ConfigError(Exception):
 # ---------------------------------------------------------------------------
 
 
+def _smaller_than(field: str, limit: str) -> Any:
+    """A validator refusing a ``field`` value at or above the (earlier) ``limit`` field's."""
+
+    def check(cls: type[BaseModel], value: int, info: ValidationInfo) -> int:
+        bound = info.data.get(limit)
+        if isinstance(bound, int) and value >= bound:
+            raise ValueError(f"{field} ({value}) must be smaller than {limit} ({bound})")
+        return value
+
+    return field_validator(field)(classmethod(check))
+
+
 class ProfileConfig(BaseModel):
     """A model profile: ``[profiles.<name>]``, the keys every profile shares.
 
@@ -202,13 +214,7 @@ class ProfileConfig(BaseModel):
         copy._plugin_keys = dict(keys)
         return copy
 
-    @field_validator("headroom")
-    @classmethod
-    def _headroom_below_window(cls, value: int, info: ValidationInfo) -> int:
-        window = info.data.get("context_window")
-        if isinstance(window, int) and value >= window:
-            raise ValueError(f"headroom ({value}) must be smaller than context_window ({window})")
-        return value
+    _headroom_below_window = _smaller_than("headroom", "context_window")
 
 
 class PluginSettings(BaseModel):
@@ -256,13 +262,7 @@ class KnowledgeBaseConfig(BaseModel):
     chunk_tokens: StrictInt = Field(default=256, ge=16, le=8192)
     chunk_overlap: StrictInt = Field(default=32, ge=0)
 
-    @field_validator("chunk_overlap")
-    @classmethod
-    def _kb_overlap_below_chunk(cls, value: int, info: ValidationInfo) -> int:
-        size = info.data.get("chunk_tokens")
-        if isinstance(size, int) and value >= size:
-            raise ValueError(f"chunk_overlap ({value}) must be smaller than chunk_tokens ({size})")
-        return value
+    _kb_overlap_below_chunk = _smaller_than("chunk_overlap", "chunk_tokens")
 
 
 class WorkspaceConfig(BaseModel):
@@ -303,13 +303,7 @@ class WorkspaceConfig(BaseModel):
                 raise ValueError(f"{pattern!r} is not a gitignore pattern ({exc})") from None
         return value
 
-    @field_validator("chunk_overlap")
-    @classmethod
-    def _overlap_below_chunk(cls, value: int, info: ValidationInfo) -> int:
-        size = info.data.get("chunk_tokens")
-        if isinstance(size, int) and value >= size:
-            raise ValueError(f"chunk_overlap ({value}) must be smaller than chunk_tokens ({size})")
-        return value
+    _overlap_below_chunk = _smaller_than("chunk_overlap", "chunk_tokens")
 
 
 class MemoryConfig(BaseModel):
@@ -443,10 +437,9 @@ class KairoxConfig:
             if name_or_alias in profile.aliases:
                 return name, profile
         candidates = self._profile_names_and_aliases()
-        problem = f"no profile or alias named {name_or_alias!r}"
-        suggestion = _did_you_mean(name_or_alias, candidates)
-        if suggestion:
-            problem += f"; did you mean {suggestion!r}?"
+        problem = _suggest(
+            f"no profile or alias named {name_or_alias!r}", name_or_alias, candidates
+        )
         raise ConfigError(
             [
                 ConfigProblem(
@@ -525,3 +518,17 @@ def find_workspace_config(start: Path) -> Path | None:
 def _did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
     matches = get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return matches[0] if matches else None
+
+
+def _suggest(problem: str, word: str, candidates: Iterable[str]) -> str:
+    """``problem``, ending in "; did you mean 'X'?" when a candidate X is close to ``word``."""
+    suggestion = _did_you_mean(word, candidates)
+    return f"{problem}; did you mean {suggestion!r}?" if suggestion else problem
+
+
+def _rename_or(problem: str, word: str, candidates: Iterable[str], fix: str) -> tuple[str, str]:
+    """The problem and fix for an unknown ``word``: rename it to a close candidate, else ``fix``."""
+    suggestion = _did_you_mean(word, candidates)
+    if suggestion is None:
+        return problem, fix
+    return f"{problem}; did you mean {suggestion!r}?", f"rename it to {suggestion!r}"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kairox.config import ALLOWED_TOP_LEVEL, _did_you_mean
+from kairox.config import ALLOWED_TOP_LEVEL, _rename_or
 from kairox.paths import WORKSPACE_CONFIG_NAME
 
 __all__ = ["ConfigFileReader", "Table", "same_file"]
@@ -106,16 +106,13 @@ class ConfigFileReader:
         return profiles, kbs, singles
 
     def _unknown_top_level(self, path: Path, top: str) -> None:
-        suggestion = _did_you_mean(top, ALLOWED_TOP_LEVEL)
-        problem = f"unknown top-level table or key {top!r}"
-        if suggestion:
-            problem += f"; did you mean {suggestion!r}?"
-            fix = f"rename it to {suggestion!r}"
-        else:
-            fix = (
-                "remove it; the allowed tables are [profiles.<name>], "
-                "[knowledge_bases.<id>], [workspace] and [memory]"
-            )
+        problem, fix = _rename_or(
+            f"unknown top-level table or key {top!r}",
+            top,
+            ALLOWED_TOP_LEVEL,
+            "remove it; the allowed tables are [profiles.<name>], "
+            "[knowledge_bases.<id>], [workspace] and [memory]",
+        )
         self.add(path, top, None, problem, fix)
 
     # -- per-table checks -------------------------------------------------

@@ -35,7 +35,8 @@ from kairox.config import (
     MemoryConfig,
     ProfileConfig,
     WorkspaceConfig,
-    _did_you_mean,
+    _rename_or,
+    _suggest,
     find_workspace_config,
     user_config_path,
 )
@@ -222,18 +223,7 @@ class _Loader(ConfigFileReader):
                 continue
             if name not in specs:
                 # A stage is named by the user here, so an unknown name is this file's error.
-                suggestion = _did_you_mean(name, list(specs))
-                problem = f"no {what} named {name!r}"
-                if suggestion:
-                    problem += f"; did you mean {suggestion!r}?"
-                installed = ", ".join(sorted(specs)) or "none"
-                self.add(
-                    origin,
-                    table,
-                    key,
-                    problem,
-                    f"use one of: {installed}; or install the plugin that provides it",
-                )
+                self.not_installed(origin, table, key, f"no {what} named {name!r}", name, specs)
         # Every installed stage owns its keys, named or not: `kairox search --rerank NAME`
         # picks a stage for one search, and its settings must be able to wait in the profile.
         for specs, _, what, _ in stages:
@@ -268,19 +258,13 @@ class _Loader(ConfigFileReader):
         if not resolved:
             return
         for key in sorted(set(keys) - claimed - skip):
-            suggestion = _did_you_mean(key, known)
-            problem = f"unknown key {key!r}"
-            if suggestion:
-                problem += f"; did you mean {suggestion!r}?"
-            self.add(
-                origin,
-                table,
+            problem, fix = _rename_or(
+                f"unknown key {key!r}",
                 key,
-                problem,
-                f"rename it to {suggestion!r}"
-                if suggestion
-                else f"remove it; the keys of this profile are: {', '.join(known)}",
+                known,
+                f"remove it; the keys of this profile are: {', '.join(known)}",
             )
+            self.add(origin, table, key, problem, fix)
 
     def alias_collisions(
         self, profiles: dict[str, ProfileConfig], tables: dict[str, Table]
@@ -385,15 +369,11 @@ class _Loader(ConfigFileReader):
                 for i, ref in enumerate(config.profile_aliases):
                     if ref in profile_refs:
                         continue
-                    problem = f"no profile or alias named {ref!r}"
-                    suggestion = _did_you_mean(ref, profile_refs)
-                    if suggestion:
-                        problem += f"; did you mean {suggestion!r}?"
                     self.add(
                         t.origin,
                         table,
                         f"profile_aliases[{i}]",
-                        problem,
+                        _suggest(f"no profile or alias named {ref!r}", ref, profile_refs),
                         f"use one of: {', '.join(profile_refs)}; or define [profiles.{ref}]",
                     )
 
@@ -429,40 +409,39 @@ class _Loader(ConfigFileReader):
         if not isinstance(ws, WorkspaceConfig):
             return WorkspaceConfig()
         backends = self.registry.embedding_backends
-        if "embedding_backend" in t.raw and len(backends) and ws.embedding_backend not in backends:
-            self._not_registered(
-                t.origin,
-                "embedding_backend",
-                ws.embedding_backend,
-                list(backends),
-                "embedding backend",
-            )
+        # With nothing registered (a bare registry) names are not checked at all.
+        named: list[tuple[str, str, Any, str]] = []
+        if "embedding_backend" in t.raw and len(backends):
+            named.append(("embedding_backend", ws.embedding_backend, backends, "embedding backend"))
         retrievers = self.registry.workspace_retrievers
         if len(retrievers):
-            for i, name in enumerate(ws.disabled_retrievers):
-                if name not in retrievers:
-                    self._not_registered(
-                        t.origin,
-                        f"disabled_retrievers[{i}]",
-                        name,
-                        list(retrievers),
-                        "workspace retriever",
-                    )
+            named += [
+                (f"disabled_retrievers[{i}]", name, retrievers, "workspace retriever")
+                for i, name in enumerate(ws.disabled_retrievers)
+            ]
+        for key, name, specs, what in named:
+            if name not in specs:
+                problem = f"no installed plugin provides the {what} {name!r}"
+                self.not_installed(t.origin, "workspace", key, problem, name, specs)
         return ws
 
-    def _not_registered(
-        self, origin: Path, key: str, name: str, known: list[str], what: str
+    def not_installed(
+        self,
+        origin: Path,
+        table: str,
+        key: str,
+        problem: str,
+        name: str,
+        known: Iterable[str],
     ) -> None:
-        problem = f"no installed plugin provides the {what} {name!r}"
-        suggestion = _did_you_mean(name, known)
-        if suggestion:
-            problem += f"; did you mean {suggestion!r}?"
+        """Report a plugin name no installed plugin provides, with the ones that are."""
+        installed = ", ".join(sorted(known)) or "none"
         self.add(
             origin,
-            "workspace",
+            table,
             key,
-            problem,
-            f"use one of: {', '.join(sorted(known))}; or install the plugin that provides it",
+            _suggest(problem, name, known),
+            f"use one of: {installed}; or install the plugin that provides it",
         )
 
 
@@ -593,8 +572,6 @@ def _unavailable_reason(kind: str, kinds: Any) -> str:
             f"kind {kind!r} is provided by the plugin package {package}, which is not "
             f"installed. Fix: kairox install {package}"
         )
-    reason = f"no installed plugin provides kind {kind!r}"
-    suggestion = _did_you_mean(kind, sorted({*kinds, *KNOWN_KIND_PACKAGES}))
-    if suggestion:
-        reason += f"; did you mean {suggestion!r}?"
+    known = sorted({*kinds, *KNOWN_KIND_PACKAGES})
+    reason = _suggest(f"no installed plugin provides kind {kind!r}", kind, known)
     return reason + " Fix: install the plugin that provides it, or correct `kind`"

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from kairox.config import _BUILTIN_MODELS, _FIELD_FIXES, ConfigProblem, _did_you_mean
+from kairox.config import _BUILTIN_MODELS, _FIELD_FIXES, ConfigProblem, _rename_or
 
 __all__ = ["model_keys", "translate_error"]
 
@@ -47,15 +47,12 @@ def translate_error(
 
     if etype == "extra_forbidden":
         fields = model_keys(model) if len(loc) == 1 else []
-        suggestion = _did_you_mean(str(name), fields) if fields else None
-        if suggestion:
-            problem = f"unknown key {name!r}; did you mean {suggestion!r}?"
-            fix = f"rename it to {suggestion!r}"
-        else:
-            problem = f"unknown key {name!r}"
-            fix = "remove it" + (
-                f"; the allowed keys here are: {', '.join(fields)}" if fields else ""
-            )
+        problem, fix = _rename_or(
+            f"unknown key {name!r}",
+            str(name),
+            fields,
+            "remove it" + (f"; the allowed keys here are: {', '.join(fields)}" if fields else ""),
+        )
         return ConfigProblem(origin, table, key, problem, fix)
 
     if etype == "missing":

@@ -69,7 +69,7 @@ def kairox_register_workspace_retrievers(
     Called as a register-callback; the factories run when a profile's sources are built.
     Each registered :class:`~kairox.registry.WorkspaceRetrieverSpec` has a ``factory``
     taking a :class:`~kairox.registry.BuildContext` and returning a
-    :class:`~kairox.retrieval.WorkspaceRetriever`. The built-in workspace RAG index is one;
+    :class:`~kairox.retrieval.Source`. The built-in workspace RAG index is one;
     a plugin could add code-symbol or git-history search. Its hits go to the prompt's
     workspace section (the spec's ``group``, :class:`~kairox.registry.SourceGroup`). The
     factory runs once per facade; the source is reused for every search and closed (its
@@ -92,7 +92,7 @@ def kairox_register_knowledge_base_kinds(
     checks its tables). A :class:`~kairox.registry.KnowledgeBaseKind` carries the kind's name, its config
     schema (a subclass of :class:`~kairox.config.KnowledgeBaseConfig` that validates the
     kind-specific keys of a ``[knowledge_bases.<id>]`` table) and a factory that builds a
-    :class:`~kairox.retrieval.WorkspaceRetriever` from one validated table.
+    :class:`~kairox.retrieval.Source` from one validated table.
 
     :param register: call ``register(KnowledgeBaseKind(name=..., config_model=...,
         factory=...))``.

@@ -29,6 +29,7 @@ from typing import Any
 from kairox.context.tokens import DEFAULT_ENCODING
 from kairox.errors import KairoxError
 from kairox.retrieval import Document, IngestableSource
+from kairox.run_stats import PATH_WHYS, TALLY, RunStats
 from kairox.workspace.convert.base import Converted
 from kairox.workspace.convert.converters import Converters
 from kairox.workspace.convert.sections import chunk_converted
@@ -50,7 +51,7 @@ class IngestError(KairoxError, ValueError):
 
 
 @dataclass
-class IngestStats:
+class IngestStats(RunStats):
     """What one ingest run did."""
 
     added: int = 0
@@ -61,27 +62,15 @@ class IngestStats:
     chunks_written: int = 0
     skipped_files: list[str] = field(default_factory=list)
     #: ``(path, why)`` per skipped input, ``why`` starting with the reason (``binary``...).
-    skipped: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list, metadata=PATH_WHYS)
     #: How many inputs were skipped for each reason.
-    skipped_reasons: dict[str, int] = field(default_factory=dict)
+    skipped_reasons: dict[str, int] = field(default_factory=dict, metadata=TALLY)
 
     def skip(self, path: str, reason: str, detail: str = "") -> None:
         """Count one skipped input under its reason."""
         self.skipped_files.append(path)
         self.skipped.append((path, f"{reason} ({detail})" if detail else reason))
         self.skipped_reasons[reason] = self.skipped_reasons.get(reason, 0) + 1
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "added": self.added,
-            "updated": self.updated,
-            "unchanged": self.unchanged,
-            "deleted": self.deleted,
-            "chunks_written": self.chunks_written,
-            "skipped_files": self.skipped_files,
-            "skipped": [{"path": path, "why": why} for path, why in self.skipped],
-            "skipped_reasons": dict(sorted(self.skipped_reasons.items())),
-        }
 
 
 def _document_id(path: Path, root: Path) -> str:

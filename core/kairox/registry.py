@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from kairox.config import KnowledgeBaseConfig, ProfileConfig, WorkspaceConfig
     from kairox.embedding import EmbeddingBackend
     from kairox.models import ModelBackend
-    from kairox.retrieval import WorkspaceRetriever
+    from kairox.retrieval import Source
     from kairox.workspace.convert.converters import Converters
 
 R = TypeVar("R")
@@ -93,7 +93,7 @@ class WorkspaceRetrieverSpec:
     """
 
     name: str
-    factory: Callable[[BuildContext], WorkspaceRetriever]
+    factory: Callable[[BuildContext], Source]
     description: str = ""
     group: SourceGroup = SourceGroup.WORKSPACE
 
@@ -106,13 +106,13 @@ class KnowledgeBaseKind:
     :param config_model: a :class:`~kairox.config.KnowledgeBaseConfig` subclass that
         validates the table, kind-specific keys included.
     :param factory: ``factory(kb_id, config, ctx)`` returns a
-        :class:`~kairox.retrieval.WorkspaceRetriever` named ``kb_id``.
+        :class:`~kairox.retrieval.Source` named ``kb_id``.
     :param group: where its hits go in the prompt (a knowledge base's own section).
     """
 
     name: str
     config_model: type[KnowledgeBaseConfig]
-    factory: Callable[[str, Any, BuildContext], WorkspaceRetriever]
+    factory: Callable[[str, Any, BuildContext], Source]
     description: str = ""
     group: SourceGroup = SourceGroup.KNOWLEDGE_BASE
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from kairox.embedding import EmbeddingBackend
     from kairox.models import ModelBackend
     from kairox.registry import Registry
-    from kairox.retrieval import WorkspaceRetriever
+    from kairox.retrieval import Source
     from kairox.retrieval.composite import CompositeWorkspaceRetriever
     from kairox.retrieval.stages import StagedRetrieval
     from kairox.workspace.convert.converters import Converters
@@ -45,7 +45,7 @@ class SourceError(KairoxError, RuntimeError):
 class SourcePlan:
     """The sources one profile searches, with their settings and groups."""
 
-    sources: list[WorkspaceRetriever] = field(default_factory=list)
+    sources: list[Source] = field(default_factory=list)
     timeouts_ms: dict[str, int] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
@@ -77,7 +77,7 @@ class SourceFactory:
         self.state_dir = state_dir
         self._backends: dict[str, EmbeddingBackend] = {}
         self._warmed: set[str] = set()
-        self._built: dict[str, WorkspaceRetriever] = {}
+        self._built: dict[str, Source] = {}
         self._shared: dict[str, Any] = {}
         self._composites: dict[tuple[Any, ...], CompositeWorkspaceRetriever] = {}
         self._stages: dict[tuple[str, str, str], Any] = {}
@@ -139,14 +139,14 @@ class SourceFactory:
                 owned.append(where if where.is_absolute() else entry.origin.parent / where)
         return tuple(owned)
 
-    def workspace_retriever(self, name: str) -> WorkspaceRetriever:
+    def workspace_retriever(self, name: str) -> Source:
         spec = self.registry.workspace_retrievers.get(name)
         if spec is None:
             known = ", ".join(sorted(self.registry.workspace_retrievers)) or "none"
             raise SourceError(f"no workspace retriever named {name!r}; installed: {known}")
         return self._once(f"workspace:{name}", lambda: spec.factory(self.context()))
 
-    def knowledge_base(self, entry: KnowledgeBaseEntry) -> WorkspaceRetriever:
+    def knowledge_base(self, entry: KnowledgeBaseEntry) -> Source:
         """Build one knowledge base (once); :class:`SourceError` when its kind is missing."""
         if not entry.available:
             raise SourceError(entry.unavailable_reason or f"kind {entry.kind!r} is unavailable")
@@ -156,7 +156,7 @@ class SourceFactory:
             lambda: kind.factory(entry.id, entry.config, self.context(entry.origin.parent)),
         )
 
-    def _once(self, key: str, build: Callable[[], WorkspaceRetriever]) -> WorkspaceRetriever:
+    def _once(self, key: str, build: Callable[[], Source]) -> Source:
         with self._lock:
             if key not in self._built:
                 self._built[key] = build()
@@ -258,7 +258,7 @@ class SourceFactory:
                 self._composites[key] = composite
         return composite, plan.groups
 
-    def _warm_up(self, sources: list[WorkspaceRetriever]) -> None:
+    def _warm_up(self, sources: list[Source]) -> None:
         """Load models now, outside the per-source deadlines of the first query."""
         for source in sources:
             embedder = getattr(source, "embedder", None)

@@ -14,9 +14,10 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kairox.retrieval import VectorRecord, VectorSyncTarget
+from kairox.run_stats import RunStats
 from kairox.storage import ensure_component_schema
 from kairox.workspace.filtering import language_of
 from kairox.workspace.rag_index import open_database
@@ -39,21 +40,13 @@ BATCH_SIZE = 100
 
 
 @dataclass
-class SyncStats:
+class SyncStats(RunStats):
     """What one sync did."""
 
     upserted: int = 0
     deleted: int = 0
     unchanged: int = 0
     embedded: int = 0
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "upserted": self.upserted,
-            "deleted": self.deleted,
-            "unchanged": self.unchanged,
-            "embedded": self.embedded,
-        }
 
 
 def record_id(workspace_id: str, relpath: str, chunk_index: int) -> str:

@@ -1,6 +1,6 @@
 """The composite retriever: fan-out, deadlines, failures, skipped sources, shared query embedding.
 
-The sources here are small test doubles of the ``WorkspaceRetriever`` protocol (static
+The sources here are small test doubles of the ``Source`` protocol (static
 lists, a sleeper, a raiser, a thread-bound blocker); real sources have their own tests.
 """
 

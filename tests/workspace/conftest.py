@@ -1,4 +1,4 @@
-"""Fixtures for workspace-index tests: a small workspace and a counting embedder."""
+"""Fixtures for workspace-index tests: small workspaces, a counting embedder, an index."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from kairox.testing import CountingEmbedder
+from kairox.workspace.rag_index import WorkspaceRagIndex
 
 FILES = {
     "README.md": "# Rocket\nThe rocket engine burns liquid oxygen and kerosene.\n",
@@ -37,3 +38,36 @@ def embedder() -> CountingEmbedder:
 @pytest.fixture
 def database(tmp_path: Path) -> Path:
     return tmp_path / "state" / "kairox.db"
+
+
+@pytest.fixture
+def index(database, project, embedder):
+    made = WorkspaceRagIndex(database, project, embedder, chunk_tokens=32, chunk_overlap=4)
+    yield made
+    made.close()
+
+
+SMALL_CHUNKS = {"chunk_tokens": 32, "chunk_overlap": 4}
+
+
+ESSAY = (
+    "The expedition left the harbour before dawn under a grey sky. "
+    "Provisions were counted twice by the quartermaster and the cook. "
+    "Nobody expected the storm that came in from the west that evening. "
+    "Quantum flux capacitors need careful calibration before every launch. "
+    "By morning the crew had repaired the mast and the sails once more."
+)
+
+
+@pytest.fixture
+def essay_project(tmp_path):
+    root = tmp_path / "essay"
+    root.mkdir()
+    (root / "voyage.txt").write_text(ESSAY)
+    (root / "flux.txt").write_text("Quantum flux physics of capacitors in a laboratory.")
+    return root
+
+
+@pytest.fixture
+def essay_query(embedder):
+    return embedder.embed(["calibration of flux capacitors before launch"])[0]

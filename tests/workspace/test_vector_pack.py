@@ -5,13 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kairox.workspace.vector_pack import (
-    VectorPack,
-    pack_key,
-    read_pack,
-    remove_packs,
-    write_pack,
-)
+from kairox.workspace.vector_pack import VectorPack, pack_key, read_pack, remove_packs, write_pack
 
 DIM = 4
 

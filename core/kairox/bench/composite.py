@@ -55,8 +55,8 @@ from kairox.retrieval import (
     IngestableSource,
     Query,
     ScoreKind,
+    Source,
     SourceStatus,
-    WorkspaceRetriever,
 )
 from kairox.retrieval.composite import CompositeWorkspaceRetriever
 
@@ -213,7 +213,7 @@ class FailingSource:
 
 def _local_sources(
     registry: Registry, kind_name: str, count: int, corpus: Sequence[Document], scratch: Path
-) -> list[WorkspaceRetriever]:
+) -> list[Source]:
     kind = registry.knowledge_base_kinds.get(kind_name)
     if kind is None:
         hint = " (install it: kairox install kairox-tantivy)" if kind_name == "tantivy" else ""
@@ -258,7 +258,7 @@ def _stats(values: Sequence[float]) -> dict[str, float]:
 
 
 def _measure(
-    sources: Sequence[WorkspaceRetriever],
+    sources: Sequence[Source],
     queries: Sequence[str],
     *,
     k: int,
@@ -359,7 +359,7 @@ def fan_out(
         )
         for count in source_counts:
             if scenario == "local":
-                sources: list[WorkspaceRetriever] = local[:count]
+                sources: list[Source] = local[:count]
             else:
                 blocking = scenario == "sleep-thread"
                 sources = [SleepSource(f"s{i}", delay_ms / 1000, blocking) for i in range(count)]

@@ -74,7 +74,7 @@ def peer_analyzer() -> tuple[Callable[[str], list[str]], bool]:
 
 
 class _PeerSource:
-    """A peer library's index behind Kairox's ``WorkspaceRetriever`` interface."""
+    """A peer library's index behind Kairox's ``Source`` interface."""
 
     score_kind = ScoreKind.BM25
 

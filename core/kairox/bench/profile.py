@@ -31,7 +31,7 @@ from kairox.retrieval import Document, IngestableSource, Query, RetrievalResult,
 if TYPE_CHECKING:
     from kairox.bench.retrieval import Bench, SystemRun
     from kairox.facade import AppFacade
-    from kairox.retrieval import WorkspaceRetriever
+    from kairox.retrieval import Source
 
 PREFIXES = ("profile:", "kb:", "kind:")
 
@@ -157,7 +157,7 @@ def build_kind(bench: Bench, name: str, options: Mapping[str, Any]) -> tuple[Any
             f"{name}: the inline config {json.dumps(dict(options))} is not valid: {exc}; "
             f"pass --kind-config {kind_name}='{{...}}' with the kind's settings"
         ) from None
-    source: WorkspaceRetriever = kind.factory(kind_name, config, bench._context(folder))
+    source: Source = kind.factory(kind_name, config, bench._context(folder))
     return fill(bench, source, kind_name, name)
 
 

@@ -81,7 +81,7 @@ from kairox.bench.profile import (
 )
 from kairox.bench.report import machine, percentile, write_runs
 from kairox.registry import BuildContext, Registry
-from kairox.retrieval import Query, WorkspaceRetriever
+from kairox.retrieval import Query, Source
 from kairox.retrieval.vectors import SentenceVectors, VectorSource
 from kairox.workspace.chunking import split_sentences
 
@@ -161,7 +161,7 @@ class Bench:
     systems: Systems | None = None
     #: How a hit maps to a judged id (:mod:`kairox.bench.judgments`).
     matcher: IdMatcher | None = None
-    _built: dict[str, tuple[WorkspaceRetriever, float, bool]] = field(
+    _built: dict[str, tuple[Source, float, bool]] = field(
         default_factory=dict, init=False, repr=False
     )
 
@@ -222,16 +222,14 @@ class Bench:
                 + (f" (install it: {INSTALL_HINTS[name]})" if name in INSTALL_HINTS else "")
             )
 
-    def system(self, name: str) -> tuple[WorkspaceRetriever, float, bool]:
+    def system(self, name: str) -> tuple[Source, float, bool]:
         """(source, index seconds, whether the index came from the cache)."""
         if name not in self._built:
             self.check(name)
             self._built[name] = self._build(name)
         return self._built[name]
 
-    def system_with(
-        self, kind_name: str, options: Mapping[str, Any]
-    ) -> tuple[WorkspaceRetriever, float, bool]:
+    def system_with(self, kind_name: str, options: Mapping[str, Any]) -> tuple[Source, float, bool]:
         """A local kind built with extra settings (``{"title_weight": 3}``), once each."""
         if not options:
             return self.system(kind_name)
@@ -241,7 +239,7 @@ class Bench:
             self._built[key] = self._lexical(kind_name, options)
         return self._built[key]
 
-    def _build(self, name: str) -> tuple[WorkspaceRetriever, float, bool]:
+    def _build(self, name: str) -> tuple[Source, float, bool]:
         if "+" in name:
             return self._staged(name)
         if name.startswith(PREFIXES):
@@ -254,7 +252,7 @@ class Bench:
             return self._dense(DENSE_ALIASES.get(name) or name.split(":", 1)[1], name)
         return self._lexical(name)
 
-    def _staged(self, name: str) -> tuple[WorkspaceRetriever, float, bool]:
+    def _staged(self, name: str) -> tuple[Source, float, bool]:
         from kairox.bench.stages import build_staged, split_staged
 
         base_name, stages = split_staged(name)
@@ -291,7 +289,7 @@ class Bench:
 
     def _lexical(
         self, kind_name: str, options: Mapping[str, Any] | None = None
-    ) -> tuple[WorkspaceRetriever, float, bool]:
+    ) -> tuple[Source, float, bool]:
         kind = self.registry.knowledge_base_kinds[kind_name]
         suffix = re.sub(r"[^A-Za-z0-9_.-]+", "_", json.dumps(dict(options or {}), sort_keys=True))
         folder = self.scratch / (kind_name + (suffix if options else ""))
@@ -302,7 +300,7 @@ class Bench:
         source = kind.factory(kind_name, config, self._context(folder))
         return fill(self, source, kind_name, kind_name)
 
-    def _peer(self, name: str) -> tuple[WorkspaceRetriever, float, bool]:
+    def _peer(self, name: str) -> tuple[Source, float, bool]:
         ids = list(self.dataset.corpus)
         texts = [f"{title}\n{text}".strip() for title, text in self.dataset.corpus.values()]
         self._report(f"indexing {name}", 0, 1)
@@ -312,7 +310,7 @@ class Bench:
         self._report(f"indexing {name}", 1, 1)
         return source, seconds, False
 
-    def _dense(self, backend_name: str, system: str) -> tuple[WorkspaceRetriever, float, bool]:
+    def _dense(self, backend_name: str, system: str) -> tuple[Source, float, bool]:
         backend = self._backend(backend_name)
         ids = list(self.dataset.corpus)
         texts = [f"{title}\n{text}".strip() for title, text in self.dataset.corpus.values()]
@@ -368,9 +366,7 @@ class Bench:
         partial.replace(cache)  # never leave a half-written cache behind
         return matrix, seconds, False
 
-    def _hybrid(
-        self, name: str, lexical: str, dense: str
-    ) -> tuple[WorkspaceRetriever, float, bool]:
+    def _hybrid(self, name: str, lexical: str, dense: str) -> tuple[Source, float, bool]:
         from kairox.retrieval.composite import CompositeWorkspaceRetriever
 
         settings = dict(HYBRIDS[name])

@@ -23,7 +23,7 @@ import numpy as np
 
 from kairox.embedding import EmbeddingBackend
 from kairox.retrieval import Document
-from kairox.retrieval.vectors import SentenceVectors, normalise, top_k
+from kairox.retrieval.vectors import EMBED_BATCH, SentenceVectors, embed_unit, top_k
 from kairox.workspace.chunking import split_sentences
 from kairox.workspace.vector_pack import VectorPack, pack_key, read_pack, remove_packs, write_pack
 
@@ -37,7 +37,6 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS kb_vector_packs (embedder TEXT NOT NULL, dim INTEGER NOT NULL,"
     " token TEXT NOT NULL, PRIMARY KEY (embedder, dim))",
 )
-_EMBED_BATCH = 256
 
 
 def _hash(text: str) -> str:
@@ -127,14 +126,9 @@ class DocumentVectors:
         have = self._have(sorted(texts))
         missing = sorted(h for h in texts if h not in have)
         made: dict[str, bytes] = {}
-        for start in range(0, len(missing), _EMBED_BATCH):
-            part = missing[start : start + _EMBED_BATCH]
-            vectors = normalise(self.embedder.embed([texts[h] for h in part]))
-            if vectors.shape != (len(part), self.embedder.dim):
-                raise ValueError(
-                    f"embedding backend {self.embedder.name!r} returned shape {vectors.shape}, "
-                    f"expected ({len(part)}, {self.embedder.dim})"
-                )
+        for start in range(0, len(missing), EMBED_BATCH):
+            part = missing[start : start + EMBED_BATCH]
+            vectors = embed_unit(self.embedder, [texts[h] for h in part])
             made.update((h, vectors[i].astype(np.float32).tobytes()) for i, h in enumerate(part))
         prepared = []
         for doc_id, whole_hash, sentence_hashes in plans:

@@ -1,5 +1,7 @@
 """Retrieval: the data model, fusion, and the composite retriever."""
 
+from typing import TYPE_CHECKING, Any
+
 from kairox.retrieval.composite import CompositeWorkspaceRetriever, QueryEmbeddingError
 from kairox.retrieval.documents import (
     Document,
@@ -20,7 +22,7 @@ from kairox.retrieval.model import (
     Source,
     SourceReport,
     SourceStatus,
-    WorkspaceRetriever,
+    deprecated_name,
 )
 
 __all__ = [
@@ -46,3 +48,12 @@ __all__ = [
     "fuse",
     "text_fingerprint",
 ]
+
+
+if TYPE_CHECKING:
+    from kairox.retrieval.model import WorkspaceRetriever
+
+
+def __getattr__(name: str) -> Any:
+    # WorkspaceRetriever, Source's old name: still answered, with a DeprecationWarning.
+    return deprecated_name(__name__, name)

@@ -32,9 +32,9 @@ from kairox.retrieval.model import (
     Query,
     RetrievalResult,
     ScoreKind,
+    Source,
     SourceReport,
     SourceStatus,
-    WorkspaceRetriever,
 )
 from kairox.secrets import scrub
 
@@ -103,7 +103,7 @@ class CompositeWorkspaceRetriever:
 
     def __init__(
         self,
-        sources: Sequence[WorkspaceRetriever],
+        sources: Sequence[Source],
         *,
         timeouts_ms: Mapping[str, int] | None = None,
         default_timeout_ms: int = 800,
@@ -114,7 +114,7 @@ class CompositeWorkspaceRetriever:
         skipped: Mapping[str, str] | None = None,
         source_filters: Mapping[str, FilterExpr | None] | None = None,
     ) -> None:
-        self._sources: tuple[WorkspaceRetriever, ...] = tuple(sources)
+        self._sources: tuple[Source, ...] = tuple(sources)
         # A knowledge base's own `filter` (kairox.toml), ANDed into every query it gets.
         self._source_filters = {k: v for k, v in (source_filters or {}).items() if v}
         self._skipped: dict[str, str] = dict(skipped or {})
@@ -152,7 +152,7 @@ class CompositeWorkspaceRetriever:
         self._pool_lock = threading.Lock()
 
     @property
-    def sources(self) -> tuple[WorkspaceRetriever, ...]:
+    def sources(self) -> tuple[Source, ...]:
         """The sources that are asked, in report order."""
         return self._sources
 
@@ -343,7 +343,7 @@ class CompositeWorkspaceRetriever:
         self,
         tasks: Sequence[asyncio.Task[list[Hit]]],
         started: float,
-        sources: Sequence[WorkspaceRetriever],
+        sources: Sequence[Source],
     ) -> dict[asyncio.Task[list[Hit]], float]:
         """Wait until every source has answered or its deadline has passed; cancel the
         tasks of the sources that ran out of time and return them, with when.
@@ -374,7 +374,7 @@ class CompositeWorkspaceRetriever:
 
     def _outcome(
         self,
-        source: WorkspaceRetriever,
+        source: Source,
         task: asyncio.Task[list[Hit]],
         depth: int,
         answered_at: float | None,
@@ -407,7 +407,7 @@ class CompositeWorkspaceRetriever:
 
     async def _call(
         self,
-        source: WorkspaceRetriever,
+        source: Source,
         query: Query,
         embeddings: Mapping[str, asyncio.Task[Any]],
         answered_at: dict[str, float],
@@ -454,7 +454,7 @@ class CompositeWorkspaceRetriever:
         return list(hits[:depth])
 
 
-def filter_refusal(source: WorkspaceRetriever, expr: FilterExpr | None) -> SourceReport | None:
+def filter_refusal(source: Source, expr: FilterExpr | None) -> SourceReport | None:
     """The report of a source that must not be asked ``expr``, or ``None`` to ask it.
 
     A source without ``filter_support`` is ``skipped`` for a filtered query, and one whose

@@ -170,11 +170,11 @@ def fuse(
     # One entry per (source, hit), in parallel lists ordered by source name, then rank:
     # fusing runs on every retrieval, and building an object per hit costs more than
     # everything else it does.
-    entries = _Entries()
+    entries = _Entries(method, rrf_k)
     for name in sorted(ranked):  # source-name order: nothing depends on mapping order
         weight = float(weights.get(name, 1.0))
         if weight != 0:
-            entries.add_source(name, ranked[name], weight, method, rrf_k, kinds.get(name))
+            entries.add_source(name, ranked[name], weight, kinds.get(name))
 
     ordered: list[tuple[float, str, str, str, str, list[int], int]] = []
     for group in _merge_duplicates(entries):
@@ -201,13 +201,18 @@ class _Entries:
         "fingerprints",
         "hits",
         "mergeable",
+        "method",
         "ranks",
+        "rrf_k",
         "sources",
         "values",
         "weights",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, method: str, rrf_k: int) -> None:
+        #: how every source's hits are scored (one method and k for the whole fusion).
+        self.method = method
+        self.rrf_k = rrf_k
         self.sources: list[str] = []
         self.ranks: list[int] = []
         self.weights: list[float] = []
@@ -223,13 +228,7 @@ class _Entries:
         self._memo: dict[str, tuple[str, bool]] = {}
 
     def add_source(
-        self,
-        name: str,
-        hits: Sequence[Hit],
-        weight: float,
-        method: str,
-        rrf_k: int,
-        kind: ScoreKind | None,
+        self, name: str, hits: Sequence[Hit], weight: float, kind: ScoreKind | None
     ) -> None:
         """Append one source's hits ranked 1, 2, ... keeping the first copy of each id."""
         seen: set[str] = set()
@@ -252,7 +251,7 @@ class _Entries:
         self.weights.extend([weight] * count)
         self.hits.extend(kept)
         if count:
-            self.values.extend(_contributions(name, kept, weight, method, rrf_k, kind))
+            self.values.extend(self.contributions(name, kept, weight, kind))
 
     def survivor(self, best: Sequence[int]) -> int:
         """The copy a merged passage keeps: lowest rank, then higher weight, then name."""
@@ -273,37 +272,32 @@ class _Entries:
             ),
         )
 
-
-def _contributions(
-    name: str,
-    hits: Sequence[Hit],
-    weight: float,
-    method: str,
-    rrf_k: int,
-    kind: ScoreKind | None,
-) -> list[float]:
-    """What each of one source's hits (rank 1 first) adds to its passage's fused score."""
-    if method == "rrf":
-        # 1/(k + r) first, then the weight: the same rounding as every release before.
-        return [weight * (1.0 / (rrf_k + rank)) for rank in range(1, len(hits) + 1)]
-    scores = [float(hit.score) for hit in hits]
-    if method == "convex":
-        weight *= KIND_WEIGHTS.get(kind, 1.0)  # type: ignore[arg-type]
-        if not all(math.isfinite(s) for s in scores):
-            # Unreadable scores: fall back on the order the source gave.
-            values = _stretched_minmax([float(-rank) for rank in range(1, len(hits) + 1)])
-        elif kind == ScoreKind.PROBABILITY:
-            values = scores
+    def contributions(
+        self, name: str, hits: Sequence[Hit], weight: float, kind: ScoreKind | None
+    ) -> list[float]:
+        """What each of one source's hits (rank 1 first) adds to its passage's fused score."""
+        method, rrf_k = self.method, self.rrf_k
+        if method == "rrf":
+            # 1/(k + r) first, then the weight: the same rounding as every release before.
+            return [weight * (1.0 / (rrf_k + rank)) for rank in range(1, len(hits) + 1)]
+        scores = [float(hit.score) for hit in hits]
+        if method == "convex":
+            weight *= KIND_WEIGHTS.get(kind, 1.0)  # type: ignore[arg-type]
+            if not all(math.isfinite(s) for s in scores):
+                # Unreadable scores: fall back on the order the source gave.
+                values = _stretched_minmax([float(-rank) for rank in range(1, len(hits) + 1)])
+            elif kind == ScoreKind.PROBABILITY:
+                values = scores
+            else:
+                values = _stretched_minmax(scores)
         else:
-            values = _stretched_minmax(scores)
-    else:
-        bad = [hit.id for hit, s in zip(hits, scores, strict=True) if not math.isfinite(s)]
-        if bad:
-            raise ValueError(f"source {name!r} gave non-finite scores for ids {bad}")
-        # PROBABILITY is calibrated already: rescaling would erase the difference
-        # between a source that is sure (0.95) and one that is guessing (0.2).
-        values = scores if kind == ScoreKind.PROBABILITY else _NORMALISERS[method](scores)
-    return [weight * value for value in values]
+            bad = [hit.id for hit, s in zip(hits, scores, strict=True) if not math.isfinite(s)]
+            if bad:
+                raise ValueError(f"source {name!r} gave non-finite scores for ids {bad}")
+            # PROBABILITY is calibrated already: rescaling would erase the difference
+            # between a source that is sure (0.95) and one that is guessing (0.2).
+            values = scores if kind == ScoreKind.PROBABILITY else _NORMALISERS[method](scores)
+        return [weight * value for value in values]
 
 
 def _minmax(scores: Sequence[float]) -> list[float]:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from kairox.retrieval.filters.model import FilterExpr
 from kairox.retrieval.filters.parse import parse_filter
@@ -211,6 +212,30 @@ class Source(Protocol):
     async def retrieve(self, query: Query) -> list[Hit]: ...
 
 
-#: The old name of :class:`Source` (it serves knowledge bases as well as the workspace);
-#: kept for one release.
-WorkspaceRetriever = Source
+#: Old names still answered, each with a DeprecationWarning, for one release.
+_DEPRECATED_NAMES = {"WorkspaceRetriever": "Source"}
+
+if TYPE_CHECKING:
+    #: The old name of :class:`Source` (it serves knowledge bases as well as the workspace).
+    WorkspaceRetriever = Source
+
+
+def deprecated_name(module: str, name: str) -> Any:
+    """The object an old name of ``module`` stands for, with a DeprecationWarning.
+
+    Module ``__getattr__`` functions call this, so the warning points at the caller's line.
+    """
+    new = _DEPRECATED_NAMES.get(name)
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{module}.{name} is deprecated and goes in the next release: use {module}.{new} "
+        "(the same protocol; it serves knowledge bases as well as the workspace)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return globals()[new]
+
+
+def __getattr__(name: str) -> Any:
+    return deprecated_name(__name__, name)

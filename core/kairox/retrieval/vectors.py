@@ -35,6 +35,27 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
     return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
 
 
+#: How many texts one call to an embedding backend is given at most, when storing.
+EMBED_BATCH = 256
+
+
+def embed_unit(
+    embedder: EmbeddingBackend, texts: Sequence[str], error: type[Exception] = ValueError
+) -> np.ndarray:
+    """``texts`` embedded by ``embedder`` as unit float32 rows, one per text.
+
+    :raises error: (the caller's error class) when the backend's answer is not one row of
+        ``embedder.dim`` numbers per text, naming the backend and both shapes.
+    """
+    vectors = normalise(embedder.embed(list(texts)))
+    if vectors.shape != (len(texts), embedder.dim):
+        raise error(
+            f"embedding backend {embedder.name!r} returned shape {vectors.shape}, "
+            f"expected ({len(texts)}, {embedder.dim})"
+        )
+    return vectors
+
+
 #: How much a passage's best sentence counts against the passage's own vector (tuned on
 #: SciFact's train split, ``benchmarks/tune_hybrid.py``); 0 scores passages alone.
 SENTENCE_WEIGHT = 0.5
@@ -171,7 +192,7 @@ def top_k(
 
 
 class VectorSource:
-    """An in-memory dense source over pre-embedded documents (a ``WorkspaceRetriever``).
+    """An in-memory dense source over pre-embedded documents (a ``Source``).
 
     With ``sentences`` (their vectors and owning rows) it scores sentence-aware, weighting
     each document's best sentence by ``sentence_weight`` (see the module docstring).

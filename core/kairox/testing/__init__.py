@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 
 from kairox.embedding import EmbeddingBackend
-from kairox.retrieval import Hit, Query, QueryError, ScoreKind, WorkspaceRetriever
+from kairox.retrieval import Hit, Query, QueryError, ScoreKind, Source
 from kairox.testing.build import (
     CountingEmbedder,
     build_source,
@@ -124,7 +124,7 @@ def _assert_named(implementation: Any, protocol: type) -> None:
     assert isinstance(implementation.name, str) and implementation.name
 
 
-def _retrieve(source: WorkspaceRetriever, text: str, k: int = 10, **filters: Any) -> list[Hit]:
+def _retrieve(source: Source, text: str, k: int = 10, **filters: Any) -> list[Hit]:
     return run(source.retrieve(Query(text, k=k, filters=filters)))
 
 
@@ -151,14 +151,14 @@ class SourceConformance:
     conformance_source = _to_define("conformance_source", "your retriever over CORPUS")
     broken_source = _to_define("broken_source", "a retriever that cannot work")
 
-    def test_implements_the_protocol(self, conformance_source: WorkspaceRetriever) -> None:
-        _assert_named(conformance_source, WorkspaceRetriever)
+    def test_implements_the_protocol(self, conformance_source: Source) -> None:
+        _assert_named(conformance_source, Source)
         assert isinstance(conformance_source.score_kind, ScoreKind)
         assert asyncio.iscoroutinefunction(conformance_source.retrieve)
 
     @pytest.mark.parametrize(("text", "expected"), EXPECTED)
     def test_finds_the_expected_document(
-        self, conformance_source: WorkspaceRetriever, text: str, expected: str
+        self, conformance_source: Source, text: str, expected: str
     ) -> None:
         hits = _retrieve(conformance_source, text, k=self.expected_within)
         assert expected in [hit.id for hit in hits], (
@@ -166,9 +166,7 @@ class SourceConformance:
             f"{[hit.id for hit in hits]}"
         )
 
-    def test_hits_are_well_formed_and_best_first(
-        self, conformance_source: WorkspaceRetriever
-    ) -> None:
+    def test_hits_are_well_formed_and_best_first(self, conformance_source: Source) -> None:
         hits = _retrieve(conformance_source, "water energy light coffee", k=10)
         assert hits, "a query sharing words with several documents returned nothing"
         known = {doc.id for doc in CORPUS}
@@ -183,20 +181,18 @@ class SourceConformance:
         assert scores == sorted(scores, reverse=True), f"not best-first: {scores}"
 
     @pytest.mark.parametrize("k", [1, 2, 5])
-    def test_respects_k(self, conformance_source: WorkspaceRetriever, k: int) -> None:
+    def test_respects_k(self, conformance_source: Source, k: int) -> None:
         hits = _retrieve(conformance_source, "water energy light coffee python sql", k=k)
         assert 1 <= len(hits) <= k
 
     @pytest.mark.parametrize("text", HOSTILE_QUERIES)
-    def test_accepts_anything_a_user_can_type(
-        self, conformance_source: WorkspaceRetriever, text: str
-    ) -> None:
+    def test_accepts_anything_a_user_can_type(self, conformance_source: Source, text: str) -> None:
         hits = _retrieve(conformance_source, text, k=5)
         assert isinstance(hits, list)
         assert len(hits) <= 5
 
     def test_any_unicode_query_returns_hits_or_a_query_error(
-        self, conformance_source: WorkspaceRetriever
+        self, conformance_source: Source
     ) -> None:
         # Random text (hypothesis) beyond HOSTILE_QUERIES: a source answers with at most k
         # hits or says the query cannot run (QueryError), never anything else.
@@ -219,13 +215,13 @@ class SourceConformance:
 
         any_text()
 
-    def test_operators_are_words_not_syntax(self, conformance_source: WorkspaceRetriever) -> None:
+    def test_operators_are_words_not_syntax(self, conformance_source: Source) -> None:
         plain = _retrieve(conformance_source, "saturn rings", k=3)
         hostile = _retrieve(conformance_source, '"saturn" AND (rings) -NOT:', k=3)
         assert plain and hostile
         assert hostile[0].id == plain[0].id == "astro-1"
 
-    def test_filters_restrict_hits(self, conformance_source: WorkspaceRetriever) -> None:
+    def test_filters_restrict_hits(self, conformance_source: Source) -> None:
         if not self.supports_filters:
             pytest.skip("this source declares supports_filters = False")
         hits = _retrieve(conformance_source, "water", k=10, topic="cooking")
@@ -237,7 +233,7 @@ class SourceConformance:
         assert any_of
         assert {h.metadata.get("topic") for h in any_of} <= {"astronomy", "biology"}
 
-    def test_first_queries_at_once_all_answer(self, conformance_source: WorkspaceRetriever) -> None:
+    def test_first_queries_at_once_all_answer(self, conformance_source: Source) -> None:
         # A source opens its index or client on first use, and its first queries often
         # arrive together (several knowledge bases' worth of sessions at start-up): they
         # must share what is opened, not race to open it.
@@ -251,9 +247,7 @@ class SourceConformance:
         assert answers[0] and answers[0][0] == "astro-1"
         assert all(ids == answers[0] for ids in answers)
 
-    def test_concurrent_queries_agree_with_sequential(
-        self, conformance_source: WorkspaceRetriever
-    ) -> None:
+    def test_concurrent_queries_agree_with_sequential(self, conformance_source: Source) -> None:
         queries = [Query(text, k=3) for text, _ in EXPECTED]
 
         async def both() -> tuple[list[list[str]], list[list[str]]]:
@@ -264,9 +258,7 @@ class SourceConformance:
         sequential, concurrent = run(both())
         assert sequential == concurrent
 
-    def test_cancellation_leaves_the_source_usable(
-        self, conformance_source: WorkspaceRetriever
-    ) -> None:
+    def test_cancellation_leaves_the_source_usable(self, conformance_source: Source) -> None:
         async def cancel_then_query() -> list[Hit]:
             task = asyncio.ensure_future(conformance_source.retrieve(Query("saturn rings", k=3)))
             await asyncio.sleep(0)
@@ -278,7 +270,7 @@ class SourceConformance:
         hits = run(cancel_then_query())
         assert hits and hits[0].id == "astro-1"
 
-    def test_failure_raises_a_clear_error(self, broken_source: WorkspaceRetriever) -> None:
+    def test_failure_raises_a_clear_error(self, broken_source: Source) -> None:
         with pytest.raises(Exception) as caught:
             _retrieve(broken_source, "saturn rings")
         error = caught.value

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from kairox.retrieval import Hit, Query, QueryError, WorkspaceRetriever
+from kairox.retrieval import Hit, Query, QueryError, Source
 from kairox.retrieval.filters import FilterSupport
 from kairox.testing.corpus import CorpusDocument
 from kairox.testing.filter_corpus import (
@@ -60,21 +60,21 @@ class FilterConformance:
     filter_refuses: ClassVar[frozenset[str]] = frozenset()
 
     @pytest.fixture
-    def filter_source(self) -> WorkspaceRetriever:
+    def filter_source(self) -> Source:
         pytest.fail("define a `filter_source` fixture: your retriever over FILTER_CORPUS")
 
     def filter_hit_id(self, hit: Hit) -> str:
         """The passage id a hit stands for (override when hits are chunks of passages)."""
         return hit.id
 
-    def _ask(self, source: WorkspaceRetriever, spec: Any, k: int) -> list[Hit]:
+    def _ask(self, source: Source, spec: Any, k: int) -> list[Hit]:
         return asyncio.run(source.retrieve(Query(self.filter_query, k=k, filters=spec)))
 
-    def test_declares_its_filter_support(self, filter_source: WorkspaceRetriever) -> None:
+    def test_declares_its_filter_support(self, filter_source: Source) -> None:
         assert isinstance(getattr(filter_source, "filter_support", None), FilterSupport)
 
     def test_every_filter_selects_exactly_the_reference_passages(
-        self, filter_source: WorkspaceRetriever
+        self, filter_source: Source
     ) -> None:
         k = min(len(self.filter_documents), self.filter_max_k)
         failures: list[str] = []
@@ -106,9 +106,7 @@ class FilterConformance:
         assert not failures, "\n".join(failures)
 
     @pytest.mark.parametrize("k", [1, 5])
-    def test_k_hits_whenever_k_passages_match(
-        self, filter_source: WorkspaceRetriever, k: int
-    ) -> None:
+    def test_k_hits_whenever_k_passages_match(self, filter_source: Source, k: int) -> None:
         # Post-filtering the engine's top k would return fewer: the filter is pushed down.
         for name, spec in self.filter_cases:
             if name in self.filter_refuses:

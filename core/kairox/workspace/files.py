@@ -37,6 +37,7 @@ __all__ = [
     "WorkspaceFile",
     "is_binary",
     "iter_workspace_files",
+    "read_file_bytes",
     "read_file_text",
     "read_text",
 ]
@@ -301,13 +302,13 @@ def read_text(path: Path) -> str | None:
         return None
 
 
-def read_file_text(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str | Skipped:
-    """The UTF-8 text of the regular file ``path``, or why it was not read.
+def read_file_bytes(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes | Skipped:
+    """The bytes of the regular file ``path`` (at most ``max_bytes``), or why not.
 
     Never blocks and never reads more than ``max_bytes`` + 1 bytes: the file is opened
     without blocking and checked through its own descriptor, so a FIFO, a device such as
     ``/dev/zero``, or a file swapped for one after a walk is refused, not read. Unreadable,
-    vanished, binary and over-size files come back as :class:`Skipped`; nothing raises.
+    vanished and over-size files come back as :class:`Skipped`; nothing raises.
     """
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
@@ -327,6 +328,18 @@ def read_file_text(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str | S
         os.close(fd)
     if len(data) > max_bytes:  # grew since it was opened
         return Skipped(TOO_LARGE, f"over {max_bytes:,} bytes, the cap")
+    return data
+
+
+def read_file_text(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str | Skipped:
+    """The UTF-8 text of the regular file ``path``, or why it was not read.
+
+    Read as :func:`read_file_bytes` reads (never blocking, never past the cap); binary
+    files come back as :class:`Skipped` too; nothing raises.
+    """
+    data = read_file_bytes(path, max_bytes=max_bytes)
+    if isinstance(data, Skipped):
+        return data
     if _looks_binary(data[:SNIFF_BYTES], complete=len(data) <= SNIFF_BYTES):
         return Skipped(BINARY)
     try:

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Container, Mapping, Sequence
 
 from kairox.embed_progress import EmbedProgress
-from kairox.retrieval.vectors import normalise
+from kairox.retrieval.vectors import EMBED_BATCH, embed_unit
 from kairox.workspace.index_types import WorkspaceIndexError, _Embedded, _PendingFile
 
-_EMBED_BATCH = 256
 _INSERT_VECTORS = "INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)"
 
 
@@ -48,14 +47,10 @@ class EmbeddingMixin:
         sentences (``sentences=True``, or the hashes in ``sentences``) or chunks."""
         rows: list[tuple[str, str, int, bytes]] = []
         hashes = sorted(texts_by_hash)
-        for start in range(0, len(hashes), _EMBED_BATCH):
-            part = hashes[start : start + _EMBED_BATCH]
-            vectors = normalise(self.embedder.embed([texts_by_hash[h] for h in part]))
-            if vectors.shape != (len(part), self.embedder.dim):
-                raise WorkspaceIndexError(
-                    f"embedding backend {self.embedder.name!r} returned shape "
-                    f"{vectors.shape}, expected ({len(part)}, {self.embedder.dim})"
-                )
+        for start in range(0, len(hashes), EMBED_BATCH):
+            part = hashes[start : start + EMBED_BATCH]
+            texts = [texts_by_hash[h] for h in part]
+            vectors = embed_unit(self.embedder, texts, WorkspaceIndexError)
             rows.extend(
                 (h, self.embedder.name, self.embedder.dim, vectors[i].tobytes())
                 for i, h in enumerate(part)
@@ -80,10 +75,10 @@ class EmbeddingMixin:
             (self.workspace_id,),
         ).fetchall()
         embedded = 0
-        for start in range(0, len(rows), _EMBED_BATCH):
+        for start in range(0, len(rows), EMBED_BATCH):
             part = [
                 (chunk_id, self._sentences(text, text_hash))
-                for chunk_id, text, text_hash in rows[start : start + _EMBED_BATCH]
+                for chunk_id, text, text_hash in rows[start : start + EMBED_BATCH]
             ]
             texts = {s.text_hash: s.text for _, sentences in part for s in sentences}
             have = self._have_vectors(sorted(texts))
@@ -126,8 +121,8 @@ class EmbeddingMixin:
         if self._progress is not None:
             self._progress.plan(chunks=len(chunk_hashes), sentences=len(sentence_hashes))
         embedded = _Embedded()
-        for start in range(0, len(rows), _EMBED_BATCH):
-            vectors = self._embed(dict(rows[start : start + _EMBED_BATCH]), sentence_hashes)
+        for start in range(0, len(rows), EMBED_BATCH):
+            vectors = self._embed(dict(rows[start : start + EMBED_BATCH]), sentence_hashes)
             with self._db:
                 self._drop_packs(this_embedder_only=True)
                 self._db.executemany(_INSERT_VECTORS, vectors)

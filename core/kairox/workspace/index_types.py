@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from kairox.errors import KairoxError
+from kairox.run_stats import HIDDEN, PATH_WHYS, TALLY, RunStats
 
 NOT_INDEXED = "this workspace is not indexed yet: run `kairox index`"
 
@@ -22,27 +22,26 @@ class IndexBusyError(WorkspaceIndexError):
 
 
 @dataclass
-class IndexStats:
-    """What one ``index()`` run did."""
+class IndexStats(RunStats):
+    """What one ``index()`` run did (``as_json``: every field but ``skipped_files``)."""
 
     added: int = 0
     updated: int = 0
     removed: int = 0
     unchanged: int = 0
     skipped: int = 0
+    #: How many files were skipped for each reason (``binary``, ``too large``, ...).
+    skipped_reasons: dict[str, int] = field(default_factory=dict, metadata=TALLY)
+    #: ``(relpath, why)`` of the skipped files whose reason has a detail (a document
+    #: its converter could not read says which converter and why).
+    skipped_details: list[tuple[str, str]] = field(default_factory=list, metadata=PATH_WHYS)
     chunks_embedded: int = 0
     chunks_total: int = 0
     sentences_embedded: int = 0
     #: size of the vector pack this run wrote (None: the one there was still fits, or
     #: packs are off or could not be written).
     pack_bytes: int | None = None
-    skipped_files: list[str] = field(default_factory=list)
-    #: How many files were skipped for each reason (``binary``, ``too large``, ...).
-    skipped_reasons: dict[str, int] = field(default_factory=dict)
-
-    #: ``(relpath, why)`` of the skipped files whose reason has a detail (a document
-    #: its converter could not read says which converter and why).
-    skipped_details: list[tuple[str, str]] = field(default_factory=list)
+    skipped_files: list[str] = field(default_factory=list, metadata=HIDDEN)
 
     def skip(self, relpath: str, reason: str, detail: str = "") -> None:
         """Count one skipped file under its reason."""
@@ -51,21 +50,6 @@ class IndexStats:
         self.skipped_reasons[reason] = self.skipped_reasons.get(reason, 0) + 1
         if detail:
             self.skipped_details.append((relpath, f"{reason} ({detail})"))
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "added": self.added,
-            "updated": self.updated,
-            "removed": self.removed,
-            "unchanged": self.unchanged,
-            "skipped": self.skipped,
-            "skipped_reasons": dict(sorted(self.skipped_reasons.items())),
-            "skipped_details": [{"path": p, "why": why} for p, why in self.skipped_details],
-            "chunks_embedded": self.chunks_embedded,
-            "chunks_total": self.chunks_total,
-            "sentences_embedded": self.sentences_embedded,
-            "pack_bytes": self.pack_bytes,
-        }
 
 
 @dataclass(frozen=True)

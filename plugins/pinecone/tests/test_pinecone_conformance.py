@@ -11,7 +11,7 @@ import kairox_pinecone
 import pytest
 from kairox_pinecone.testing import closed_url
 
-from kairox.retrieval import Query, ScoreKind, VectorSyncTarget, WorkspaceRetriever
+from kairox.retrieval import Query, ScoreKind, Source, VectorSyncTarget
 from kairox.testing import (
     DATE_RANGE_CASES,
     FILTER_CORPUS,
@@ -59,7 +59,7 @@ def test_registers_the_pinecone_kind():
 
 def test_the_source_is_dense_and_a_sync_target(corpus_server, make_source, embedder):
     source = make_source(corpus_server.url)
-    assert isinstance(source, WorkspaceRetriever)
+    assert isinstance(source, Source)
     assert isinstance(source, VectorSyncTarget)
     assert source.score_kind is ScoreKind.COSINE
     assert source.embedder is embedder  # the shared backend from ctx.embedding_backend

@@ -17,58 +17,25 @@ dates compare as dates. :func:`parse_filter` turns the JSON form, or the text fo
 :func:`matches` is the reference evaluator (:mod:`.evaluate` states the rules).
 """
 
-from kairox.retrieval.filters.canonical import describe, to_canonical
-from kairox.retrieval.filters.evaluate import matches
-from kairox.retrieval.filters.model import (
-    COMBINATORS,
-    COMPARISONS,
-    OPERATORS,
-    RANGES,
-    And,
-    Condition,
-    FilterError,
-    FilterExpr,
-    Not,
-    Or,
-    Scalar,
-    operators_of,
-)
-from kairox.retrieval.filters.parse import MAX_DEPTH, MAX_IN, MAX_NODES, as_date, parse_filter
-from kairox.retrieval.filters.support import (
-    ALL_OPERATORS,
-    FilterSupport,
-    FilterUnsupportedError,
-    conditions,
-)
-from kairox.retrieval.filters.text import parse_text
+# Each module lists what it exports (its __all__) and the package re-exports all of it,
+# as asyncio does, so a name is listed once, beside its definition.
+from kairox.retrieval.filters import canonical, evaluate, model, parse, support, text
+from kairox.retrieval.filters.canonical import *  # noqa: F403
+from kairox.retrieval.filters.evaluate import *  # noqa: F403
+from kairox.retrieval.filters.model import *  # noqa: F403
+from kairox.retrieval.filters.model import And, FilterExpr
+from kairox.retrieval.filters.parse import *  # noqa: F403
+from kairox.retrieval.filters.support import *  # noqa: F403
+from kairox.retrieval.filters.text import *  # noqa: F403
 
 __all__ = [
-    "ALL_OPERATORS",
-    "COMBINATORS",
-    "COMPARISONS",
-    "MAX_DEPTH",
-    "MAX_IN",
-    "MAX_NODES",
-    "OPERATORS",
-    "RANGES",
-    "And",
-    "Condition",
-    "FilterError",
-    "FilterExpr",
-    "FilterSupport",
-    "FilterUnsupportedError",
-    "Not",
-    "Or",
-    "Scalar",
+    *canonical.__all__,
+    *evaluate.__all__,
+    *model.__all__,
+    *parse.__all__,
+    *support.__all__,
+    *text.__all__,
     "all_of",
-    "as_date",
-    "conditions",
-    "describe",
-    "matches",
-    "operators_of",
-    "parse_filter",
-    "parse_text",
-    "to_canonical",
 ]
 
 

@@ -22,6 +22,7 @@ comparisons treat as a date. The result is the same expression the JSON form giv
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from kairox.retrieval.filters.model import And, Condition, FilterError, FilterExpr, Not, Or, Scalar
 from kairox.retrieval.filters.parse import MAX_DEPTH, parse_filter
@@ -111,18 +112,24 @@ class _TextParser:
     def expr(self, depth: int) -> FilterExpr:
         if depth > MAX_DEPTH:
             raise FilterError(f"nested deeper than {MAX_DEPTH} levels; flatten it", "filter")
-        items = [self.conj(depth)]
-        while (token := self.peek()) is not None and token.keyword("or"):
-            self.pos += 1
-            items.append(self.conj(depth))
-        return items[0] if len(items) == 1 else Or(tuple(items))
+        return self.joined("or", self.conj, Or, depth)
 
     def conj(self, depth: int) -> FilterExpr:
-        items = [self.unary(depth)]
-        while (token := self.peek()) is not None and token.keyword("and"):
+        return self.joined("and", self.unary, And, depth)
+
+    def joined(
+        self,
+        word: str,
+        part: Callable[[int], FilterExpr],
+        node: Callable[[tuple[FilterExpr, ...]], FilterExpr],
+        depth: int,
+    ) -> FilterExpr:
+        """One ``part``, or several joined by the keyword ``word`` (as one ``node``)."""
+        items = [part(depth)]
+        while (token := self.peek()) is not None and token.keyword(word):
             self.pos += 1
-            items.append(self.unary(depth))
-        return items[0] if len(items) == 1 else And(tuple(items))
+            items.append(part(depth))
+        return items[0] if len(items) == 1 else node(tuple(items))
 
     def unary(self, depth: int) -> FilterExpr:
         token = self.peek()

@@ -7,9 +7,6 @@ that fails skips that one file with the reason, so one bad PDF never stops a run
 
 from __future__ import annotations
 
-import errno
-import os
-import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -17,12 +14,8 @@ from kairox.workspace.convert.base import ConversionError, Converted, ConverterS
 from kairox.workspace.convert.text import plain
 from kairox.workspace.files import (
     DEFAULT_MAX_BYTES,
-    NOT_REGULAR,
-    PATH_TOO_LONG,
-    TOO_LARGE,
-    UNREADABLE,
-    VANISHED,
     Skipped,
+    read_file_bytes,
     read_file_text,
 )
 
@@ -31,43 +24,6 @@ __all__ = ["CONVERSION_FAILED", "CONVERTER_MISSING", "Converters", "read_file_by
 #: Why a claimed file was skipped, as counted in index and ingest summaries.
 CONVERSION_FAILED = "conversion failed"
 CONVERTER_MISSING = "converter not installed"
-
-
-def _reason(exc: OSError) -> Skipped:
-    if exc.errno == errno.ENAMETOOLONG:
-        reason = PATH_TOO_LONG
-    elif isinstance(exc, FileNotFoundError | NotADirectoryError):
-        reason = VANISHED
-    else:
-        reason = UNREADABLE
-    return Skipped(reason, exc.strerror or str(exc))
-
-
-def read_file_bytes(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes | Skipped:
-    """The bytes of the regular file ``path`` (at most ``max_bytes``), or why not.
-
-    Like :func:`kairox.workspace.files.read_file_text`: opened without blocking and
-    checked through its own descriptor, so a FIFO or device is refused, never read.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    except OSError as exc:
-        return _reason(exc)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return Skipped(NOT_REGULAR)
-        if info.st_size > max_bytes:
-            return Skipped(TOO_LARGE, f"{info.st_size:,} bytes, the cap is {max_bytes:,}")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(max_bytes + 1)
-    except OSError as exc:
-        return _reason(exc)
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:
-        return Skipped(TOO_LARGE, f"over {max_bytes:,} bytes, the cap")
-    return data
 
 
 class Converters:

@@ -13,7 +13,7 @@ from typing import Any
 
 from kairox.lazy_imports import LazyImport
 from kairox.workspace.convert.base import ConversionError, Converted, ConverterSpec
-from kairox.workspace.convert.markdown import heading_sections
+from kairox.workspace.convert.blocks import Blocks
 from kairox.workspace.convert.text import decode_text
 
 DOCUMENTS_EXTRA = "pip install 'kairox[documents]'"
@@ -85,14 +85,12 @@ def _main(soup: Any) -> Any:
     return main or soup.body or soup
 
 
-class _Writer:
-    """Collects blocks of text and the offsets of the headings among them."""
+class _Writer(Blocks):
+    """Collects blocks of text, and the headings among them, from an HTML tree."""
 
     def __init__(self) -> None:
-        self.blocks: list[str] = []
-        self.length = 0
+        super().__init__()
         self.line: list[str] = []
-        self.headings: list[tuple[int, int, str]] = []
 
     def flush(self) -> None:
         text = _SPACE.sub(" ", "".join(self.line)).strip()
@@ -100,18 +98,11 @@ class _Writer:
         if text:
             self.add(text)
 
-    def add(self, text: str) -> None:
-        if self.blocks:
-            self.length += 2  # the "\n\n" joining blocks
-        self.blocks.append(text)
-        self.length += len(text)
-
     def heading(self, level: int, text: str) -> None:
         self.flush()
         text = _SPACE.sub(" ", text).strip()
         if text:
-            self.headings.append((self.length + (2 if self.blocks else 0), level, text))
-            self.add(text)
+            self.add(text, heading=(level, text))
 
     def walk(self, node: Any, bs4: Any) -> None:
         for child in node.children:
@@ -152,13 +143,7 @@ def convert_html(data: bytes, filename: str) -> Converted:
     writer = _Writer()
     writer.walk(_main(soup), bs4)
     writer.flush()
-    text = "\n\n".join(writer.blocks)
-    return Converted(
-        text=text,
-        sections=heading_sections(writer.headings, len(text)),
-        title=title,
-        format="html",
-    )
+    return writer.converted("html", title=title)
 
 
 HTML = ConverterSpec(

@@ -55,13 +55,18 @@ def markdown_headings(text: str) -> list[tuple[int, int, str]]:
     return found
 
 
+def markdown_sections(text: str) -> tuple[Region, ...]:
+    """The sections of Markdown ``text``, one per heading."""
+    return heading_sections(markdown_headings(text), len(text))
+
+
 def convert_markdown(data: bytes, filename: str) -> Converted:
     from kairox.workspace.convert.text import decode_text
 
     text = decode_text(data, filename)
     return Converted(
         text=text,
-        sections=heading_sections(markdown_headings(text), len(text)),
+        sections=markdown_sections(text),
         source_lines=True,
         format="markdown",
     )

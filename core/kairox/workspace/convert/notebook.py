@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kairox.workspace.convert.base import ConversionError, Converted, ConverterSpec, Region
-from kairox.workspace.convert.markdown import heading_sections, markdown_headings
+from kairox.workspace.convert.base import ConversionError, Converted, ConverterSpec
+from kairox.workspace.convert.blocks import Blocks
+from kairox.workspace.convert.markdown import markdown_sections
 
 #: Characters of a cell's text output kept (a printed DataFrame is context; a log is not).
 MAX_OUTPUT_CHARS = 2000
@@ -47,9 +48,7 @@ def convert_notebook(data: bytes, filename: str) -> Converted:
     if not isinstance(cells, list):
         raise ConversionError("is not a notebook: 'cells' is not a list")
     language = ((notebook.get("metadata") or {}).get("language_info") or {}).get("name", "")
-    parts: list[str] = []
-    regions: list[Region] = []
-    length = 0
+    blocks = Blocks()
     for number, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict):
             continue
@@ -61,18 +60,13 @@ def convert_notebook(data: bytes, filename: str) -> Converted:
                 block = f"{block}\n\nOutput:\n{output}".strip()
         else:
             block = source
-        if not block.strip():
-            continue
-        if parts:
-            length += 2
-        regions.append(Region(length, length + len(block), str(number)))
-        parts.append(block)
-        length += len(block)
-    text = "\n\n".join(parts)
+        if block.strip():
+            blocks.add(block, region=str(number))
+    text = blocks.text
     return Converted(
         text=text,
-        sections=heading_sections(markdown_headings(text), len(text)),
-        regions={"cell": tuple(regions)},
+        sections=markdown_sections(text),
+        regions={"cell": tuple(blocks.regions)},
         format="notebook",
     )
 

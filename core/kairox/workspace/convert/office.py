@@ -15,8 +15,8 @@ from typing import Any
 
 from kairox.lazy_imports import LazyImport
 from kairox.workspace.convert.base import ConversionError, Converted, ConverterSpec, Region
+from kairox.workspace.convert.blocks import Blocks
 from kairox.workspace.convert.html import DOCUMENTS_EXTRA
-from kairox.workspace.convert.markdown import heading_sections
 
 DOCX = LazyImport(
     "docx",
@@ -37,30 +37,13 @@ _HEADING_STYLE = re.compile(r"^(?:heading\s*(\d)|title)$", re.IGNORECASE)
 MAX_SHEET_ROWS = 10_000
 
 
-class _Blocks:
-    """Text blocks joined by blank lines, remembering offsets for headings and regions."""
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.length = 0
-        self.headings: list[tuple[int, int, str]] = []
-
-    def add(self, text: str, heading_level: int | None = None) -> tuple[int, int] | None:
-        text = text.strip()
-        if not text:
-            return None
-        if self.parts:
-            self.length += 2
-        start = self.length
-        if heading_level is not None:
-            self.headings.append((start, heading_level, " ".join(text.split())))
-        self.parts.append(text)
-        self.length += len(text)
-        return start, self.length
-
-    @property
-    def text(self) -> str:
-        return "\n\n".join(self.parts)
+def _add(blocks: Blocks, text: str, heading_level: int | None = None) -> tuple[int, int] | None:
+    """Add ``text`` stripped (a heading if ``heading_level``); None, adding nothing, if empty."""
+    text = text.strip()
+    if not text:
+        return None
+    heading = None if heading_level is None else (heading_level, " ".join(text.split()))
+    return blocks.add(text, heading=heading)
 
 
 def _opened(load: Callable[[io.BytesIO], Any], data: bytes, what: str) -> Any:
@@ -84,25 +67,19 @@ def _table_lines(rows: Iterable[Iterable[str]]) -> str:
 def convert_docx(data: bytes, filename: str) -> Converted:
     docx = DOCX.load()
     document = _opened(docx.Document, data, "DOCX")
-    blocks = _Blocks()
+    blocks = Blocks()
     try:
         for item in document.iter_inner_content():
             if isinstance(item, docx.table.Table):
-                blocks.add(_table_lines([c.text for c in row.cells] for row in item.rows))
+                _add(blocks, _table_lines([c.text for c in row.cells] for row in item.rows))
                 continue
             style = item.style.name if item.style is not None else ""
             match = _HEADING_STYLE.match(style or "")
             level = (int(match.group(1)) if match.group(1) else 1) if match else None
-            blocks.add(item.text, level)
+            _add(blocks, item.text, level)
     except Exception as exc:
         raise ConversionError(f"is not a readable DOCX file ({type(exc).__name__}: {exc})") from exc
-    text = blocks.text
-    return Converted(
-        text=text,
-        sections=heading_sections(blocks.headings, len(text)),
-        title=(document.core_properties.title or "").strip(),
-        format="docx",
-    )
+    return blocks.converted("docx", title=(document.core_properties.title or "").strip())
 
 
 def _shape_texts(shapes: Iterable[Any]) -> Iterable[str]:
@@ -118,13 +95,13 @@ def _shape_texts(shapes: Iterable[Any]) -> Iterable[str]:
 def convert_pptx(data: bytes, filename: str) -> Converted:
     pptx = PPTX.load()
     presentation = _opened(pptx.Presentation, data, "PPTX")
-    blocks = _Blocks()
+    blocks = Blocks()
     slides: list[Region] = []
     try:
         for number, slide in enumerate(presentation.slides, start=1):
             title_shape = slide.shapes.title
             title = title_shape.text_frame.text.strip() if title_shape is not None else ""
-            first = blocks.add(title or f"Slide {number}", heading_level=1)
+            first = _add(blocks, title or f"Slide {number}", heading_level=1)
             # Shape proxies are made anew on each access: compare ids, not objects.
             title_id = title_shape.shape_id if title_shape is not None else None
             others = [s for s in slide.shapes if s.shape_id != title_id]
@@ -133,18 +110,12 @@ def convert_pptx(data: bytes, filename: str) -> Converted:
                 body.append(slide.notes_slide.notes_text_frame.text)
             span = None
             for text in body:
-                span = blocks.add(text) or span
+                span = _add(blocks, text) or span
             if first is not None:
                 slides.append(Region(first[0], (span or first)[1], str(number)))
     except Exception as exc:
         raise ConversionError(f"is not a readable PPTX file ({type(exc).__name__}: {exc})") from exc
-    text = blocks.text
-    return Converted(
-        text=text,
-        sections=heading_sections(blocks.headings, len(text)),
-        regions={"slide": tuple(slides)},
-        format="pptx",
-    )
+    return blocks.converted("pptx", regions={"slide": tuple(slides)})
 
 
 def _cell(value: Any) -> str:
@@ -160,7 +131,7 @@ def convert_xlsx(data: bytes, filename: str) -> Converted:
     workbook = _opened(
         lambda f: openpyxl.load_workbook(f, read_only=True, data_only=True), data, "XLSX"
     )
-    blocks = _Blocks()
+    blocks = Blocks()
     sheets: list[Region] = []
     try:
         for sheet in workbook.worksheets:
@@ -184,21 +155,15 @@ def convert_xlsx(data: bytes, filename: str) -> Converted:
                 lines.append(" | ".join(pairs))
             if header is not None and not lines:
                 lines.append(" | ".join(c for c in header if c))
-            heading = blocks.add(sheet.title, heading_level=1)
-            span = blocks.add("\n".join(lines))
+            heading = _add(blocks, sheet.title, heading_level=1)
+            span = _add(blocks, "\n".join(lines))
             if heading is not None:
                 sheets.append(Region(heading[0], (span or heading)[1], sheet.title))
     except Exception as exc:
         raise ConversionError(f"is not a readable XLSX file ({type(exc).__name__}: {exc})") from exc
     finally:
         workbook.close()
-    text = blocks.text
-    return Converted(
-        text=text,
-        sections=heading_sections(blocks.headings, len(text)),
-        regions={"sheet": tuple(sheets)},
-        format="xlsx",
-    )
+    return blocks.converted("xlsx", regions={"sheet": tuple(sheets)})
 
 
 DOCX_CONVERTER = ConverterSpec(

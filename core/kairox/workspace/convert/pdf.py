@@ -11,7 +11,8 @@ import io
 import logging
 
 from kairox.lazy_imports import LazyImport
-from kairox.workspace.convert.base import ConversionError, Converted, ConverterSpec, Region
+from kairox.workspace.convert.base import ConversionError, Converted, ConverterSpec
+from kairox.workspace.convert.blocks import Blocks
 from kairox.workspace.convert.html import DOCUMENTS_EXTRA
 
 PYPDF = LazyImport("pypdf", needed_by="the PDF converter", install=DOCUMENTS_EXTRA)
@@ -31,21 +32,14 @@ def convert_pdf(data: bytes, filename: str) -> Converted:
         raise
     except Exception as exc:  # pypdf raises many types for broken files
         raise ConversionError(f"is not a readable PDF ({type(exc).__name__}: {exc})") from exc
-    parts: list[str] = []
-    regions: list[Region] = []
-    length = 0
+    blocks = Blocks()
     for number, page in enumerate(pages, start=1):
         page = page.strip()
-        if not page:
-            continue
-        if parts:
-            length += 2
-        regions.append(Region(length, length + len(page), str(number)))
-        parts.append(page)
-        length += len(page)
-    if not parts:
+        if page:
+            blocks.add(page, region=str(number))
+    if not blocks.parts:
         raise ConversionError("has no text layer (a scan?); run OCR on it first")
-    return Converted(text="\n\n".join(parts), regions={"page": tuple(regions)}, format="pdf")
+    return Converted(text=blocks.text, regions={"page": tuple(blocks.regions)}, format="pdf")
 
 
 PDF = ConverterSpec(

@@ -135,7 +135,7 @@ def _plain(value: Any) -> Any:
 class PineconeSource:
     """One Pinecone index (one namespace of it) as a Kairox knowledge base.
 
-    A :class:`kairox.retrieval.WorkspaceRetriever` (``retrieve``; dense, so it has an
+    A :class:`kairox.retrieval.Source` (``retrieve``; dense, so it has an
     ``embedder`` and takes the query vector from ``query.embeddings``) and a
     :class:`kairox.retrieval.VectorSyncTarget` (``upsert_vectors``, ``delete_vectors``).
 
@@ -362,7 +362,7 @@ class PineconeSource:
             return PineconeServiceError(f"{kb}: the {what} failed: {type(exc).__name__}: {detail}")
         return None
 
-    # -- WorkspaceRetriever ------------------------------------------------------------
+    # -- Source ------------------------------------------------------------------------
 
     def _query_vector(self, query: Query) -> list[float] | None:
         vector = query.embeddings.get(self.embedder.name)

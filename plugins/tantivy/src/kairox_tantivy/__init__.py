@@ -75,7 +75,7 @@ class TantivyConfig(KnowledgeBaseConfig):
 class TantivySource:
     """A knowledge base served from a :class:`TantivyIndex` directory.
 
-    Implements :class:`kairox.retrieval.WorkspaceRetriever` (``retrieve``) and
+    Implements :class:`kairox.retrieval.Source` (``retrieve``) and
     :class:`kairox.retrieval.IngestableSource` (``upsert``, ``delete``, ``fingerprints``;
     the first write creates the index).
     """
@@ -127,7 +127,7 @@ class TantivySource:
             return {}
         return self._open().fingerprints()
 
-    # -- WorkspaceRetriever ----------------------------------------------------------------
+    # -- Source ----------------------------------------------------------------------------
 
     def _search(self, query: Query) -> list[Hit]:
         SUPPORT.check(self.name, query.filter)

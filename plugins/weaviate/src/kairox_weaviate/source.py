@@ -142,7 +142,7 @@ class _ClientBox:
 class WeaviateSource:
     """One Weaviate collection as a Kairox knowledge base.
 
-    Implements :class:`kairox.retrieval.WorkspaceRetriever` (``retrieve``) and
+    Implements :class:`kairox.retrieval.Source` (``retrieve``) and
     :class:`kairox.retrieval.VectorSyncTarget` (``upsert_vectors``, ``delete_vectors``).
     The client connects on first use (REST ``/v1/meta`` and ``/v1/schema/<collection>``,
     then gRPC for everything else), is shared by every call, and is closed by
@@ -382,7 +382,7 @@ class WeaviateSource:
             return WeaviateSourceError(f"{self._where} failed ({code}): {detail}")
         return WeaviateSourceError(f"{self._where} failed: {type_name}: {detail}")
 
-    # -- WorkspaceRetriever -----------------------------------------------------------------------
+    # -- Source -----------------------------------------------------------------------------------
 
     def _query_vector(self, query: Query, text: str) -> list[float]:
         embedder = self.embedder

@@ -1,0 +1,200 @@
+"""Tests for :mod:`kairox.config`: where the files are, the schemas' own rules, visibility,
+resolving profiles and how problems read."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+
+from kairox.config import (
+    ConfigError,
+    ConfigProblem,
+    ProfileConfig,
+    find_workspace_config,
+    user_config_path,
+)
+from kairox.config_loader import load_config
+from kairox.registry import Registry
+
+from .conftest import load_ws, problems_of, write
+
+
+def test_user_config_path_follows_xdg(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = Path.home()
+    assert user_config_path() == home / ".config" / "kairox" / "config.toml"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(env / "xdg"))
+    assert user_config_path() == env / "xdg" / "kairox" / "config.toml"
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    assert user_config_path() == home / ".config" / "kairox" / "config.toml"
+
+
+def test_find_workspace_config_walks_up(env: Path, registry: Registry) -> None:
+    ws_file = write(env / "kairox.toml", '[profiles.fast]\nmodel = "small"\n')
+    deep = env / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    assert find_workspace_config(deep) == ws_file
+
+    config = load_config(cwd=deep, registry=registry)
+    assert config.workspace_file == ws_file
+    assert config.root == env
+    assert config.files == [ws_file]
+    assert config.profiles["fast"].model == "small"
+
+
+def test_no_files_gives_builtin_default_profile(env: Path, registry: Registry) -> None:
+    config = load_config(cwd=env, registry=registry)
+    assert config.files == []
+    assert config.workspace_file is None
+    assert config.root == env
+    assert config.profiles == {"default": ProfileConfig()}
+    assert config.profiles["default"].context_window == 128000
+    assert config.knowledge_bases == {}
+
+
+def test_headroom_must_be_below_context_window(env: Path, registry: Registry) -> None:
+    err, _ = problems_of(
+        env, "[profiles.default]\ncontext_window = 8000\nheadroom = 8000\n", registry
+    )
+    [problem] = err.problems
+    assert problem.key == "headroom"
+    assert "smaller than context_window" in problem.problem
+    with pytest.raises(ValueError, match="smaller than context_window"):
+        ProfileConfig(context_window=100, headroom=200)
+
+
+def test_knowledge_base_chunking_keys(env: Path, registry: Registry) -> None:
+    config = load_ws(
+        env,
+        """
+        [knowledge_bases.papers]
+        kind = "sqlite-fts"
+        path = "a.db"
+        chunk_tokens = 128
+        chunk_overlap = 16
+        """,
+        registry,
+    )
+    settings = config.knowledge_bases["papers"].config
+    assert (settings.chunk, settings.chunk_tokens, settings.chunk_overlap) == (True, 128, 16)
+    err, _ = problems_of(
+        env,
+        """
+        [knowledge_bases.papers]
+        kind = "sqlite-fts"
+        path = "a.db"
+        chunk_tokens = 64
+        chunk_overlap = 64
+        """,
+        registry,
+    )
+    [problem] = err.problems
+    assert problem.key == "chunk_overlap"
+    assert "must be smaller than chunk_tokens (64)" in problem.problem
+
+
+def test_workspace_sentence_weight_default_and_range(env: Path, registry: Registry) -> None:
+    from kairox.retrieval.vectors import SENTENCE_WEIGHT
+
+    assert load_ws(env, "", registry).workspace.sentence_weight == SENTENCE_WEIGHT
+    config = load_ws(env, "[workspace]\nsentence_weight = 0\n", registry)
+    assert config.workspace.sentence_weight == 0
+    err, _ = problems_of(env, "[workspace]\nsentence_weight = 1.5\n", registry)
+    [problem] = err.problems
+    assert problem.key == "sentence_weight"
+    assert "sentence_weight = 0.5" in problem.fix
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "+inf"])
+@pytest.mark.parametrize(
+    "table",
+    [
+        '[knowledge_bases.kb]\nkind = "sqlite-fts"\npath = "kb.db"\nweight',
+        "[workspace]\nsentence_weight",
+    ],
+)
+def test_floats_must_be_finite(env: Path, registry: Registry, table: str, value: str) -> None:
+    err, _ = problems_of(env, f"{table} = {value}\n", registry)
+    [problem] = err.problems
+    assert problem.key in ("weight", "sentence_weight")
+    assert "finite" in problem.problem + problem.fix
+
+
+def test_workspace_vector_pack_is_on_by_default_and_a_boolean(
+    env: Path, registry: Registry
+) -> None:
+    assert load_ws(env, "", registry).workspace.vector_pack is True
+    assert (
+        load_ws(env, "[workspace]\nvector_pack = false\n", registry).workspace.vector_pack is False
+    )
+    err, _ = problems_of(env, '[workspace]\nvector_pack = "no"\n', registry)
+    [problem] = err.problems
+    assert problem.key == "vector_pack"
+    assert "vector_pack = false" in problem.fix
+
+
+VISIBILITY_TOML = """
+[profiles.default]
+
+[profiles.fast]
+aliases = ["quick"]
+
+[knowledge_bases.everyone]
+kind = "sqlite-fts"
+path = "a.db"
+
+[knowledge_bases.fast_by_name]
+kind = "sqlite-fts"
+path = "b.db"
+profile_aliases = ["fast"]
+
+[knowledge_bases.fast_by_alias]
+kind = "sqlite-fts"
+path = "c.db"
+profile_aliases = ["quick"]
+
+[knowledge_bases.default_only]
+kind = "sqlite-fts"
+path = "d.db"
+profile_aliases = ["default"]
+
+[knowledge_bases.off]
+kind = "sqlite-fts"
+path = "e.db"
+enabled = false
+"""
+
+
+def test_visibility_by_name_and_alias(env: Path, registry: Registry) -> None:
+    config = load_ws(env, VISIBILITY_TOML, registry)
+    ids = lambda profile: [e.id for e in config.visible_knowledge_bases(profile)]  # noqa: E731
+    assert ids("default") == ["everyone", "default_only"]
+    assert ids("fast") == ["everyone", "fast_by_name", "fast_by_alias"]
+    assert ids("quick") == ids("fast")
+    assert config.is_visible("fast_by_alias", "fast")
+    assert not config.is_visible("fast_by_alias", "default")
+    assert not config.is_visible("off", "default")
+    with pytest.raises(KeyError):
+        config.is_visible("nope", "default")
+
+
+def test_resolve_profile_by_name_alias_and_unknown(env: Path, registry: Registry) -> None:
+    config = load_ws(env, '[profiles.fast]\nmodel = "small"\naliases = ["quick"]\n', registry)
+    assert config.resolve_profile("fast") == ("fast", config.profiles["fast"])
+    name, profile = config.resolve_profile("quick")
+    assert name == "fast"
+    assert profile.model == "small"
+    with pytest.raises(ConfigError) as info:
+        config.resolve_profile("quik")
+    assert "did you mean 'quick'?" in str(info.value)
+
+
+def test_problem_rendering_leaves_out_missing_parts() -> None:
+    full = ConfigProblem(Path("/a/kairox.toml"), "profiles.x", "model", "bad value", "fix it")
+    assert str(full) == "/a/kairox.toml: [profiles.x] model: bad value. Fix: fix it"
+    bare = ConfigProblem(None, None, None, "bad", "do this")
+    assert str(bare) == "bad. Fix: do this"
+    err = ConfigError([full, bare])
+    assert str(err).splitlines() == [str(full), str(bare)]
+    assert pickle.loads(pickle.dumps(err)).problems == [full, bare]
