@@ -16,7 +16,7 @@ from typing import Any
 from kairox.workspace.grammars import language_of, load_parser
 
 #: Bumped when syntax chunks change shape, so ``kairox index`` cuts code files again.
-SYNTAX_CHUNKER_VERSION = 2
+SYNTAX_CHUNKER_VERSION = 3
 
 __all__ = [
     "LINE_SCHEMA",

@@ -41,6 +41,7 @@ from kairox.workspace.index_types import (
     _PendingFile,
     _Sentence,
     _text_hash,
+    embed_text,
 )
 from kairox.workspace.line_store import (
     chunker_for,
@@ -266,7 +267,8 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
             encoding=self.encoding,
             syntax=chunker != "lines",
         ):
-            text_hash = _text_hash(c.text)
+            # The vector (addressed by this hash) is of the context and the text together.
+            text_hash = _text_hash(embed_text(c.context, c.text))
             sentences = self._sentences(c.text, text_hash)
             chunks.append(
                 _Chunk(
@@ -281,6 +283,7 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
                     c.line_end,
                     c.symbol,
                     c.language,
+                    c.context,
                 )
             )
         return _PendingFile(file.relpath, content_hash, file.size, file.mtime_ns, chunks, chunker)
@@ -299,7 +302,11 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
         """Store ``batch`` in one transaction; counts what it embedded into ``stats``."""
         if not batch:
             return
-        chunk_texts = {chunk.text_hash: chunk.text for f in batch for chunk in f.chunks}
+        chunk_texts = {
+            chunk.text_hash: embed_text(chunk.context, chunk.text)
+            for f in batch
+            for chunk in f.chunks
+        }
         sentence_texts = {
             s.text_hash: s.text for f in batch for chunk in f.chunks for s in chunk.sentences
         }
@@ -320,7 +327,7 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
                 for c in pending.chunks:
                     cursor = self._db.execute(
                         'INSERT INTO rag_chunks(workspace, relpath, chunk_index, start, "end", '
-                        "token_count, text_hash, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        "token_count, text_hash, text, context) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             self.workspace_id,
                             pending.relpath,
@@ -330,6 +337,7 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
                             c.token_count,
                             c.text_hash,
                             c.text,
+                            c.context,
                         ),
                     )
                     self._insert_sentences(cursor.lastrowid, c.sentences)
