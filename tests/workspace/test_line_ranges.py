@@ -24,7 +24,7 @@ def test_hits_name_their_lines_and_symbol(database, project, embedder):
         hits = index.search_words("countdown", 5)
         hit = next(h for h in hits if h.metadata["path"] == "src/launch.py")
         meta = hit.metadata
-        assert meta["language"] == "python" and meta["symbol"].startswith("src.launch")
+        assert meta["language"] == "python" and meta["symbol"].startswith("launch")  # src/ is layout
         lines = CODE.split("\n")[meta["line_start"] - 1 : meta["line_end"]]
         assert "\n".join(lines) == hit.text  # the range is exactly the chunk's text
         assert hit.text.startswith(("import", "class", "def"))  # whole lines, indentation kept

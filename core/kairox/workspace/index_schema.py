@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kairox.paths import state_errors
 from kairox.storage import enable_wal, ensure_component_schema
+from kairox.workspace.failed_files import FAILED_SCHEMA
 from kairox.workspace.filtering import register as register_filter_functions
 from kairox.workspace.line_store import LINE_SCHEMA
 
@@ -29,7 +30,9 @@ from kairox.workspace.line_store import LINE_SCHEMA
 # Version 4 added line ranges (kairox.workspace.line_store); files indexed before get
 # them on the next run, which cuts them again.
 # Version 5 added rag_chunks.context (what search sees besides the text: a code chunk's
-# symbol path and enclosing headers) as a third FTS column; _add_context migrates.
+# symbol path and enclosing headers) as a third FTS column, and rag_chunk_lines.labels
+# (a converted document's page and heading); _add_context migrates. It also added
+# rag_failed_files (kairox.workspace.failed_files).
 _SCHEMA_VERSION = 5
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS rag_files (
@@ -91,12 +94,14 @@ END""",
     VALUES ('delete', old.id, old.relpath, old.text, old.context);
 END""",
     *LINE_SCHEMA,
+    *FAILED_SCHEMA,
 )
 
 
 def _add_context(db: sqlite3.Connection) -> bool:
-    """Give a version 4 index the ``context`` column and drop its two-column FTS table
-    (the schema statements then create the new one); True when it did."""
+    """Give a version 4 index the ``context`` and ``labels`` columns and drop its
+    two-column FTS table (the schema statements then create the new one); True when the
+    FTS table needs filling again."""
     db.execute("BEGIN IMMEDIATE")
     try:
         columns = {row[1] for row in db.execute("PRAGMA table_info(rag_chunks)")}
@@ -106,6 +111,9 @@ def _add_context(db: sqlite3.Connection) -> bool:
             db.execute("DROP TRIGGER IF EXISTS rag_chunks_ai")
             db.execute("DROP TRIGGER IF EXISTS rag_chunks_ad")
             db.execute("DROP TABLE IF EXISTS rag_chunks_fts")
+        lines = {row[1] for row in db.execute("PRAGMA table_info(rag_chunk_lines)")}
+        if lines and "labels" not in lines:
+            db.execute("ALTER TABLE rag_chunk_lines ADD COLUMN labels TEXT NOT NULL DEFAULT ''")
         db.execute("COMMIT")
     except BaseException:
         if db.in_transaction:

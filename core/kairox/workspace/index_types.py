@@ -110,6 +110,7 @@ class _Chunk:
     symbol: str | None = None
     language: str | None = None
     context: str = ""
+    labels: str = ""  # JSON: a converted document's page, heading...
 
 
 @dataclass(frozen=True)
