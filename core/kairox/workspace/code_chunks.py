@@ -199,13 +199,13 @@ def _segments(
 
 def _holds_definitions(node: Any, grammar: Grammar) -> bool:
     """Whether a definition has definitions among its descendants (a class's methods)."""
-    stack = list(node.children)
+    stack = list(node.named_children)  # definitions are named nodes: skip punctuation
     while stack:
         child = stack.pop()
         if child.type in grammar.definitions:
             return True
-        if child.type not in _COMMENTS:
-            stack.extend(child.children)
+        if child.named_child_count and child.type not in _COMMENTS:
+            stack.extend(child.named_children)
     return False
 
 
