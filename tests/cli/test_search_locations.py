@@ -77,3 +77,38 @@ def test_plugins_lists_the_installed_grammars(invoke):
     result = invoke("plugins", "--all")
     assert result.exit_code == 0, result.output
     assert re.search(r"code grammars \(syntax-aware chunks\): .*python.*rust", result.output)
+
+
+def test_pdf_hits_name_their_pages(invoke, workspace):
+    from tests.workspace.convert.conftest import make_pdf
+
+    pages = [
+        ["Anchors hold the ship in the harbour through every storm."],
+        ["Sails catch the wind at sea and carry the ship home."],
+    ]
+    (workspace / "docs").mkdir()
+    (workspace / "docs" / "guide.pdf").write_bytes(make_pdf(pages))
+    (workspace / "kairox.toml").write_text("[workspace]\nchunk_tokens = 16\nchunk_overlap = 2\n")
+    _indexed(invoke)
+    found = json.loads(invoke("search", "sails wind", "--json", "--source", "workspace-fts").output)
+    meta = found["hits"][0]["metadata"]
+    assert (meta["path"], meta["page"]) == ("docs/guide.pdf", 2)
+    assert "line_start" not in meta  # lines of extracted text are no place in the file
+    shown = invoke("search", "sails wind", "--source", "workspace-fts")
+    assert "docs/guide.pdf:p2" in shown.output
+
+
+def test_a_broken_document_is_reported_on_every_run_but_read_once(invoke, workspace):
+    (workspace / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
+    reason = "conversion failed (pdf: is not a readable PDF"
+    for _ in range(2):
+        result = invoke("index")
+        assert result.exit_code == 0, result.output
+        assert f"skipped broken.pdf: {reason}" in result.output
+
+
+def test_plugins_lists_the_converters_and_their_file_types(invoke):
+    result = invoke("plugins", "--all")
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("document converters"))
+    assert "pdf (.pdf)" in line and "notebook (.ipynb)" in line and ".docx" in line

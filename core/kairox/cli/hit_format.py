@@ -44,13 +44,16 @@ def _where(hit: FusedHit, root: Path | None) -> str:
 
 
 def location(hit: FusedHit, root: Path | None) -> str:
-    """``path:12-40`` (or ``path:12``) when the hit knows its lines; else its uri or id."""
+    """``path:12-40`` (or ``path:12``) when the hit knows its lines, ``path:p3`` (or
+    ``path:p3-4``) when it knows its pages (a PDF); else its uri or id."""
     meta = hit.metadata
     where = _where(hit, root)
     lines = _lines(meta)
     if lines is None:
-        page = meta.get("page")
-        return f"{where} p.{page}" if page is not None else where
+        page, page_end = meta.get("page"), meta.get("page_end")
+        if page is None:
+            return where
+        return f"{where}:p{page}" + (f"-{page_end}" if page_end not in (None, page) else "")
     first, last = lines
     return f"{where}:{first}" if first == last else f"{where}:{first}-{last}"
 

@@ -38,6 +38,7 @@ def plugins(app: AppContext, show_all: bool, as_json: bool) -> None:
     if not infos:
         console.print("No plugins installed. Use --all to include the built-ins.")
         print_grammars()
+        print_converters(app.plugin_manager().registry)
         return
     table = Table("name", "package", "version", "registers", "status")
     fold_long_values(table)
@@ -53,6 +54,22 @@ def plugins(app: AppContext, show_all: bool, as_json: bool) -> None:
         table.add_row(info.name, info.package or "", info.version or "", hooks, status)
     console.print(table)
     print_grammars()
+    print_converters(app.plugin_manager().registry)
+
+
+def print_converters(registry: Any) -> None:
+    """Which document converters read which file types (a later plugin's claim wins)."""
+    from kairox.workspace.convert.converters import Converters
+
+    specs = [registry.converters[name] for name in registry.converters]
+    winners = Converters(specs).by_suffix
+    parts = []
+    for spec in specs:
+        claimed = [s for s in spec.suffixes if winners.get(s.lower()) is spec]
+        if claimed:
+            parts.append(f"{spec.name} ({' '.join(claimed)})")
+    line = "document converters (file types read as text): " + (", ".join(parts) or "none")
+    console.print(printable(line), markup=False)
 
 
 def print_grammars() -> None:

@@ -6,7 +6,12 @@ from collections.abc import Container, Mapping, Sequence
 
 from kairox.embed_progress import EmbedProgress
 from kairox.retrieval.vectors import EMBED_BATCH, embed_unit
-from kairox.workspace.index_types import WorkspaceIndexError, _Embedded, _PendingFile
+from kairox.workspace.index_types import (
+    EMBED_TEXT_SQL,
+    WorkspaceIndexError,
+    _Embedded,
+    _PendingFile,
+)
 
 _INSERT_VECTORS = "INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)"
 
@@ -99,7 +104,8 @@ class EmbeddingMixin:
         embedder: after a model switch, or when a run was cut short."""
         params = (self.embedder.name, self.embedder.dim, self.workspace_id)
         chunk_rows = self._db.execute(
-            "SELECT DISTINCT c.text_hash, c.text FROM rag_chunks c LEFT JOIN rag_embeddings e "
+            f"SELECT DISTINCT c.text_hash, {EMBED_TEXT_SQL} FROM rag_chunks c "
+            "LEFT JOIN rag_embeddings e "
             "ON e.text_hash = c.text_hash AND e.embedder = ? AND e.dim = ? "
             "WHERE c.workspace = ? AND e.text_hash IS NULL",
             params,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kairox.paths import state_errors
 from kairox.storage import enable_wal, ensure_component_schema
+from kairox.workspace.failed_files import FAILED_SCHEMA
 from kairox.workspace.filtering import register as register_filter_functions
 from kairox.workspace.line_store import LINE_SCHEMA
 
@@ -28,7 +29,11 @@ from kairox.workspace.line_store import LINE_SCHEMA
 # is searched from its rows until the next run writes one.
 # Version 4 added line ranges (kairox.workspace.line_store); files indexed before get
 # them on the next run, which cuts them again.
-_SCHEMA_VERSION = 4
+# Version 5 added rag_chunks.context (what search sees besides the text: a code chunk's
+# symbol path and enclosing headers) as a third FTS column, and rag_chunk_lines.labels
+# (a converted document's page and heading); _add_context migrates. It also added
+# rag_failed_files (kairox.workspace.failed_files).
+_SCHEMA_VERSION = 5
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS rag_files (
     workspace TEXT NOT NULL,
@@ -48,6 +53,7 @@ _SCHEMA = (
     token_count INTEGER NOT NULL,
     text_hash TEXT NOT NULL,
     text TEXT NOT NULL,
+    context TEXT NOT NULL DEFAULT '',
     UNIQUE (workspace, relpath, chunk_index)
 )""",
     """CREATE INDEX IF NOT EXISTS rag_chunks_text_hash ON rag_chunks(text_hash)""",
@@ -76,18 +82,44 @@ _SCHEMA = (
     PRIMARY KEY (workspace, embedder, dim)
 )""",
     """CREATE VIRTUAL TABLE IF NOT EXISTS rag_chunks_fts USING fts5(
-    relpath, text, content='rag_chunks', content_rowid='id',
+    relpath, text, context, content='rag_chunks', content_rowid='id',
     tokenize='porter unicode61 remove_diacritics 2'
 )""",
     """CREATE TRIGGER IF NOT EXISTS rag_chunks_ai AFTER INSERT ON rag_chunks BEGIN
-    INSERT INTO rag_chunks_fts(rowid, relpath, text) VALUES (new.id, new.relpath, new.text);
+    INSERT INTO rag_chunks_fts(rowid, relpath, text, context)
+    VALUES (new.id, new.relpath, new.text, new.context);
 END""",
     """CREATE TRIGGER IF NOT EXISTS rag_chunks_ad AFTER DELETE ON rag_chunks BEGIN
-    INSERT INTO rag_chunks_fts(rag_chunks_fts, rowid, relpath, text)
-    VALUES ('delete', old.id, old.relpath, old.text);
+    INSERT INTO rag_chunks_fts(rag_chunks_fts, rowid, relpath, text, context)
+    VALUES ('delete', old.id, old.relpath, old.text, old.context);
 END""",
     *LINE_SCHEMA,
+    *FAILED_SCHEMA,
 )
+
+
+def _add_context(db: sqlite3.Connection) -> bool:
+    """Give a version 4 index the ``context`` and ``labels`` columns and drop its
+    two-column FTS table (the schema statements then create the new one); True when the
+    FTS table needs filling again."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        columns = {row[1] for row in db.execute("PRAGMA table_info(rag_chunks)")}
+        migrate = bool(columns) and "context" not in columns
+        if migrate:
+            db.execute("ALTER TABLE rag_chunks ADD COLUMN context TEXT NOT NULL DEFAULT ''")
+            db.execute("DROP TRIGGER IF EXISTS rag_chunks_ai")
+            db.execute("DROP TRIGGER IF EXISTS rag_chunks_ad")
+            db.execute("DROP TABLE IF EXISTS rag_chunks_fts")
+        lines = {row[1] for row in db.execute("PRAGMA table_info(rag_chunk_lines)")}
+        if lines and "labels" not in lines:
+            db.execute("ALTER TABLE rag_chunk_lines ADD COLUMN labels TEXT NOT NULL DEFAULT ''")
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    return migrate
 
 
 def open_database(path: Path) -> sqlite3.Connection:
@@ -99,8 +131,12 @@ def open_database(path: Path) -> sqlite3.Connection:
     try:
         with state_errors(path):
             db.execute("PRAGMA busy_timeout=30000")
+            migrated = _add_context(db)
             # Versioned per component: the database is shared with events and memories.
             ensure_component_schema(db, "workspace_index", _SCHEMA_VERSION, _SCHEMA)
+            if migrated:
+                with db:  # the new FTS table, filled from the rows already there
+                    db.execute("INSERT INTO rag_chunks_fts(rag_chunks_fts) VALUES ('rebuild')")
             enable_wal(db, 30)
     except BaseException:
         db.close()

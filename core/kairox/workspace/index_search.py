@@ -15,6 +15,11 @@ from kairox.workspace.filtering import FILES_JOIN, chunk_metadata, filter_sql
 from kairox.workspace.index_types import WorkspaceIndexError
 from kairox.workspace.line_store import line_metadata
 
+#: BM25 weights of the FTS columns (path, text, context). A code chunk's context (its
+#: symbol path and enclosing headers) says what the chunk is; 6 was the best of 1-10 on
+#: the code benchmark's train queries (benchmarks/README.md).
+FTS_WEIGHTS = (1.0, 1.0, 6.0)
+
 
 class SearchMixin:
     """Search, mixed into :class:`~kairox.workspace.rag_index.WorkspaceRagIndex`
@@ -123,10 +128,11 @@ class SearchMixin:
         clause, params = self._filter_clause(filters or {})
         with self._lock:
             rows = self._db.execute(
-                "SELECT rag_chunks_fts.rowid, bm25(rag_chunks_fts) AS rank FROM rag_chunks_fts "
+                "SELECT rag_chunks_fts.rowid, bm25(rag_chunks_fts, ?, ?, ?) AS rank "
+                "FROM rag_chunks_fts "
                 f"JOIN rag_chunks c ON c.id = rag_chunks_fts.rowid {FILES_JOIN} "
                 f"WHERE rag_chunks_fts MATCH ? AND c.workspace = ?{clause} "
                 "ORDER BY rank, c.id LIMIT ?",
-                [expression, self.workspace_id, *params, k],
+                [*FTS_WEIGHTS, expression, self.workspace_id, *params, k],
             ).fetchall()
             return self._hits([(row[0], -row[1]) for row in rows], source)

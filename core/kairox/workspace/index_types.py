@@ -93,6 +93,8 @@ class _Chunk:
     line_end: int = 0
     symbol: str | None = None
     language: str | None = None
+    context: str = ""
+    labels: str = ""  # JSON: a converted document's page, heading...
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,15 @@ class _PendingFile:
     mtime_ns: int
     chunks: list[_Chunk]
     chunker: str = "lines"
+
+
+#: What the embedder sees of a ``rag_chunks c`` row: its context (when it has one) and text.
+EMBED_TEXT_SQL = "CASE WHEN c.context = '' THEN c.text ELSE c.context || char(10) || c.text END"
+
+
+def embed_text(context: str, text: str) -> str:
+    """What the embedder sees of a chunk (as :data:`EMBED_TEXT_SQL` in SQL)."""
+    return f"{context}\n{text}" if context else text
 
 
 def _text_hash(text: str) -> str:

@@ -34,7 +34,9 @@ class SourceChunk:
 
     ``line_start``/``line_end`` are 1-based and inclusive. ``symbol`` is the dotted path
     of the definition the chunk holds or lies in (``pkg.mod.Class.method``), None for
-    line windows; ``language`` is the grammar used, None for line windows.
+    line windows; ``language`` is the grammar used, None for line windows. ``context`` is
+    what search sees besides the text (the symbol path and the header lines of the
+    definitions around the chunk that it does not hold), ``""`` for line windows.
     """
 
     index: int
@@ -46,6 +48,7 @@ class SourceChunk:
     line_end: int
     symbol: str | None = None
     language: str | None = None
+    context: str = ""
 
 
 class LineTable:

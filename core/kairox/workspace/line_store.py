@@ -1,7 +1,9 @@
 """Where each workspace chunk lies in its file (lines, symbol) and how the file was cut.
 
 Two tables beside ``rag_chunks`` (schema version 4 of the workspace index):
-``rag_chunk_lines`` gives each chunk its 1-based line range, symbol path and language;
+``rag_chunk_lines`` gives each chunk its 1-based line range, symbol path and language, and
+for a converted document (a PDF) the labels of where it lies (``page``, ``page_end``,
+``heading``; its lines are 0 then: lines of extracted text are no place in the file);
 ``rag_file_chunking`` records which chunker cut each file (``lines``, or
 ``syntax:<language>:<version>``), so that a file indexed before line ranges existed, or before its
 grammar was installed, is cut again on the next ``kairox index`` even if it did not change.
@@ -9,6 +11,7 @@ grammar was installed, is cut again on the next ``kairox index`` even if it did 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -16,7 +19,7 @@ from typing import Any
 from kairox.workspace.grammars import language_of, load_parser
 
 #: Bumped when syntax chunks change shape, so ``kairox index`` cuts code files again.
-SYNTAX_CHUNKER_VERSION = 2
+SYNTAX_CHUNKER_VERSION = 3
 
 __all__ = [
     "LINE_SCHEMA",
@@ -33,7 +36,8 @@ LINE_SCHEMA = (
     line_start INTEGER NOT NULL,
     line_end INTEGER NOT NULL,
     symbol TEXT,
-    language TEXT
+    language TEXT,
+    labels TEXT NOT NULL DEFAULT ''
 )""",
     """CREATE TABLE IF NOT EXISTS rag_file_chunking (
     workspace TEXT NOT NULL,
@@ -57,10 +61,11 @@ def insert_lines(
     workspace: str,
     relpath: str,
     chunker: str,
-    rows: Iterable[tuple[int | None, int, int, str | None, str | None]],
+    rows: Iterable[tuple[int | None, int, int, str | None, str | None, str]],
 ) -> None:
-    """Record ``(chunk_id, line_start, line_end, symbol, language)`` rows and the chunker."""
-    db.executemany("INSERT OR REPLACE INTO rag_chunk_lines VALUES (?, ?, ?, ?, ?)", rows)
+    """Record ``(chunk_id, line_start, line_end, symbol, language, labels)`` rows (labels:
+    a JSON object or ``""``) and the chunker."""
+    db.executemany("INSERT OR REPLACE INTO rag_chunk_lines VALUES (?, ?, ?, ?, ?, ?)", rows)
     db.execute(
         "INSERT OR REPLACE INTO rag_file_chunking VALUES (?, ?, ?)", (workspace, relpath, chunker)
     )
@@ -88,17 +93,20 @@ def stale_files(db: sqlite3.Connection, workspace: str, expected: Callable[[str]
 
 
 def line_metadata(db: sqlite3.Connection, chunk_ids: list[int]) -> Mapping[int, dict[str, Any]]:
-    """Hit metadata (``line_start``, ``line_end``, and ``symbol``/``language`` when known)."""
+    """Hit metadata (``line_start``, ``line_end``, ``symbol``/``language`` and labels such
+    as ``page`` when known)."""
     if not chunk_ids:
         return {}
     marks = ",".join("?" * len(chunk_ids))
     found: dict[int, dict[str, Any]] = {}
-    for chunk_id, first, last, symbol, language in db.execute(
-        f"SELECT chunk_id, line_start, line_end, symbol, language FROM rag_chunk_lines "
+    for chunk_id, first, last, symbol, language, labels in db.execute(
+        f"SELECT chunk_id, line_start, line_end, symbol, language, labels FROM rag_chunk_lines "
         f"WHERE chunk_id IN ({marks})",
         chunk_ids,
     ):
-        meta: dict[str, Any] = {"line_start": first, "line_end": last}
+        meta: dict[str, Any] = json.loads(labels) if labels else {}
+        if first > 0:
+            meta.update(line_start=first, line_end=last)
         if symbol:
             meta["symbol"] = symbol
         if language:

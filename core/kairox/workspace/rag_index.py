@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -24,7 +25,10 @@ from kairox.embedding import EmbeddingBackend
 from kairox.retrieval.vectors import SENTENCE_WEIGHT, SentenceVectors, check_sentence_weight
 from kairox.workspace.chunking import split_sentences
 from kairox.workspace.code_chunks import chunk_source
-from kairox.workspace.convert.converters import Converters
+from kairox.workspace.convert.base import Converted
+from kairox.workspace.convert.converters import CONVERSION_FAILED, Converters
+from kairox.workspace.convert.sections import chunk_converted
+from kairox.workspace.failed_files import Failure, forget_and_remember, known_failures
 from kairox.workspace.files import Skipped, WorkspaceFile, iter_workspace_files
 from kairox.workspace.index_embedding import _INSERT_VECTORS, EmbeddingMixin
 from kairox.workspace.index_packs import VectorPacksMixin
@@ -41,6 +45,7 @@ from kairox.workspace.index_types import (
     _PendingFile,
     _Sentence,
     _text_hash,
+    embed_text,
 )
 from kairox.workspace.line_store import (
     chunker_for,
@@ -199,19 +204,36 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
                 selection=self.selection,
             )
         )
+        failed = known_failures(self._db, self.workspace_id)
+        failures: list[Failure] = []  # this run's, remembered at the end
         seen: set[str] = set()
         pending: list[_PendingFile] = []
         touched: list[tuple[int, int, str, str]] = []  # new stat of unchanged content
         for done, file in enumerate(files, start=1):
             previous = known.get(file.relpath)
+            failure = failed.get(file.relpath)
             if previous is not None and previous[1:] == (file.size, file.mtime_ns):
                 seen.add(file.relpath)
                 stats.unchanged += 1
+            elif failure is not None and failure.matches(file.size, file.mtime_ns):
+                # Failed to convert before and not changed since: not read again.
+                failures.append(failure)
+                stats.skip(file.relpath, failure.reason, failure.detail)
             else:
                 # Binary, unreadable or gone since the walk: not indexed (leaves if it was).
                 converted = self.converters.read(file.path, max_bytes=self.max_file_bytes)
                 if isinstance(converted, Skipped):
                     stats.skip(file.relpath, converted.reason, converted.detail)
+                    if converted.reason == CONVERSION_FAILED:
+                        failures.append(
+                            Failure(
+                                file.relpath,
+                                file.size,
+                                file.mtime_ns,
+                                converted.reason,
+                                converted.detail,
+                            )
+                        )
                 else:
                     text = converted.text
                     seen.add(file.relpath)
@@ -220,7 +242,7 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
                         stats.unchanged += 1
                         touched.append((file.size, file.mtime_ns, self.workspace_id, file.relpath))
                     else:
-                        pending.append(self._prepare(file, text, content_hash))
+                        pending.append(self._prepare(file, converted, content_hash))
                         if previous is None:
                             stats.added += 1
                         else:
@@ -242,6 +264,7 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
                 self._drop_packs()
             for relpath in gone:
                 self._delete_file(relpath)
+            forget_and_remember(self._db, self.workspace_id, failures)
         stats.removed = len(gone)
         stats.sentences_embedded += self._add_missing_sentences()
         embedded = self._embed_missing()
@@ -253,20 +276,31 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
         return stats
 
     def _chunker(self, relpath: str) -> str:
-        return chunker_for(relpath, self.syntax_chunks)
+        chunker = chunker_for(relpath, self.syntax_chunks)
+        spec = self.converters.claiming(relpath) if chunker == "lines" else None
+        # Bumped when converted documents are cut differently (1: by page and heading).
+        return f"converted:{spec.name}:1" if spec is not None else chunker
 
-    def _prepare(self, file: WorkspaceFile, text: str, content_hash: str) -> _PendingFile:
-        chunks = []
+    def _prepare(
+        self, file: WorkspaceFile, converted: Converted, content_hash: str
+    ) -> _PendingFile:
         chunker = self._chunker(file.relpath)
+        if not converted.source_lines:
+            chunks = self._document_chunks(converted)
+            return _PendingFile(
+                file.relpath, content_hash, file.size, file.mtime_ns, chunks, chunker
+            )
+        chunks = []
         for c in chunk_source(
-            text,
+            converted.text,
             path=file.relpath,
             max_tokens=self.chunk_tokens,
             overlap_tokens=self.chunk_overlap,
             encoding=self.encoding,
             syntax=chunker != "lines",
         ):
-            text_hash = _text_hash(c.text)
+            # The vector (addressed by this hash) is of the context and the text together.
+            text_hash = _text_hash(embed_text(c.context, c.text))
             sentences = self._sentences(c.text, text_hash)
             chunks.append(
                 _Chunk(
@@ -281,9 +315,39 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
                     c.line_end,
                     c.symbol,
                     c.language,
+                    c.context,
                 )
             )
         return _PendingFile(file.relpath, content_hash, file.size, file.mtime_ns, chunks, chunker)
+
+    def _document_chunks(self, converted: Converted) -> list[_Chunk]:
+        """A PDF's (HTML page's, notebook's...) chunks cut at its pages and headings, each
+        labelled with them; its lines are 0, the extracted text's lines being no place in
+        the file. The heading path is the chunk's search context."""
+        chunks = []
+        for c in chunk_converted(
+            converted,
+            max_tokens=self.chunk_tokens,
+            overlap_tokens=self.chunk_overlap,
+            encoding=self.encoding,
+        ):
+            labels = {k: v for k, v in c.metadata.items() if k not in {"line_start", "line_end"}}
+            context = str(labels.get("heading", ""))
+            text_hash = _text_hash(embed_text(context, c.text))
+            chunks.append(
+                _Chunk(
+                    c.index,
+                    c.start,
+                    c.end,
+                    c.token_count,
+                    text_hash,
+                    c.text,
+                    self._sentences(c.text, text_hash),
+                    context=context,
+                    labels=json.dumps(labels, sort_keys=True) if labels else "",
+                )
+            )
+        return chunks
 
     def _sentences(self, chunk: str, chunk_hash: str) -> tuple[_Sentence, ...]:
         if self.sentence_weight == 0:
@@ -299,7 +363,11 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
         """Store ``batch`` in one transaction; counts what it embedded into ``stats``."""
         if not batch:
             return
-        chunk_texts = {chunk.text_hash: chunk.text for f in batch for chunk in f.chunks}
+        chunk_texts = {
+            chunk.text_hash: embed_text(chunk.context, chunk.text)
+            for f in batch
+            for chunk in f.chunks
+        }
         sentence_texts = {
             s.text_hash: s.text for f in batch for chunk in f.chunks for s in chunk.sentences
         }
@@ -320,7 +388,7 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
                 for c in pending.chunks:
                     cursor = self._db.execute(
                         'INSERT INTO rag_chunks(workspace, relpath, chunk_index, start, "end", '
-                        "token_count, text_hash, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        "token_count, text_hash, text, context) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             self.workspace_id,
                             pending.relpath,
@@ -330,10 +398,20 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
                             c.token_count,
                             c.text_hash,
                             c.text,
+                            c.context,
                         ),
                     )
                     self._insert_sentences(cursor.lastrowid, c.sentences)
-                    lines.append((cursor.lastrowid, c.line_start, c.line_end, c.symbol, c.language))
+                    lines.append(
+                        (
+                            cursor.lastrowid,
+                            c.line_start,
+                            c.line_end,
+                            c.symbol,
+                            c.language,
+                            c.labels,
+                        )
+                    )
                 insert_lines(self._db, self.workspace_id, pending.relpath, pending.chunker, lines)
                 self._db.execute(
                     "INSERT INTO rag_files VALUES (?, ?, ?, ?, ?)",
