@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kairox.context.assembler import _Piece
+    from kairox.context.system_message import Piece
     from kairox.memory.store import MemoryRecord
 
 __all__ = ["SCOPE_PRIORITY", "PreparedMemories", "memory_label", "timestamp", "words"]
@@ -62,11 +62,11 @@ class PreparedMemories:
     def __init__(
         self,
         memories: Sequence[MemoryRecord],
-        make_piece: Callable[[int, str, str], _Piece],
+        make_piece: Callable[[int, str, str], Piece],
         headings: Mapping[str, tuple[str, int]],
     ) -> None:
         self.not_approved: list[tuple[str, str]] = []
-        entries: list[tuple[tuple[float, int, int], str, _Piece, frozenset[str]]] = []
+        entries: list[tuple[tuple[float, int, int], str, Piece, frozenset[str]]] = []
         for order, memory in enumerate(memories):
             if memory.scope not in SCOPE_PRIORITY:
                 raise ValueError(f"memory {memory.id} has an unknown scope {memory.scope!r}")
@@ -92,7 +92,7 @@ class PreparedMemories:
         self.cost = sum(piece.tokens for _, piece in self.base)
         self.cost += sum(headings[source][1] for source in sections)
 
-    def ranked(self, prompt_words: set[str]) -> list[tuple[str, _Piece]]:
+    def ranked(self, prompt_words: set[str]) -> list[tuple[str, Piece]]:
         """Best first: key match (words of the key in the prompt), then the base order."""
         matches: dict[int, int] = {}
         for word in prompt_words:
