@@ -22,17 +22,17 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal, Unpack
 
 from kairox.errors import KairoxError
 from kairox.memory.marker_rules import SCOPES_WIDEST_FIRST
 
 if TYPE_CHECKING:
     from kairox.context.assembler import Assembly
-    from kairox.facade import AppFacade
+    from kairox.facade import AppFacade, SearchOptions
     from kairox.memory.store import MemoryRecord
     from kairox.retrieval import RetrievalResult
     from kairox.workspace.rag_index import IndexStats
@@ -146,40 +146,24 @@ class Kairox:
 
     # -- search -----------------------------------------------------------------------
 
-    def search(
-        self,
-        query: str,
-        *,
-        k: int = 10,
-        filters: Mapping[str, Any] | None = None,
-        profile: str | None = None,
-        **options: Any,
-    ) -> RetrievalResult:
+    def search(self, query: str, **options: Unpack[SearchOptions]) -> RetrievalResult:
         """One fused ranking over the workspace and the profile's knowledge bases.
 
         ``result.hits`` are best first, each with ``sources`` (every source's rank);
-        ``result.reports`` has one status per source. ``options`` go to
-        :meth:`AppFacade.search_sync` (``fusion``, ``only``). Inside a running event loop,
-        use :meth:`asearch`.
+        ``result.reports`` has one status per source. ``options`` are
+        :class:`~kairox.facade.SearchOptions` (``k``, ``filters``, ``profile``, ``fusion``,
+        ``only``, ...); the profile is this handle's unless given. Inside a running event
+        loop, use :meth:`asearch`.
         """
         _outside_event_loop("search", "asearch")
-        return self.facade.search_sync(
-            query, profile=profile or self.profile, k=k, filters=filters, **options
-        )
+        return self.facade.search_sync(query, **self._search_options(options))
 
-    async def asearch(
-        self,
-        query: str,
-        *,
-        k: int = 10,
-        filters: Mapping[str, Any] | None = None,
-        profile: str | None = None,
-        **options: Any,
-    ) -> RetrievalResult:
+    async def asearch(self, query: str, **options: Unpack[SearchOptions]) -> RetrievalResult:
         """:meth:`search` for ``async`` callers."""
-        return await self.facade.search(
-            query, profile=profile or self.profile, k=k, filters=filters, **options
-        )
+        return await self.facade.search(query, **self._search_options(options))
+
+    def _search_options(self, options: SearchOptions) -> SearchOptions:
+        return {**options, "profile": options.get("profile") or self.profile}
 
     # -- context ----------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypedDict, Unpack
 
 from kairox import paths
 from kairox.retrieval import IngestableSource, Query, RetrievalResult
@@ -43,6 +43,19 @@ if TYPE_CHECKING:
     from kairox.storage import Database
     from kairox.sync import SyncStats
     from kairox.workspace.rag_index import IndexStats, WorkspaceRagIndex
+
+
+class SearchOptions(TypedDict, total=False):
+    """The keyword options of every search call (:meth:`AppFacade.search`, its sync twin
+    and ``Kairox.search``); each may be left out."""
+
+    profile: str | None  # whose sources to search; the ``default`` profile when unset
+    k: int  # how many hits (10)
+    filters: Mapping[str, Any] | Any  # a metadata filter (none)
+    fusion: str  # how the sources' rankings are fused (the default fusion)
+    only: set[str] | None  # search only these sources (all of them)
+    rerank: str | None  # a reranker instead of the profile's; "none" for no stage
+    query_transform: str | None  # a query transform instead of the profile's; "none" too
 
 
 class AppFacade:
@@ -311,14 +324,16 @@ class AppFacade:
     def _prepared(
         self,
         text: str,
-        profile: str | None,
-        k: int,
-        filters: Mapping[str, Any] | None,
-        fusion: str,
-        only: set[str] | None,
+        *,
+        profile: str | None = None,
+        k: int = 10,
+        filters: Mapping[str, Any] | Any = None,
+        fusion: str = DEFAULT_FUSION,
+        only: set[str] | None = None,
         rerank: str | None = None,
         query_transform: str | None = None,
     ) -> tuple[CompositeWorkspaceRetriever | StagedRetrieval, Query, dict[str, str]]:
+        """The searcher, query and groups for one search (the defaults of every option)."""
         self.refresh()
         name = self.resolve_profile(profile)
         composite, groups = self.sources.composite_and_groups(name, fusion=fusion, only=only)
@@ -327,50 +342,25 @@ class AppFacade:
         )
         return searcher, Query(text, k=k, filters=filters or {}), dict(groups)
 
-    async def search(
-        self,
-        text: str,
-        *,
-        profile: str | None = None,
-        k: int = 10,
-        filters: Mapping[str, Any] | Any = None,
-        fusion: str = DEFAULT_FUSION,
-        only: set[str] | None = None,
-        rerank: str | None = None,
-        query_transform: str | None = None,
-    ) -> RetrievalResult:
+    async def search(self, text: str, **options: Unpack[SearchOptions]) -> RetrievalResult:
         """Search the workspace and every knowledge base the profile sees, fused.
 
-        The result's ``groups`` say which group (``workspace`` or ``knowledge_base``)
-        each source belongs to, as its spec declared. Blocking sources run on the event
-        loop's default executor. ``rerank`` and ``query_transform`` name a search stage
-        instead of the profile's (``"none"``: no stage); ``result.stages`` reports them.
+        ``options`` are :class:`SearchOptions`. The result's ``groups`` say which group
+        (``workspace`` or ``knowledge_base``) each source belongs to, as its spec declared.
+        Blocking sources run on the event loop's default executor. ``rerank`` and
+        ``query_transform`` name a search stage instead of the profile's (``"none"``: no
+        stage); ``result.stages`` reports them.
         """
-        composite, query, groups = self._prepared(
-            text, profile, k, filters, fusion, only, rerank, query_transform
-        )
+        composite, query, groups = self._prepared(text, **options)
         result = await composite.retrieve(query)
         return dataclasses.replace(result, groups=groups)
 
-    def search_sync(
-        self,
-        text: str,
-        *,
-        profile: str | None = None,
-        k: int = 10,
-        filters: Mapping[str, Any] | Any = None,
-        fusion: str = DEFAULT_FUSION,
-        only: set[str] | None = None,
-        rerank: str | None = None,
-        query_transform: str | None = None,
-    ) -> RetrievalResult:
+    def search_sync(self, text: str, **options: Unpack[SearchOptions]) -> RetrievalResult:
         """:meth:`search` for synchronous callers; never waits on a source past its deadline.
 
         Runs on the composite's own worker threads, kept between calls.
         """
-        composite, query, groups = self._prepared(
-            text, profile, k, filters, fusion, only, rerank, query_transform
-        )
+        composite, query, groups = self._prepared(text, **options)
         return dataclasses.replace(composite.retrieve_sync(query), groups=groups)
 
     # -- knowledge bases ----------------------------------------------------------

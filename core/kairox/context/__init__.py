@@ -1,31 +1,12 @@
-"""Context assembly: token accounting with offline tiktoken encodings (see :mod:`.tokens`)."""
+"""Context assembly: token accounting with offline tiktoken encodings (see :mod:`.tokens`).
 
-from kairox.context.tokens import (
-    DEFAULT_ENCODING,
-    MESSAGE_OVERHEAD_TOKENS,
-    NAME_OVERHEAD_TOKENS,
-    REPLY_PRIMING_TOKENS,
-    SUPPORTED_ENCODINGS,
-    Encoding,
-    TokenCounter,
-    TokenizerDataError,
-    count_message_tokens,
-    count_tokens,
-    get_encoding,
-    load_bpe_ranks,
-)
+The package root offers what :mod:`kairox.context.tokens` exports, under the same names
+(its ``__all__`` is the one list of them); the assembler lives in
+:mod:`kairox.context.assembler`.
+"""
 
-__all__ = [
-    "DEFAULT_ENCODING",
-    "MESSAGE_OVERHEAD_TOKENS",
-    "NAME_OVERHEAD_TOKENS",
-    "REPLY_PRIMING_TOKENS",
-    "SUPPORTED_ENCODINGS",
-    "Encoding",
-    "TokenCounter",
-    "TokenizerDataError",
-    "count_message_tokens",
-    "count_tokens",
-    "get_encoding",
-    "load_bpe_ranks",
-]
+from kairox.context import tokens as _tokens
+from kairox.context.tokens import *  # noqa: F403  (re-exported: the token accounting API)
+
+__all__: list[str] = []
+__all__ += _tokens.__all__  # the form type checkers follow
