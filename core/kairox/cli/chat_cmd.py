@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -124,8 +126,35 @@ async def chat_loop(session: Any) -> None:
         await _review(session, last.proposals.pending)
 
 
+@dataclass(frozen=True)
+class ChatOptions:
+    """What ``--profile``, ``--backend``, ``--script`` and ``--session`` asked for."""
+
+    profile: str | None = None
+    backend: str | None = None
+    script: Path | None = None
+    session_id: str | None = None
+
+    def resolved(self, facade: AppFacade) -> tuple[str, ModelBackend | None]:
+        """The profile's name and the backend asked for (``None`` keeps the profile's)."""
+        name = facade.resolve_profile(self.profile)
+        return name, chosen_backend(facade, name, self.backend, self.script)
+
+
 def chat_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The options ``kairox chat`` and ``kairox tui`` share."""
+    """The options ``kairox chat`` and ``kairox tui`` share, given as one :class:`ChatOptions`."""
+
+    @functools.wraps(command)
+    def with_options(
+        *args: Any,
+        profile: str | None,
+        backend: str | None,
+        script: Path | None,
+        session_id: str | None,
+        **kwargs: Any,
+    ) -> Any:
+        return command(*args, ChatOptions(profile, backend, script, session_id), **kwargs)
+
     for option in reversed(
         [
             click.option("-p", "--profile", default=None, help="Profile name or alias."),
@@ -138,8 +167,8 @@ def chat_options(command: Callable[..., Any]) -> Callable[..., Any]:
             click.option("--session", "session_id", default=None, help="Continue this session."),
         ]
     ):
-        command = option(command)
-    return command
+        with_options = option(with_options)
+    return with_options
 
 
 def chosen_backend(
@@ -155,22 +184,15 @@ def chosen_backend(
 @click.command()
 @chat_options
 @click.pass_obj
-def chat(
-    app: AppContext,
-    profile: str | None,
-    backend: str | None,
-    script: Path | None,
-    session_id: str | None,
-) -> None:
+def chat(app: AppContext, options: ChatOptions) -> None:
     """Chat with the profile's model; approve proposed memories inline with a / r."""
     from kairox.session import open_session
 
     facade = app.facade()
-    name = facade.resolve_profile(profile)
-    model = chosen_backend(facade, name, backend, script)
+    name, model = options.resolved(facade)
 
     async def run() -> None:
-        async with open_session(facade, session_id, profile=name, backend=model) as session:
+        async with open_session(facade, options.session_id, profile=name, backend=model) as session:
             await chat_loop(session)
 
     asyncio.run(run())
