@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Self, TypedDict, TypeVar, Unpack
 
 from kairox import paths
 from kairox.retrieval import IngestableSource, Query, RetrievalResult
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from kairox.storage import Database
     from kairox.sync import SyncStats
     from kairox.workspace.rag_index import IndexStats, WorkspaceRagIndex
+
+_Source = TypeVar("_Source")
 
 
 class SearchOptions(TypedDict, total=False):
@@ -367,15 +369,21 @@ class AppFacade:
 
     def ingestable(self, kb_id: str) -> IngestableSource:
         """The knowledge base ``kb_id``, which must accept documents."""
+        return self._knowledge_base_that(
+            kb_id,
+            IngestableSource,
+            "is filled outside Kairox; `kairox kb ingest` writes only to local kinds such as "
+            "sqlite-fts and tantivy",
+        )
+
+    def _knowledge_base_that(self, kb_id: str, kind: type[_Source], cannot: str) -> _Source:
+        """The knowledge base ``kb_id`` as a ``kind``; else a SourceError saying it ``cannot``."""
         from kairox.sources import SourceError
 
         entry = self._knowledge_base_entry(kb_id)
         source = self.sources.knowledge_base(entry)
-        if not isinstance(source, IngestableSource):
-            raise SourceError(
-                f"knowledge base {kb_id!r} (kind {entry.kind!r}) is filled outside Kairox; "
-                "`kairox kb ingest` writes only to local kinds such as sqlite-fts and tantivy"
-            )
+        if not isinstance(source, kind):
+            raise SourceError(f"knowledge base {kb_id!r} (kind {entry.kind!r}) {cannot}")
         return source
 
     def _knowledge_base_entry(self, kb_id: str) -> KnowledgeBaseEntry:
@@ -445,13 +453,12 @@ class AppFacade:
         from kairox.workspace.rag_index import NOT_INDEXED, WorkspaceRagIndex
         from kairox.workspace.shared import workspace_selection
 
-        entry = self._knowledge_base_entry(kb_id)
-        target = self.sources.knowledge_base(entry)
-        if not isinstance(target, VectorSyncTarget):
-            raise SourceError(
-                f"knowledge base {kb_id!r} (kind {entry.kind!r}) cannot receive the workspace "
-                "index; `kairox kb sync` pushes to vector stores such as pinecone and weaviate"
-            )
+        target = self._knowledge_base_that(
+            kb_id,
+            VectorSyncTarget,
+            "cannot receive the workspace index; `kairox kb sync` pushes to vector stores such "
+            "as pinecone and weaviate",
+        )
         settings = self.config.workspace
         index = WorkspaceRagIndex(
             self.state_dir / "kairox.db",

@@ -51,9 +51,10 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kairox.context import assembly
+from kairox.context.assembly import *  # noqa: F403
 from kairox.context.assembly import (
     DROP_BUDGET,
-    DROP_HITS_CAP,
     DROP_LESS_RELEVANT_MEMORY,
     DROP_MEMORY_BEATS_HISTORY,
     DROP_NOT_APPROVED,
@@ -92,22 +93,9 @@ if TYPE_CHECKING:
     from kairox.memory.store import MemoryRecord
 
 # The records an assembly takes and gives live in kairox.context.assembly; they are
-# re-exported here, where callers have always imported them from.
-__all__ = [
-    "DROP_BUDGET",
-    "DROP_HITS_CAP",
-    "DROP_LESS_RELEVANT_MEMORY",
-    "DROP_MEMORY_BEATS_HISTORY",
-    "DROP_NOT_APPROVED",
-    "DROP_OLDER_HISTORY",
-    "Assembly",
-    "AssemblyInput",
-    "BudgetExceeded",
-    "CompactionSummaryItem",
-    "ContextAssembler",
-    "HistoryTurn",
-    "SourceAccount",
-]
+# re-exported here (the star import), where callers have always imported them from.
+__all__ = ["ContextAssembler"]
+__all__ += assembly.__all__  # the form type checkers follow
 
 # The key of the per-turn table in TokenCounter.derived (see ContextAssembler._turn_entry).
 _TURNS = "assembler.turns"

@@ -36,6 +36,9 @@ __all__ = [
     "SourceAccount",
 ]
 
+# What Assembly.trace() stores as it is, in this order (then the sources' accounts).
+_TRACED = ("budget", "used_tokens", "had_tool_output", "tainted_by", "hits", "stages")
+
 #: Drop reasons, as they appear in :attr:`SourceAccount.reasons` and the trace.
 DROP_BUDGET = "budget"
 DROP_LESS_RELEVANT_MEMORY = "budget: less relevant memory dropped (key match, recency, scope)"
@@ -168,15 +171,8 @@ class Assembly:
 
     def trace(self) -> dict[str, Any]:
         """JSON-ready summary: what the ``ContextAssembled`` event stores."""
-        return {
-            "budget": self.budget,
-            "used_tokens": self.used_tokens,
-            "had_tool_output": self.had_tool_output,
-            "tainted_by": self.tainted_by,
-            "hits": self.hits,
-            "stages": self.stages,
-            "sources": [account.as_json() for account in self.sources],
-        }
+        traced = {name: getattr(self, name) for name in _TRACED}
+        return {**traced, "sources": [account.as_json() for account in self.sources]}
 
 
 class BudgetExceeded(KairoxError, ValueError):
