@@ -8,8 +8,12 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from kairox.memory.store import MemoryRecord
 
 
 @pytest.fixture(autouse=True)
@@ -85,3 +89,33 @@ def make_distribution(
     yield make
     for module in modules:
         sys.modules.pop(module, None)
+
+
+#: A default profile on the scripted model: turns run without any model server.
+SCRIPTED_DEFAULT_PROFILE = """
+[profiles.default]
+model = "scripted-model"
+backend = "scripted"
+context_window = 8000
+headroom = 500
+"""
+
+
+def memory_record(**fields: Any) -> MemoryRecord:
+    """A stored memory for tests: a pending user memory with id 1, unless ``fields`` say
+    otherwise (any :class:`~kairox.memory.store.MemoryRecord` field)."""
+    from kairox.memory.store import MemoryRecord
+
+    defaults: dict[str, Any] = {
+        "id": 1,
+        "scope": "user",
+        "key": None,
+        "body": "",
+        "status": "pending",
+        "workspace_id": None,
+        "session_id": None,
+        "created_at": "2026-12-01T00:00:00Z",
+        "updated_at": "2026-12-01T00:00:00Z",
+        "approved_at": None,
+    }
+    return MemoryRecord(**{**defaults, **fields})

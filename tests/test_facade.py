@@ -24,22 +24,20 @@ from kairox.registry import (
 from kairox.retrieval import Hit, Query, ScoreKind
 from kairox.session import open_session
 from kairox.testing import registered_plugin, run
+from tests.conftest import SCRIPTED_DEFAULT_PROFILE
 
 DOCS = {
     "notes/release.md": "Releases are cut with make release from the main branch.\n",
     "notes/freeze.md": "We never deploy on Fridays; the freeze starts Thursday night.\n",
 }
-CONFIG = """
-[profiles.default]
-model = "scripted-model"
-backend = "scripted"
-context_window = 8000
-headroom = 500
-
+CONFIG = (
+    SCRIPTED_DEFAULT_PROFILE
+    + """
 [knowledge_bases.notes]
 kind = "sqlite-fts"
 path = "notes-kb.db"
 """
+)
 
 
 @pytest.fixture

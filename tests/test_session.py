@@ -10,14 +10,11 @@ from kairox.facade import AppFacade
 from kairox.models import ModelError
 from kairox.session import Session, open_session
 from kairox.testing import run
+from tests.conftest import SCRIPTED_DEFAULT_PROFILE
 
-CONFIG = """
-[profiles.default]
-model = "scripted-model"
-backend = "scripted"
-context_window = 8000
-headroom = 500
-
+CONFIG = (
+    SCRIPTED_DEFAULT_PROFILE
+    + """
 [profiles.tiny]
 model = "scripted-model"
 backend = "scripted"
@@ -32,6 +29,7 @@ context_window = 900
 headroom = 100
 summarizer = "llm"
 """
+)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from kairox.memory.store import MemoryRecord
 from kairox.retrieval import FusedHit, RetrievalResult
 from kairox.retrieval.model import Provenance, SourceReport, SourceStatus
 from kairox.terminal import SafeConsole, printable
+from tests.conftest import memory_record
 
 #: What must never reach stdout: ESC, the other C0 controls but tab and newline, DEL, C1,
 #: bidi embeddings/overrides/isolates and marks, and lone surrogates.
@@ -75,18 +76,8 @@ def _decoded(raw: bytes) -> str:
 
 
 def _record(body: str, key: str, warned: bool) -> MemoryRecord:
-    return MemoryRecord(
-        id=7,
-        scope="user",
-        key=key,
-        body=body,
-        status="pending",
-        workspace_id=None,
-        session_id=None,
-        created_at="2026-12-01T00:00:00Z",
-        updated_at="2026-12-01T00:00:00Z",
-        approved_at=None,
-        provenance={"injection_warning": warned, "note": body},
+    return memory_record(
+        id=7, key=key, body=body, provenance={"injection_warning": warned, "note": body}
     )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from kairox.events import StoredEvent
-from kairox.memory.store import MemoryRecord
 from kairox.session import CompactionResult
 from kairox.tui.formatting import (
     accounting_lines,
@@ -12,6 +11,7 @@ from kairox.tui.formatting import (
     scope_reach,
     trace_event_lines,
 )
+from tests.conftest import memory_record
 
 TRACE = {
     "budget": 3500,
@@ -87,17 +87,12 @@ def test_compaction_note_reads_like_the_line_chat():
 
 
 def test_card_lines_say_who_a_memory_reaches_and_where_it_came_from():
-    record = MemoryRecord(
-        id=1,
-        scope="user",
+    proposed = "2026-03-04T05:06:07.000000+00:00"
+    record = memory_record(
         key="editor.font",
         body="Mono",
-        status="pending",
-        workspace_id=None,
-        session_id=None,
-        created_at="2026-03-04T05:06:07.000000+00:00",
-        updated_at="2026-03-04T05:06:07.000000+00:00",
-        approved_at=None,
+        created_at=proposed,
+        updated_at=proposed,
         provenance={"session_id": "s-1", "turn_id": "t-9"},
     )
     assert "all your sessions" in scope_reach(record)
