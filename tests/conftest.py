@@ -119,3 +119,15 @@ def memory_record(**fields: Any) -> MemoryRecord:
         "approved_at": None,
     }
     return MemoryRecord(**{**defaults, **fields})
+
+
+def set_schema_version(db: Path, component: str, version: int) -> None:
+    """Pretend another Kairox wrote ``component``'s tables in ``db``: set their version."""
+    import sqlite3
+
+    raw = sqlite3.connect(db)
+    with raw:
+        raw.execute(
+            "UPDATE kairox_schema SET version = ? WHERE component = ?", (version, component)
+        )
+    raw.close()

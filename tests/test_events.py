@@ -35,6 +35,7 @@ from kairox.events import (
     UserMessageAdded,
     connect_database,
 )
+from tests.conftest import set_schema_version
 
 CORE = Path(__file__).resolve().parents[1] / "core"
 
@@ -295,10 +296,7 @@ def test_newer_database_layout_is_refused_untouched(db: Path) -> None:
 
 def test_newer_events_schema_is_refused(db: Path) -> None:
     SqliteEventStore(db).close()
-    raw = sqlite3.connect(db)
-    with raw:
-        raw.execute("UPDATE kairox_schema SET version = 99 WHERE component = 'events'")
-    raw.close()
+    set_schema_version(db, "events", 99)
     with pytest.raises(SchemaVersionError, match=r"'events' tables .* version 99"):
         SqliteEventStore(db)
 

@@ -11,6 +11,7 @@ import pytest
 
 from kairox.events import SchemaVersionError, SqliteEventStore, UserMessageAdded
 from kairox.memory import MemoryStore, SqliteMemoryStore
+from tests.conftest import set_schema_version
 
 
 class Clock:
@@ -342,10 +343,7 @@ def test_shares_the_event_store_database(db: Path) -> None:
 
 def test_newer_memory_schema_is_refused(db: Path) -> None:
     SqliteMemoryStore(db).close()
-    raw = sqlite3.connect(db)
-    with raw:
-        raw.execute("UPDATE kairox_schema SET version = 7 WHERE component = 'memory'")
-    raw.close()
+    set_schema_version(db, "memory", 7)
     with pytest.raises(SchemaVersionError, match="'memory' tables"):
         SqliteMemoryStore(db)
     # The event store's own component is unaffected by the memory tables' version.
