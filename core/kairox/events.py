@@ -30,6 +30,7 @@ from kairox.storage import (
     enable_wal,
     ensure_component_schema,
     utc_now,
+    where_equal,
 )
 
 __all__ = [
@@ -449,14 +450,7 @@ class SqliteEventStore(SqliteComponentStore):
         workspace_id: str | None = None,
     ) -> builtins.list[StoredEvent]:
         """Events in append order, filtered by session, type names (or classes), id and count."""
-        where: builtins.list[str] = []
-        params: builtins.list[Any] = []
-        if session_id is not None:
-            where.append("session_id = ?")
-            params.append(session_id)
-        if workspace_id is not None:
-            where.append("workspace_id = ?")
-            params.append(workspace_id)
+        where, params = where_equal(session_id=session_id, workspace_id=workspace_id)
         if types is not None:
             names = [t if isinstance(t, str) else t.type for t in types]
             if not names:

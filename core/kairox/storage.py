@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
-from typing import ClassVar, Final, Protocol, Self
+from typing import Any, ClassVar, Final, Protocol, Self
 
 from kairox.paths import state_errors
 
@@ -44,6 +44,7 @@ __all__ = [
     "ensure_component_schema",
     "immediate_transaction",
     "utc_now",
+    "where_equal",
 ]
 
 DATABASE_FORMAT_VERSION: Final = 1
@@ -277,3 +278,10 @@ class SqliteComponentStore(ClosedOnExit):
         """Close the connection (when this store opened it)."""
         if self._owns_database:
             self.database.close()
+
+
+def where_equal(**columns: Any) -> tuple[list[str], list[Any]]:
+    """``column = ?`` for each of ``columns`` given a value (``None``: no condition), and
+    the parameters in the same order; the names are the caller's own column names."""
+    given = {name: value for name, value in columns.items() if value is not None}
+    return [f"{name} = ?" for name in given], list(given.values())
