@@ -471,19 +471,22 @@ class SqliteEventStore(SqliteComponentStore):
         return [_row_to_event(row) for row in rows]
 
 
-_SELECT: Final = (
-    "SELECT id, session_id, workspace_id, created_at, type, payload, provenance FROM events"
+# The events table's columns, named as StoredEvent's fields are.
+_COLUMNS: Final = (
+    "id",
+    "session_id",
+    "workspace_id",
+    "created_at",
+    "type",
+    "payload",
+    "provenance",
 )
+_SELECT: Final = f"SELECT {', '.join(_COLUMNS)} FROM events"
 
 
 def _row_to_event(row: tuple[Any, ...]) -> StoredEvent:
-    event_id, session_id, workspace_id, created_at, type_name, payload, provenance = row
-    return StoredEvent(
-        id=event_id,
-        session_id=session_id,
-        workspace_id=workspace_id,
-        created_at=created_at,
-        type=type_name,
-        payload=json.loads(payload),
-        provenance=None if provenance is None else json.loads(provenance),
-    )
+    stored = dict(zip(_COLUMNS, row, strict=True))
+    provenance = stored["provenance"]
+    stored["payload"] = json.loads(stored["payload"])
+    stored["provenance"] = None if provenance is None else json.loads(provenance)
+    return StoredEvent(**stored)
