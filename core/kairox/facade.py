@@ -47,6 +47,15 @@ if TYPE_CHECKING:
 _Source = TypeVar("_Source")
 
 
+class IndexOptions(TypedDict, total=False):
+    """The keyword options of :meth:`AppFacade.index_workspace`, as
+    :meth:`WorkspaceRagIndex.index` takes them; each may be left out."""
+
+    wait: bool  # wait for another process's run (True) instead of raising IndexBusyError
+    progress: Callable[[str, int, int], None] | None  # progress(relpath, done, total)
+    embedding: EmbedProgress | None  # counts the chunks and sentences embedded
+
+
 class SearchOptions(TypedDict, total=False):
     """The keyword options of every search call (:meth:`AppFacade.search`, its sync twin
     and ``Kairox.search``); each may be left out."""
@@ -306,16 +315,10 @@ class AppFacade:
 
         return workspace_index(self.sources.context())
 
-    def index_workspace(
-        self,
-        *,
-        wait: bool = True,
-        progress: Callable[[str, int, int], None] | None = None,
-        embedding: EmbedProgress | None = None,
-    ) -> IndexStats:
-        """Index (or re-index) the workspace's files incrementally (``embedding`` counts
-        the chunks and sentences embedded; see :meth:`WorkspaceRagIndex.index`)."""
-        return self.workspace_index().index(wait=wait, progress=progress, embedding=embedding)
+    def index_workspace(self, **options: Unpack[IndexOptions]) -> IndexStats:
+        """Index (or re-index) the workspace's files incrementally; ``options`` are
+        :class:`IndexOptions` (see :meth:`WorkspaceRagIndex.index`)."""
+        return self.workspace_index().index(**options)
 
     # -- search -------------------------------------------------------------------
 
