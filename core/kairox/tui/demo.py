@@ -107,18 +107,30 @@ def demo_app(facade: AppFacade, *, delay_s: float = 0.0) -> KairoxApp:
     return KairoxApp(facade, backend=model, session_id=SESSION_ID)
 
 
+def record_tool_turn(
+    facade: AppFacade,
+    session_id: str,
+    prompt: str,
+    tool: str,
+    arguments: dict[str, Any],
+    output: str,
+) -> None:
+    """Put a turn that ran a tool into ``session_id``'s history: the prompt, then the tool's
+    result, as an agent that runs tools records them."""
+    events = facade.events
+    events.append(session_id, facade.workspace_id, UserMessageAdded(prompt))
+    events.append(
+        session_id,
+        facade.workspace_id,
+        ToolInvocationCompleted(tool=tool, arguments=arguments, output=output),
+    )
+
+
 def _fetched_tool_output(facade: AppFacade) -> None:
     # A tool result enters the history before the second turn: text nobody vetted, so
     # the proposals of that turn carry the injection warning.
-    events = facade.events
-    events.append(SESSION_ID, facade.workspace_id, UserMessageAdded("fetch docs/hotfix.md"))
-    events.append(
-        SESSION_ID,
-        facade.workspace_id,
-        ToolInvocationCompleted(
-            tool="read_file", arguments={"path": "docs/hotfix.md"}, output=FILES["docs/hotfix.md"]
-        ),
-    )
+    path = "docs/hotfix.md"
+    record_tool_turn(facade, SESSION_ID, f"fetch {path}", "read_file", {"path": path}, FILES[path])
 
 
 async def play(app: KairoxApp, pilot: Pilot[Any]) -> None:
