@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kairox.embedding import EmbeddingBackend
+from kairox.native_memory import return_freed_memory
 from kairox.retrieval.model import Hit, Query, ScoreKind
 
 
@@ -42,12 +43,16 @@ EMBED_BATCH = 256
 def embed_unit(
     embedder: EmbeddingBackend, texts: Sequence[str], error: type[Exception] = ValueError
 ) -> np.ndarray:
-    """``texts`` embedded by ``embedder`` as unit float32 rows, one per text.
+    """``texts`` embedded by ``embedder`` as unit float32 rows, one per text (a batch of
+    an indexing run: the memory the backend freed is handed back to the OS after it).
 
     :raises error: (the caller's error class) when the backend's answer is not one row of
         ``embedder.dim`` numbers per text, naming the backend and both shapes.
     """
     vectors = normalise(embedder.embed(list(texts)))
+    # Batches come one after another for a whole index run: without this, the pages a
+    # batch's activations used stay with the process (see kairox.native_memory).
+    return_freed_memory()
     if vectors.shape != (len(texts), embedder.dim):
         raise error(
             f"embedding backend {embedder.name!r} returned shape {vectors.shape}, "

@@ -156,21 +156,24 @@ class VectorPacksMixin:
         if everything <= 2 * len(needed):
             # Mostly this workspace's vectors: reading the table straight through beats
             # looking each hash up (two B-tree searches a vector).
-            rows = [
-                row
-                for row in self._db.execute(
-                    "SELECT text_hash, vector FROM rag_embeddings WHERE embedder = ? AND dim = ?",
-                    kind,
-                )
-                if row[0] in needed
-            ]
+            cursor = self._db.execute(
+                "SELECT text_hash, vector FROM rag_embeddings WHERE embedder = ? AND dim = ?",
+                kind,
+            )
         else:
-            rows = self._db.execute(
+            cursor = self._db.execute(
                 "SELECT text_hash, vector FROM rag_embeddings WHERE embedder = ? AND dim = ? "
                 "AND text_hash IN (SELECT value FROM json_each(?))",
                 (*kind, json.dumps(sorted(needed))),
-            ).fetchall()
-        row_of = {text_hash: row for row, (text_hash, _) in enumerate(rows)}
+            )
+        # Each vector is copied straight into one matrix as it is read: holding the rows
+        # (and joining their bytes) first would need the vectors' size twice over, at the
+        # end of an index run whose model is still loaded.
+        matrix = np.empty((len(needed), self.embedder.dim), dtype=np.float32)
+        row_of: dict[str, int] = {}
+        for text_hash, vector in cursor:
+            if text_hash in needed and text_hash not in row_of:
+                matrix[len(row_of)] = np.frombuffer(vector, dtype=np.float32)
+                row_of[text_hash] = len(row_of)
         # Stored vectors are unit length already (_embed normalises them).
-        matrix = np.frombuffer(b"".join(v for _, v in rows), dtype=np.float32)
-        return row_of, matrix.reshape(len(rows), self.embedder.dim)
+        return row_of, matrix[: len(row_of)]
