@@ -489,5 +489,5 @@ class KairoxApp(App[None]):
     def _tick(self) -> None:
         self.poll_trace()
         for card in self.query(MemoryCard):
-            if not card.has_class("decided"):
+            if card.ready and not card.has_class("decided"):
                 card.refresh_from_store()

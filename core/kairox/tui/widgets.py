@@ -188,6 +188,9 @@ class MemoryCard(Vertical, can_focus=True):
         # The last proposal text read from the store, only to keep showing what was
         # proposed after its row is gone; it is never used to decide or to build a prompt.
         self._shown: MemoryRecord | None = None
+        #: Whether its parts exist: a card is in the DOM (and found by queries) a moment
+        #: before they are composed, and the periodic refresh must not reach it then.
+        self.ready = False
 
     def compose(self) -> ComposeResult:
         yield Static(classes="card-body")
@@ -202,6 +205,7 @@ class MemoryCard(Vertical, can_focus=True):
         yield Static(classes="card-status")
 
     def on_mount(self) -> None:
+        self.ready = True
         self.refresh_from_store()
 
     # -- reading the store ------------------------------------------------------------
