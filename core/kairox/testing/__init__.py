@@ -50,6 +50,8 @@ from kairox.testing.filters import (
     FilterConformance,
     expected_ids,
 )
+from kairox.testing.plugin import PluginConformance
+from kairox.testing.processes import kairox_process, python_process
 
 __all__ = [
     "CORPUS",
@@ -63,11 +65,14 @@ __all__ = [
     "CountingEmbedder",
     "EmbeddingConformance",
     "FilterConformance",
+    "PluginConformance",
     "SourceConformance",
     "build_source",
     "check_kind_registration",
     "check_listed_by_kairox_plugins",
     "expected_ids",
+    "kairox_process",
+    "python_process",
     "registered_plugin",
     "run",
 ]

@@ -18,22 +18,24 @@ from pydantic import Field, StrictStr, field_validator
 
 from kairox import BuildContext, EnvVarName, KnowledgeBaseConfig, KnowledgeBaseKind, hookimpl
 from kairox_pinecone.filters import merge_filters, to_pinecone_filter
-from kairox_pinecone.source import (
-    DELETE_BATCH,
-    ID_METADATA_KEY,
+from kairox_pinecone.errors import (
     INSTALL_HINT,
-    MAX_TOP_K,
     MIN_SDK_VERSION,
-    UPSERT_BATCH,
-    WRITE_POLICY,
     PineconeAuthError,
     PineconeConfigurationError,
     PineconeServiceError,
-    PineconeSource,
     PineconeSourceError,
     PineconeTimeoutError,
     PineconeUnreachableError,
     load_pinecone,
+)
+from kairox_pinecone.source import (
+    DELETE_BATCH,
+    ID_METADATA_KEY,
+    MAX_TOP_K,
+    UPSERT_BATCH,
+    WRITE_POLICY,
+    PineconeSource,
     remote_id,
 )
 

@@ -23,8 +23,6 @@ import numpy as np
 from kairox.retrieval import Hit, Query, ScoreKind, VectorRecord
 from kairox.retry import RetryPolicy, call_with_retries
 from kairox_pinecone.errors import (
-    INSTALL_HINT,
-    MIN_SDK_VERSION,
     PineconeAuthError,
     PineconeConfigurationError,
     PineconeServiceError,
@@ -47,19 +45,10 @@ if TYPE_CHECKING:
 __all__ = [
     "DELETE_BATCH",
     "ID_METADATA_KEY",
-    "INSTALL_HINT",
     "MAX_TOP_K",
-    "MIN_SDK_VERSION",
     "UPSERT_BATCH",
     "WRITE_POLICY",
-    "PineconeAuthError",
-    "PineconeConfigurationError",
-    "PineconeServiceError",
     "PineconeSource",
-    "PineconeSourceError",
-    "PineconeTimeoutError",
-    "PineconeUnreachableError",
-    "load_pinecone",
     "remote_id",
 ]
 

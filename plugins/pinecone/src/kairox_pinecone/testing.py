@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from kairox.retrieval.filters import RANGE_COMPARE
 from kairox.testing.loopback import LoopbackHTTPServer, RecordedRequest, Reply, closed_url
 
 __all__ = [
@@ -148,13 +149,7 @@ def _field_matches(stored: Any, op: str, operand: Any) -> bool:
         if _kind(operand) != "number":
             raise BadRequest(f"{op} takes a number, got {operand!r}")
         numbers = [v for v in values if _kind(v) == "number"]
-        compare = {
-            "$gt": lambda v: v > operand,
-            "$gte": lambda v: v >= operand,
-            "$lt": lambda v: v < operand,
-            "$lte": lambda v: v <= operand,
-        }[op]
-        return any(compare(v) for v in numbers)
+        return any(RANGE_COMPARE[op](v, operand) for v in numbers)
     raise BadRequest(f"unknown filter operator {op!r}")
 
 
@@ -277,7 +272,7 @@ class PineconeTestServer(LoopbackHTTPServer):
         :param retries: keep the SDK's own retries of 408/429/5xx; off by default so a
             test sees every status the server sends, as kairox-pinecone's source does.
         """
-        from kairox_pinecone.source import _switch_off_sdk_retries, load_pinecone
+        from kairox_pinecone.errors import _switch_off_sdk_retries, load_pinecone
 
         pinecone = load_pinecone()
         index = pinecone.Index(host=self.url, api_key=api_key or self.api_key or "unused")

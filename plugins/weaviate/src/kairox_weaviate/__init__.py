@@ -15,19 +15,19 @@ import os
 
 from kairox import BuildContext, KnowledgeBaseKind, hookimpl
 from kairox_weaviate.config import WeaviateConfig
-from kairox_weaviate.source import (
+from kairox_weaviate.errors import (
     INSTALL_HINT,
     WeaviateAuthError,
     WeaviateDeadlineError,
     WeaviateNotFoundError,
     WeaviateReplyError,
-    WeaviateSource,
     WeaviateSourceError,
     WeaviateTimeoutError,
-    build_filter,
     load_client,
     require_client,
 )
+from kairox_weaviate.filters import build_filter
+from kairox_weaviate.source import WeaviateSource
 
 __all__ = [
     "INSTALL_HINT",

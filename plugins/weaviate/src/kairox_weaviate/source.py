@@ -28,9 +28,7 @@ from kairox_weaviate.config import PROPERTY_NAME, WeaviateConfig
 from kairox_weaviate.errors import (
     _CONNECTION_ERRORS,
     AUTH_GRPC,
-    INSTALL_HINT,
     WeaviateAuthError,
-    WeaviateDeadlineError,
     WeaviateNotFoundError,
     WeaviateReplyError,
     WeaviateSourceError,
@@ -40,26 +38,13 @@ from kairox_weaviate.errors import (
     http_status,
     is_retryable,
     load_client,
-    require_client,
 )
 from kairox_weaviate.filters import _MATCH_NOTHING, SUPPORT, build_filter, compile_filter
 
 if TYPE_CHECKING:
     from kairox.embedding import EmbeddingBackend
 
-__all__ = [
-    "INSTALL_HINT",
-    "WeaviateAuthError",
-    "WeaviateDeadlineError",
-    "WeaviateNotFoundError",
-    "WeaviateReplyError",
-    "WeaviateSource",
-    "WeaviateSourceError",
-    "WeaviateTimeoutError",
-    "build_filter",
-    "load_client",
-    "require_client",
-]
+__all__ = ["WeaviateSource"]
 
 T = TypeVar("T")
 
