@@ -420,9 +420,7 @@ class SqliteFtsSource:
 
 
 def build_source(kb_id: str, config: SqliteFtsConfig, ctx: BuildContext) -> SqliteFtsSource:
-    path = Path(config.path).expanduser()
-    if not path.is_absolute():
-        path = ctx.base_dir / path
+    path = ctx.resolve(config.path)
     embedder = None
     if config.embedding_backend is not None:
         embedder = ctx.embedding_backend(config.embedding_backend)

@@ -208,10 +208,7 @@ class JsonlBm25Source:
 
 
 def build_source(kb_id: str, config: ExampleJsonlConfig, ctx: BuildContext) -> JsonlBm25Source:
-    path = Path(config.path).expanduser()
-    if not path.is_absolute():
-        path = ctx.base_dir / path
-    return JsonlBm25Source(kb_id, path, k1=config.k1, b=config.b)
+    return JsonlBm25Source(kb_id, ctx.resolve(config.path), k1=config.k1, b=config.b)
 
 
 @hookimpl

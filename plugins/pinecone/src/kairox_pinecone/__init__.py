@@ -17,7 +17,6 @@ from typing import Any
 from pydantic import Field, StrictStr, field_validator
 
 from kairox import BuildContext, EnvVarName, KnowledgeBaseConfig, KnowledgeBaseKind, hookimpl
-from kairox_pinecone.filters import merge_filters, to_pinecone_filter
 from kairox_pinecone.errors import (
     INSTALL_HINT,
     MIN_SDK_VERSION,
@@ -29,6 +28,7 @@ from kairox_pinecone.errors import (
     PineconeUnreachableError,
     load_pinecone,
 )
+from kairox_pinecone.filters import merge_filters, to_pinecone_filter
 from kairox_pinecone.source import (
     DELETE_BATCH,
     ID_METADATA_KEY,

@@ -162,8 +162,7 @@ class TantivySource:
 
 def resolve_index_dir(config: TantivyConfig, ctx: BuildContext) -> Path:
     """``index_dir`` as an absolute path: ``~`` expanded, relative to ``ctx.base_dir``."""
-    path = Path(config.index_dir).expanduser()
-    return path if path.is_absolute() else ctx.base_dir / path
+    return ctx.resolve(config.index_dir)
 
 
 def build_source(kb_id: str, config: TantivyConfig, ctx: BuildContext) -> TantivySource:

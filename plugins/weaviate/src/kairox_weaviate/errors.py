@@ -91,16 +91,22 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 def grpc_status(exc: BaseException) -> str | None:
     """The gRPC status name (``"UNAVAILABLE"``) behind a client error, if any."""
     for error in _chain(exc):
-        code = getattr(error, "code", None)
-        if callable(code):
-            try:
-                value = code()
-            except Exception:
-                continue
-            name = getattr(value, "name", None)
-            if isinstance(name, str):
-                return name
+        name = getattr(_called(error, "code"), "name", None)
+        if isinstance(name, str):
+            return name
     return None
+
+
+def _called(error: BaseException, method: str) -> Any:
+    """What ``error.method()`` returns (gRPC errors carry ``code()`` and ``details()``);
+    ``None`` when there is no such method or it fails."""
+    found = getattr(error, method, None)
+    if not callable(found):
+        return None
+    try:
+        return found()
+    except Exception:
+        return None
 
 
 def http_status(exc: BaseException) -> int | None:
@@ -139,14 +145,9 @@ def _detail(exc: BaseException) -> str:
     error body's message, the innermost error's text for a connection failure (the
     client's own wrapper says little), else the error's own message."""
     for error in _chain(exc):
-        details = getattr(error, "details", None)
-        if callable(details):
-            try:
-                text = details()
-            except Exception:
-                continue
-            if isinstance(text, str) and text:
-                return text.rstrip(". ")
+        text = _called(error, "details")
+        if isinstance(text, str) and text:
+            return text.rstrip(". ")
     for error in _chain(exc):
         message = _body_message(getattr(error, "error", None))
         if message:

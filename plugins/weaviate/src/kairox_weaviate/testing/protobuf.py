@@ -91,7 +91,14 @@ def _batch_properties(props: batch_pb2.BatchObject.Properties, schema: Mapping[s
             if isinstance(value, float) and schema.get(key) == "int" and value.is_integer():
                 value = int(value)
             out[key] = value
-    out.update(_array_properties(props))
+    out.update(_nested_properties(props))
+    return out
+
+
+def _nested_properties(props: Any) -> dict[str, Any]:
+    """The array, object, object-array and empty-list properties of a message (a batch
+    object's properties or an object property's value) as Python values."""
+    out = _array_properties(props)
     for obj in props.object_properties:
         out[obj.prop_name] = _object_value(obj.value)
     for arr in props.object_array_properties:
@@ -122,13 +129,7 @@ def _object_value(value: base_pb2.ObjectPropertiesValue) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if value.HasField("non_ref_properties"):
         out.update(json_format.MessageToDict(value.non_ref_properties))
-    out.update(_array_properties(value))
-    for obj in value.object_properties:
-        out[obj.prop_name] = _object_value(obj.value)
-    for arr in value.object_array_properties:
-        out[arr.prop_name] = [_object_value(v) for v in arr.values]
-    for name in value.empty_list_props:
-        out[name] = []
+    out.update(_nested_properties(value))
     return out
 
 
