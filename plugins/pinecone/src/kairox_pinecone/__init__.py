@@ -137,18 +137,15 @@ class PineconeConfig(KnowledgeBaseConfig):
         return value or None
 
 
+#: The table keys :class:`PineconeSource` takes as they are, by the same names.
+_SOURCE_KEYS = frozenset(
+    {"host", "embedding_backend", "namespace", "api_key_env", "text_field", "filter", "timeout_ms"}
+)
+
+
 def build_source(kb_id: str, config: PineconeConfig, ctx: BuildContext) -> PineconeSource:
-    return PineconeSource(
-        kb_id,
-        host=config.host,
-        embedder=ctx.embedding_backend(config.embedding_backend),
-        embedding_backend=config.embedding_backend,
-        namespace=config.namespace,
-        api_key_env=config.api_key_env,
-        text_field=config.text_field,
-        filter=config.filter,
-        timeout_ms=config.timeout_ms,
-    )
+    embedder = ctx.embedding_backend(config.embedding_backend)
+    return PineconeSource(kb_id, embedder=embedder, **config.model_dump(include=_SOURCE_KEYS))
 
 
 @hookimpl

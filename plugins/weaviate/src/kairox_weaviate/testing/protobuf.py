@@ -149,6 +149,15 @@ def _batch_vectors(obj: batch_pb2.BatchObject) -> dict[str, list[float]]:
 # -- search -------------------------------------------------------------------------------------
 
 
+#: The scores a search may ask for: ``MetadataResult`` field, and the engine's key.
+_SCORE_FIELDS = (
+    ("score", "score"),
+    ("explain_score", "explain"),
+    ("distance", "distance"),
+    ("certainty", "certainty"),
+)
+
+
 def _search_result(
     obj: StoredObject,
     meta: Mapping[str, Any],
@@ -168,18 +177,10 @@ def _search_result(
     )
     asked = request.metadata if request.HasField("metadata") else None
     if "no_score" not in malformed and asked is not None:
-        if asked.score and "score" in meta:
-            result_meta.score = meta["score"]
-            result_meta.score_present = True
-        if asked.explain_score and "explain" in meta:
-            result_meta.explain_score = meta["explain"]
-            result_meta.explain_score_present = True
-        if asked.distance and "distance" in meta:
-            result_meta.distance = meta["distance"]
-            result_meta.distance_present = True
-        if asked.certainty and "certainty" in meta:
-            result_meta.certainty = meta["certainty"]
-            result_meta.certainty_present = True
+        for field, key in _SCORE_FIELDS:
+            if getattr(asked, field) and key in meta:
+                setattr(result_meta, field, meta[key])
+                setattr(result_meta, f"{field}_present", True)
     if asked is not None and (asked.vector or len(asked.vectors)):
         for name, vec in obj.vectors.items():
             if asked.vector and name == "default":
