@@ -49,6 +49,7 @@ from kairox_tantivy.filters import (
 
 __all__ = [
     "MAX_QUERY_TERMS",
+    "Boosts",
     "IndexHit",
     "TantivyIndex",
     "TantivyIndexError",
@@ -442,13 +443,7 @@ class TantivyIndex:
         return clause if boost == 1.0 else Query.boost_query(clause, boost)
 
     def search_rows(
-        self,
-        text: str,
-        k: int,
-        filters: Any = None,
-        *,
-        title_boost: float = 1.0,
-        body_boost: float = 1.0,
+        self, text: str, k: int, filters: Any = None, **boosts: Unpack[Boosts]
     ) -> list[tuple[float, str, str, str, str | None, dict[str, Any]]]:
         """:meth:`search` as plain ``(score, id, title, body, uri, metadata)`` tuples.
 
@@ -456,11 +451,15 @@ class TantivyIndex:
         no intermediate object per hit.
         """
         Occur, Query = self._tantivy.Occur, self._tantivy.Query
+        if unknown := boosts.keys() - Boosts.__optional_keys__:
+            raise TypeError(f"unexpected keyword arguments: {', '.join(sorted(unknown))}")
         if k < 1:
             return []
-        fields = [
-            (f, boost) for f, boost in (("title", title_boost), ("body", body_boost)) if boost > 0
-        ]
+        weights = (
+            ("title", boosts.get("title_boost", 1.0)),
+            ("body", boosts.get("body_boost", 1.0)),
+        )
+        fields = [(f, boost) for f, boost in weights if boost > 0]
         terms = self.query_terms(text)
         if not terms or not fields:
             return []
@@ -504,7 +503,7 @@ class TantivyIndex:
 
         Terms are OR-ed over ``title`` and ``body``; filters are equality on metadata,
         a list meaning "any of", different keys all required. A termless query is ``[]``.
-        ``boosts`` are :meth:`search_rows`'s ``title_boost`` and ``body_boost``.
+        ``boosts`` weigh the fields (:class:`Boosts`).
         """
         rows = self.search_rows(text, k, filters, **boosts)
         return [
