@@ -1,5 +1,5 @@
-"""Filters: Kairox's filter conformance suite, indexes written before range terms, range
-terms against the numbers they encode, and random filters."""
+"""Filters: Kairox's filter conformance suite, typed metadata values, indexes written
+before range terms, range terms against the numbers they encode, and random filters."""
 
 from __future__ import annotations
 
@@ -8,10 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kairox.retrieval import Document, Query
+from kairox.retrieval import Document, Query, QueryError
 from kairox.retrieval.filters import RANGE_COMPARE, FilterUnsupportedError
 from kairox.testing import FILTER_CORPUS, FilterConformance, run
 from kairox.testing.fuzz import check_hits_or_query_error, random_filters
+
+
+def search_ids(index: kairox_tantivy.TantivyIndex, text: str, k: int = 10, **filters) -> list[str]:
+    return [hit.id for hit in index.search(text, k, filters)]
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +81,55 @@ def shared_source(tmp_path_factory, make_source, corpus_docs):
 )
 def test_any_filter_returns_hits_or_a_query_error(shared_source, text, filters):
     check_hits_or_query_error(shared_source, text, filters)
+
+
+# -- filters on typed metadata -------------------------------------------------------------
+
+
+@pytest.fixture
+def tagged(tmp_path):
+    index = kairox_tantivy.TantivyIndex(tmp_path / "index", create=True)
+    index.upsert(
+        [
+            Document(
+                "a", "shared word", metadata={"year": 2021, "draft": True, "tags": ["x", "y"]}
+            ),
+            Document("b", "shared word", metadata={"year": "2021", "draft": False, "tags": "x"}),
+            Document("c", "shared word", metadata={"year": 2021.5, "lang": 'e"n=1', "nested": {}}),
+        ]
+    )
+    return index
+
+
+def test_filters_compare_typed_values(tagged):
+    assert search_ids(tagged, "word", year=2021) == ["a"]
+    assert search_ids(tagged, "word", year=2021.0) == ["a"]
+    assert search_ids(tagged, "word", year="2021") == ["b"]
+    assert search_ids(tagged, "word", year=2021.5) == ["c"]
+    assert search_ids(tagged, "word", draft=True) == ["a"]
+    assert search_ids(tagged, "word", draft=1) == ["a"]
+    assert search_ids(tagged, "word", lang='e"n=1') == ["c"]
+
+
+def test_filters_or_within_a_key_and_across_keys(tagged):
+    assert sorted(search_ids(tagged, "word", tags="x")) == ["a", "b"]
+    assert search_ids(tagged, "word", tags="y") == ["a"]
+    # one kind of value per any-of list (the filter language): numbers, or strings
+    either = {"$or": [{"year": 2021}, {"year": "2021"}]}
+    assert sorted(search_ids(tagged, "word", **either)) == ["a", "b"]
+    assert search_ids(tagged, "word", **either, draft=False) == ["b"]
+    assert search_ids(tagged, "word", year=[]) == []
+    assert search_ids(tagged, "word", missing="x") == []
+
+
+def test_filters_do_not_change_scores(tagged):
+    plain = {h.id: h.score for h in tagged.search("word", 5)}
+    filtered = {h.id: h.score for h in tagged.search("word", 5, {"tags": "x"})}
+    assert filtered == {key: plain[key] for key in filtered}
+
+
+def test_a_bad_filter_value_is_a_query_error(tagged, tmp_path, make_source):
+    with pytest.raises(QueryError, match=r"filter\.nested\.a: unknown operator"):
+        tagged.search("word", 5, {"nested": {"a": 1}})
+    with pytest.raises(QueryError, match=r"filter\.year\[1\]"):
+        run(make_source(tmp_path).retrieve(Query("word", filters={"year": [2021, None]})))
