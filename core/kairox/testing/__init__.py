@@ -16,7 +16,9 @@ A plugin's own tests subclass the suites and provide fixtures::
             return build_source(kairox_mine, "mine", base_dir=tmp_path, index="missing")
 
 :func:`build_source` builds a source through the plugin's registered kind, as Kairox
-does from a config table; :class:`CountingEmbedder` records what a source asks to embed.
+does from a config table; :class:`CountingEmbedder` records what a source asks to embed;
+:class:`PluginConformance` checks a knowledge-base plugin's registration, lazy imports and
+``kairox plugins`` listing (:mod:`kairox.testing.fuzz` has random-filter strategies).
 The loopback servers' shared base is :mod:`kairox.testing.loopback`.
 
 Every in-tree plugin and the plugin template run these suites against themselves.
