@@ -7,7 +7,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from kairox.retrieval import Hit, Query, QueryError, WorkspaceRetriever
+from kairox.retrieval import Hit, Query, QueryError, Source
 from kairox.testing import run
 
 __all__ = ["check_hits_or_query_error", "random_filters"]
@@ -30,7 +30,7 @@ def random_filters(
 
 
 def check_hits_or_query_error(
-    source: WorkspaceRetriever, text: str, filters: Any, k: int = 5
+    source: Source, text: str, filters: Any, k: int = 5
 ) -> list[Hit] | None:
     """Assert that asking ``source`` for ``k`` hits on ``text`` with ``filters`` gives a
     list of at most ``k`` hits, or a QueryError (``None`` then; a filter the query itself

@@ -34,7 +34,7 @@ from kairox import (
     KnowledgeBaseKind,
     Query,
     ScoreKind,
-    hookimpl,
+    registers,
 )
 from kairox.retrieval.filters import ALL_OPERATORS, FilterExpr, matches
 
@@ -211,13 +211,11 @@ def build_source(kb_id: str, config: ExampleJsonlConfig, ctx: BuildContext) -> J
     return JsonlBm25Source(kb_id, ctx.resolve(config.path), k1=config.k1, b=config.b)
 
 
-@hookimpl
-def kairox_register_knowledge_base_kinds(register):
-    register(
-        KnowledgeBaseKind(
-            name=KIND,
-            config_model=ExampleJsonlConfig,
-            factory=build_source,
-            description="BM25 over a JSONL file (the plugin template's example).",
-        )
+kairox_register_knowledge_base_kinds = registers(
+    KnowledgeBaseKind(
+        name=KIND,
+        config_model=ExampleJsonlConfig,
+        factory=build_source,
+        description="BM25 over a JSONL file (the plugin template's example).",
     )
+)

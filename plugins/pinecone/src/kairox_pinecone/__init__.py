@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import Field, StrictStr, field_validator
 
-from kairox import BuildContext, EnvVarName, KnowledgeBaseConfig, KnowledgeBaseKind, hookimpl
+from kairox import BuildContext, EnvVarName, KnowledgeBaseConfig, KnowledgeBaseKind, registers
 from kairox_pinecone.errors import (
     INSTALL_HINT,
     MIN_SDK_VERSION,
@@ -148,13 +148,11 @@ def build_source(kb_id: str, config: PineconeConfig, ctx: BuildContext) -> Pinec
     return PineconeSource(kb_id, embedder=embedder, **config.model_dump(include=_SOURCE_KEYS))
 
 
-@hookimpl
-def kairox_register_knowledge_base_kinds(register):
-    register(
-        KnowledgeBaseKind(
-            name="pinecone",
-            config_model=PineconeConfig,
-            factory=build_source,
-            description="A Pinecone index (REST data plane) searched with a query embedding; cosine.",
-        )
+kairox_register_knowledge_base_kinds = registers(
+    KnowledgeBaseKind(
+        name="pinecone",
+        config_model=PineconeConfig,
+        factory=build_source,
+        description="A Pinecone index (REST data plane) searched with a query embedding; cosine.",
     )
+)
