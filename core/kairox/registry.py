@@ -74,6 +74,12 @@ class BuildContext:
     #: the registered document converters (``None``: the built-in ones).
     converters: Converters | None = None
 
+    def resolve(self, path: str | Path) -> Path:
+        """A path from the config as an absolute path: ``~`` expanded, and a relative one
+        taken from :attr:`base_dir` (the folder of the file that set it)."""
+        resolved = Path(path).expanduser()
+        return resolved if resolved.is_absolute() else self.base_dir / resolved
+
 
 @dataclass(frozen=True, slots=True)
 class EmbeddingBackendSpec:

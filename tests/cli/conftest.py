@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from click.testing import CliRunner, Result
 
 from kairox.cli import build_cli
 from kairox.plugins import build_plugin_manager
+from kairox.testing import processes
 
 
 @pytest.fixture
@@ -36,13 +36,6 @@ def kairox_process(workspace: Path) -> Callable[..., subprocess.CompletedProcess
             env["PYTHONPATH"] = os.pathsep.join(
                 filter(None, [str(pythonpath), env.get("PYTHONPATH")])
             )
-        return subprocess.run(
-            [sys.executable, "-m", "kairox", *args],
-            cwd=workspace,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return processes.kairox_process(*args, cwd=workspace, env=env)
 
     return run

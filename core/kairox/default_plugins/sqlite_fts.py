@@ -21,12 +21,11 @@ import apsw
 import numpy as np
 from pydantic import Field, StrictBool, StrictStr
 
-from kairox import hookimpl
 from kairox.config import KnowledgeBaseConfig
 from kairox.default_plugins.sqlite_vectors import DocumentVectors
 from kairox.embedding import EmbeddingBackend
 from kairox.errors import KairoxError
-from kairox.registry import BuildContext, KnowledgeBaseKind
+from kairox.registry import BuildContext, KnowledgeBaseKind, registers
 from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind, sqlite_engine
 from kairox.retrieval.filters import ALL_OPERATORS, FilterExpr, parse_filter
 from kairox.retrieval.filters.sql import compile_sql, register_functions
@@ -420,9 +419,7 @@ class SqliteFtsSource:
 
 
 def build_source(kb_id: str, config: SqliteFtsConfig, ctx: BuildContext) -> SqliteFtsSource:
-    path = Path(config.path).expanduser()
-    if not path.is_absolute():
-        path = ctx.base_dir / path
+    path = ctx.resolve(config.path)
     embedder = None
     if config.embedding_backend is not None:
         embedder = ctx.embedding_backend(config.embedding_backend)
@@ -438,16 +435,14 @@ def build_source(kb_id: str, config: SqliteFtsConfig, ctx: BuildContext) -> Sqli
     )
 
 
-@hookimpl
-def kairox_register_knowledge_base_kinds(register):
-    register(
-        KnowledgeBaseKind(
-            name="sqlite-fts",
-            config_model=SqliteFtsConfig,
-            factory=build_source,
-            description=(
-                "SQLite FTS5 (porter unicode61) over title and body; bm25. With "
-                "embedding_backend, also by meaning (sentence-aware), fused in one source."
-            ),
-        )
+kairox_register_knowledge_base_kinds = registers(
+    KnowledgeBaseKind(
+        name="sqlite-fts",
+        config_model=SqliteFtsConfig,
+        factory=build_source,
+        description=(
+            "SQLite FTS5 (porter unicode61) over title and body; bm25. With "
+            "embedding_backend, also by meaning (sentence-aware), fused in one source."
+        ),
     )
+)

@@ -16,7 +16,9 @@ A plugin's own tests subclass the suites and provide fixtures::
             return build_source(kairox_mine, "mine", base_dir=tmp_path, index="missing")
 
 :func:`build_source` builds a source through the plugin's registered kind, as Kairox
-does from a config table; :class:`CountingEmbedder` records what a source asks to embed.
+does from a config table; :class:`CountingEmbedder` records what a source asks to embed;
+:class:`PluginConformance` checks a knowledge-base plugin's registration, lazy imports and
+``kairox plugins`` listing (:mod:`kairox.testing.fuzz` has random-filter strategies).
 The loopback servers' shared base is :mod:`kairox.testing.loopback`.
 
 Every in-tree plugin and the plugin template run these suites against themselves.
@@ -50,6 +52,8 @@ from kairox.testing.filters import (
     FilterConformance,
     expected_ids,
 )
+from kairox.testing.plugin import PluginConformance
+from kairox.testing.processes import kairox_process, python_process
 
 __all__ = [
     "CORPUS",
@@ -63,11 +67,14 @@ __all__ = [
     "CountingEmbedder",
     "EmbeddingConformance",
     "FilterConformance",
+    "PluginConformance",
     "SourceConformance",
     "build_source",
     "check_kind_registration",
     "check_listed_by_kairox_plugins",
     "expected_ids",
+    "kairox_process",
+    "python_process",
     "registered_plugin",
     "run",
 ]

@@ -34,7 +34,7 @@ from kairox import (
     KnowledgeBaseKind,
     Query,
     ScoreKind,
-    hookimpl,
+    registers,
 )
 from kairox.retrieval.filters import ALL_OPERATORS, FilterExpr, matches
 
@@ -208,19 +208,14 @@ class JsonlBm25Source:
 
 
 def build_source(kb_id: str, config: ExampleJsonlConfig, ctx: BuildContext) -> JsonlBm25Source:
-    path = Path(config.path).expanduser()
-    if not path.is_absolute():
-        path = ctx.base_dir / path
-    return JsonlBm25Source(kb_id, path, k1=config.k1, b=config.b)
+    return JsonlBm25Source(kb_id, ctx.resolve(config.path), k1=config.k1, b=config.b)
 
 
-@hookimpl
-def kairox_register_knowledge_base_kinds(register):
-    register(
-        KnowledgeBaseKind(
-            name=KIND,
-            config_model=ExampleJsonlConfig,
-            factory=build_source,
-            description="BM25 over a JSONL file (the plugin template's example).",
-        )
+kairox_register_knowledge_base_kinds = registers(
+    KnowledgeBaseKind(
+        name=KIND,
+        config_model=ExampleJsonlConfig,
+        factory=build_source,
+        description="BM25 over a JSONL file (the plugin template's example).",
     )
+)

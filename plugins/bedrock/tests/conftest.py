@@ -94,25 +94,26 @@ def make_source(bedrock_kind, tmp_path_factory) -> MakeSource:
     return _builder(bedrock_kind, tmp_path_factory.mktemp("base"))
 
 
-@pytest.fixture
-def server() -> Iterator[BedrockTestServer]:
-    """A fresh server over the conformance corpus that checks credentials, region and
-    the SigV4 signature (the fake environment credentials pass)."""
+def _checking_server() -> Iterator[BedrockTestServer]:
+    """A server over the conformance corpus that checks credentials, region and the SigV4
+    signature (the fake environment credentials pass), and that it raised nothing."""
     with BedrockTestServer(
         corpus_documents(), access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION
     ) as srv:
         yield srv
         assert not srv.errors, srv.errors
+
+
+@pytest.fixture
+def server() -> Iterator[BedrockTestServer]:
+    """A fresh :func:`_checking_server` for one test."""
+    yield from _checking_server()
 
 
 @pytest.fixture(scope="module")
 def corpus_server() -> Iterator[BedrockTestServer]:
-    """One server over the conformance corpus for a whole module (read-only tests)."""
-    with BedrockTestServer(
-        corpus_documents(), access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION
-    ) as srv:
-        yield srv
-        assert not srv.errors, srv.errors
+    """One :func:`_checking_server` for a whole module (read-only tests)."""
+    yield from _checking_server()
 
 
 @pytest.fixture(scope="session")

@@ -27,12 +27,18 @@ FAKE_AUTH = (
 )
 
 
-def client(server, **config):
+def client(server, *, keys: tuple[str, str] | None = None, **config):
+    """A boto3 client of ``server`` (one attempt per call), signing with ``keys``
+    (access key id, secret key) when given, else the fake environment's credentials."""
+    credentials = {}
+    if keys is not None:
+        credentials = {"aws_access_key_id": keys[0], "aws_secret_access_key": keys[1]}
     return boto3.client(
         "bedrock-agent-runtime",
         region_name="us-east-1",
         endpoint_url=server.url,
         config=Config(retries={"mode": "standard", "total_max_attempts": 1}, **config),
+        **credentials,
     )
 
 
@@ -229,22 +235,9 @@ def test_signatures_are_verified():
     with BedrockTestServer(
         corpus_documents(), access_key="AKIAKAIROXTEST000001", secret_key="s3cr3t"
     ) as server:
-        good = boto3.client(
-            "bedrock-agent-runtime",
-            region_name="us-east-1",
-            endpoint_url=server.url,
-            aws_access_key_id="AKIAKAIROXTEST000001",
-            aws_secret_access_key="s3cr3t",
-        )
+        good = client(server, keys=("AKIAKAIROXTEST000001", "s3cr3t"))
         assert retrieve(good, server)["retrievalResults"]
-        forged = boto3.client(
-            "bedrock-agent-runtime",
-            region_name="us-east-1",
-            endpoint_url=server.url,
-            aws_access_key_id="AKIAKAIROXTEST000001",
-            aws_secret_access_key="guessed",
-            config=Config(retries={"total_max_attempts": 1}),
-        )
+        forged = client(server, keys=("AKIAKAIROXTEST000001", "guessed"))
         with pytest.raises(ClientError) as caught:
             retrieve(forged, server)
         assert caught.value.response["Error"]["Code"] == "InvalidSignatureException"

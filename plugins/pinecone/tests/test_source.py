@@ -21,6 +21,7 @@ from kairox_pinecone.testing import PineconeTestServer
 from kairox.retrieval import CompositeWorkspaceRetriever, Query, QueryError, SourceStatus
 from kairox.retry import RetryPolicy
 from kairox.testing import CORPUS, run
+from kairox.testing.fuzz import check_hits_or_query_error, random_filters
 
 # -- namespaces -----------------------------------------------------------------------
 
@@ -303,26 +304,12 @@ def shared_source(corpus_server, make_source):
     return make_source(corpus_server.url, timeout_ms=5000)
 
 
-_scalar = st.one_of(st.text(max_size=12), st.integers(), st.floats(), st.booleans())
-
-
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(
-    text=st.text(max_size=40),
-    filters=st.dictionaries(
-        st.text(max_size=8),
-        st.one_of(_scalar, st.lists(_scalar, max_size=3), st.none()),
-        max_size=3,
-    ),
-)
+@given(text=st.text(max_size=40), filters=random_filters(st.text(max_size=8), text_size=12))
 def test_any_filter_returns_hits_or_a_query_error(shared_source, text, filters):
-    try:
-        hits = run(shared_source.retrieve(Query(text, k=5, filters=filters)))
-    except QueryError:
-        return
-    assert isinstance(hits, list) and len(hits) <= 5
+    check_hits_or_query_error(shared_source, text, filters)
 
 
 # -- hits -----------------------------------------------------------------------------

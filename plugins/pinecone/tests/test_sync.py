@@ -6,9 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import kairox_pinecone
 import numpy as np
@@ -17,7 +14,7 @@ from kairox_pinecone import ID_METADATA_KEY, PineconeAuthError, remote_id
 
 from kairox.retrieval import Query, VectorRecord
 from kairox.retry import RetryPolicy
-from kairox.testing import run
+from kairox.testing import kairox_process, run
 
 FAST_WRITES = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05, budget=10.0)
 
@@ -151,17 +148,6 @@ def test_the_source_is_what_kb_sync_expects(server, make_source):
 # -- the CLI, end to end ---------------------------------------------------------------
 
 
-def _kairox(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kairox", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def test_kb_sync_then_search_through_the_cli(server, tmp_path, api_key):
     workspace = tmp_path / "ws"
     (workspace / "notes").mkdir(parents=True)
@@ -183,10 +169,10 @@ def test_kb_sync_then_search_through_the_cli(server, tmp_path, api_key):
         XDG_DATA_HOME=str(tmp_path / "data"),
     )
     for args in (["index", "."], ["kb", "sync", "cloud", "--json"]):
-        done = _kairox(*args, cwd=workspace, env=env)
+        done = kairox_process(*args, cwd=workspace, env=env)
         assert done.returncode == 0, done.stderr + done.stdout
     # Piped, a sync ends with a plain progress line counting what it sent.
-    again = _kairox("kb", "sync", "cloud", "--full", cwd=workspace, env=env)
+    again = kairox_process("kb", "sync", "cloud", "--full", cwd=workspace, env=env)
     assert again.returncode == 0, again.stderr + again.stdout
     assert re.search(r"^syncing cloud: (\d+)/\1 chunks sent", again.stderr, re.M), again.stderr
     assert "\x1b[" not in again.stderr
@@ -194,7 +180,7 @@ def test_kb_sync_then_search_through_the_cli(server, tmp_path, api_key):
     assert {v.metadata["path"] for v in stored.values()} >= {"notes/saturn.md", "notes/café.md"}
     assert any(ID_METADATA_KEY in v.metadata for v in stored.values())  # café.md
 
-    done = _kairox(
+    done = kairox_process(
         "search", "espresso coffee", "--source", "cloud", "--json", cwd=workspace, env=env
     )
     assert done.returncode == 0, done.stderr + done.stdout
@@ -205,7 +191,9 @@ def test_kb_sync_then_search_through_the_cli(server, tmp_path, api_key):
     assert [r["status"] for r in found["sources"] if r["source"] == "cloud"] == ["ok"]
 
     del env["KAIROX_TEST_PINECONE_KEY"]  # no key: the source is skipped, saying why
-    done = _kairox("search", "espresso", "--source", "cloud", "--json", cwd=workspace, env=env)
+    done = kairox_process(
+        "search", "espresso", "--source", "cloud", "--json", cwd=workspace, env=env
+    )
     assert done.returncode == 0, done.stderr + done.stdout
     (report,) = [r for r in json.loads(done.stdout)["sources"] if r["source"] == "cloud"]
     assert report["status"] == "skipped"

@@ -27,6 +27,7 @@ from kairox.testing import (
     CORPUS,
     EmbeddingConformance,
     check_listed_by_kairox_plugins,
+    python_process,
     registered_plugin,
 )
 
@@ -39,14 +40,8 @@ ONLINE_ENV = {
 
 
 def run_python(code: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=ONLINE_ENV,
-        timeout=timeout,
-        check=False,
-    )
+    """``code`` in a fresh interpreter with ONLINE_ENV, asserted to exit 0."""
+    return python_process(code, env=ONLINE_ENV, timeout=timeout)
 
 
 class TestMiniLMConformance(EmbeddingConformance):
@@ -254,7 +249,6 @@ def test_import_and_construction_do_not_import_torch():
         "heavy = sorted({'torch', 'sentence_transformers', 'transformers'} & set(sys.modules))\n"
         "print(heavy)\n"
     )
-    assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]", result.stdout
 
 
@@ -270,7 +264,6 @@ def test_loading_and_embedding_never_touch_the_network():
         "assert 'HF_HUB_OFFLINE' not in os.environ\n"
         "print(events)\n"
     )
-    assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]", result.stdout
     assert "Loading weights" not in result.stderr
 

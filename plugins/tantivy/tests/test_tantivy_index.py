@@ -1,5 +1,5 @@
 """TantivyIndex and TantivySource behaviour: updates, deletes, fingerprints, visibility across
-objects and processes, the writer lock, errors, configuration, stemming and filters."""
+objects and processes, the writer lock, errors and stemming."""
 
 from __future__ import annotations
 
@@ -8,19 +8,14 @@ import subprocess
 import sys
 import textwrap
 import threading
-from pathlib import Path
 
 import kairox_tantivy
 import pytest
 from kairox_tantivy import TantivyIndex, TantivyIndexError, TantivyLockedError
-from pydantic import ValidationError
 
-from kairox.config import ConfigError
-from kairox.config_loader import load_config
 from kairox.errors import KairoxError
-from kairox.plugins import KairoxPluginManager
-from kairox.retrieval import Document, IngestableSource, Query, QueryError
-from kairox.testing import CORPUS, registered_plugin, run
+from kairox.retrieval import Document, IngestableSource, Query
+from kairox.testing import CORPUS, run
 from kairox.testing.unprivileged import require_permissions, run_unprivileged
 
 
@@ -389,119 +384,6 @@ def test_title_boost_changes_the_ranking(tmp_path, make_source):
     assert ids(body_first)[0] == "in-body"
     assert ids(title_first)[0] == "in-title"
     assert ids(title_only) == ["in-title"]
-
-
-# -- filters -------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def tagged(tmp_path):
-    index = TantivyIndex(tmp_path / "index", create=True)
-    index.upsert(
-        [
-            Document(
-                "a", "shared word", metadata={"year": 2021, "draft": True, "tags": ["x", "y"]}
-            ),
-            Document("b", "shared word", metadata={"year": "2021", "draft": False, "tags": "x"}),
-            Document("c", "shared word", metadata={"year": 2021.5, "lang": 'e"n=1', "nested": {}}),
-        ]
-    )
-    return index
-
-
-def test_filters_compare_typed_values(tagged):
-    assert search_ids(tagged, "word", year=2021) == ["a"]
-    assert search_ids(tagged, "word", year=2021.0) == ["a"]
-    assert search_ids(tagged, "word", year="2021") == ["b"]
-    assert search_ids(tagged, "word", year=2021.5) == ["c"]
-    assert search_ids(tagged, "word", draft=True) == ["a"]
-    assert search_ids(tagged, "word", draft=1) == ["a"]
-    assert search_ids(tagged, "word", lang='e"n=1') == ["c"]
-
-
-def test_filters_or_within_a_key_and_across_keys(tagged):
-    assert sorted(search_ids(tagged, "word", tags="x")) == ["a", "b"]
-    assert search_ids(tagged, "word", tags="y") == ["a"]
-    # one kind of value per any-of list (the filter language): numbers, or strings
-    either = {"$or": [{"year": 2021}, {"year": "2021"}]}
-    assert sorted(search_ids(tagged, "word", **either)) == ["a", "b"]
-    assert search_ids(tagged, "word", **either, draft=False) == ["b"]
-    assert search_ids(tagged, "word", year=[]) == []
-    assert search_ids(tagged, "word", missing="x") == []
-
-
-def test_filters_do_not_change_scores(tagged):
-    plain = {h.id: h.score for h in tagged.search("word", 5)}
-    filtered = {h.id: h.score for h in tagged.search("word", 5, {"tags": "x"})}
-    assert filtered == {key: plain[key] for key in filtered}
-
-
-def test_a_bad_filter_value_is_a_query_error(tagged, tmp_path, make_source):
-    with pytest.raises(QueryError, match=r"filter\.nested\.a: unknown operator"):
-        tagged.search("word", 5, {"nested": {"a": 1}})
-    with pytest.raises(QueryError, match=r"filter\.year\[1\]"):
-        run(make_source(tmp_path).retrieve(Query("word", filters={"year": [2021, None]})))
-
-
-# -- configuration ---------------------------------------------------------------------------
-
-
-def test_relative_index_dir_resolves_from_the_config_folder(tmp_path, make_source):
-    assert make_source(tmp_path, "sub/idx").path == tmp_path / "sub" / "idx"
-    assert make_source(tmp_path, str(tmp_path / "abs")).path == tmp_path / "abs"
-    assert make_source(tmp_path, "~/kb").path == Path.home() / "kb"
-
-
-def test_config_rejects_bad_boosts(make_source, tmp_path):
-    with pytest.raises(ValidationError, match="nothing would be searched"):
-        make_source(tmp_path, title_boost=0, body_boost=0)
-    with pytest.raises(ValidationError):
-        make_source(tmp_path, title_boost=-1)
-    for value in (float("inf"), float("nan")):
-        with pytest.raises(ValidationError, match="finite"):
-            make_source(tmp_path, title_boost=value)
-
-
-def test_a_kairox_toml_table_builds_the_source(tmp_path, monkeypatch, corpus_docs):
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    (workspace / "kairox.toml").write_text(
-        textwrap.dedent(
-            """
-            [knowledge_bases.papers]
-            kind = "tantivy"
-            index_dir = "indexes/papers"
-            title_boost = 2.0
-            timeout_ms = 800
-            """
-        )
-    )
-    pm = KairoxPluginManager()
-    with registered_plugin(kairox_tantivy, "tantivy", pm):
-        config = load_config(cwd=workspace, registry=pm.registry)
-        entry = config.knowledge_bases["papers"]
-        assert isinstance(entry.config, kairox_tantivy.TantivyConfig)
-        kind = pm.registry.knowledge_base_kinds["tantivy"]
-        from kairox.registry import BuildContext
-
-        ctx = BuildContext(
-            workspace_root=workspace,
-            state_dir=tmp_path,
-            base_dir=entry.origin.parent,
-            embedding_backend=None,
-        )
-        source = kind.factory("papers", entry.config, ctx)
-        assert source.path == workspace / "indexes" / "papers"
-        assert source.title_boost == 2.0
-        source.upsert(corpus_docs)
-        assert ids(run(source.retrieve(Query("saturn rings ice", k=1)))) == ["astro-1"]
-
-        (workspace / "kairox.toml").write_text(
-            '[knowledge_bases.papers]\nkind = "tantivy"\nindex_dri = "x"\n'
-        )
-        with pytest.raises(ConfigError, match="index_dir"):
-            load_config(cwd=workspace, registry=pm.registry)
 
 
 # -- failures a user meets on the command line ---------------------------------------------

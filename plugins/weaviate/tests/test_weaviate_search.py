@@ -15,6 +15,7 @@ from kairox_weaviate.testing import TestCollection, WeaviateTestServer
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.retrieval import CompositeWorkspaceRetriever, Query, QueryError, ScoreKind
 from kairox.testing import CORPUS, run
+from kairox.testing.fuzz import check_hits_or_query_error, random_filters
 
 
 def ids(hits):
@@ -313,23 +314,14 @@ def shared_hybrid(corpus_server, build_source):
     source.close()
 
 
-_scalar = st.one_of(st.text(max_size=8), st.integers(), st.floats(), st.booleans())
-
-
 @settings(max_examples=100, deadline=None)
 @given(
-    filters=st.dictionaries(
-        st.sampled_from(["topic", "year", "title", "nope", "bad key", ""]),
-        st.one_of(_scalar, st.lists(_scalar, max_size=3), st.none()),
-        max_size=2,
+    filters=random_filters(
+        st.sampled_from(["topic", "year", "title", "nope", "bad key", ""]), text_size=8, max_size=2
     )
 )
 def test_any_filter_returns_hits_or_a_query_error(shared_hybrid, filters):
-    try:
-        hits = run(shared_hybrid.retrieve(Query("water", k=5, filters=filters)))
-    except QueryError:
-        return
-    assert isinstance(hits, list) and len(hits) <= 5
+    check_hits_or_query_error(shared_hybrid, "water", filters)
 
 
 # -- connection lifecycle -----------------------------------------------------------------------

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kairox.retrieval.filters.model import And, Condition, FilterExpr, Not, Or
+from kairox.retrieval.filters.model import RANGE_COMPARE, And, Condition, FilterExpr, Not, Or
 from kairox.retrieval.filters.parse import as_date
 
 __all__ = ["matches"]
@@ -85,10 +85,4 @@ def _range(op: str, stored: Any, bound: Any) -> bool:
         return False
     if left is None:
         return False
-    if op == "$gt":
-        return left > right
-    if op == "$gte":
-        return left >= right
-    if op == "$lt":
-        return left < right
-    return left <= right
+    return RANGE_COMPARE[op](left, right)

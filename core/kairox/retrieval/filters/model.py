@@ -7,8 +7,11 @@ shared by every source of one retrieval.
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeAlias
+from types import MappingProxyType
+from typing import Any, TypeAlias
 
 from kairox.retrieval.documents import QueryError
 
@@ -17,6 +20,7 @@ __all__ = [
     "COMPARISONS",
     "OPERATORS",
     "RANGES",
+    "RANGE_COMPARE",
     "And",
     "Condition",
     "FilterError",
@@ -31,6 +35,11 @@ Scalar: TypeAlias = str | int | float | bool
 
 #: Range comparisons (numbers, or ISO dates compared as dates).
 RANGES: frozenset[str] = frozenset({"$gt", "$gte", "$lt", "$lte"})
+#: Each range operator as a test of a stored value against the bound:
+#: ``RANGE_COMPARE["$gt"](stored, bound)`` is ``stored > bound``.
+RANGE_COMPARE: Mapping[str, Callable[[Any, Any], bool]] = MappingProxyType(
+    {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
+)
 #: Every field operator.
 COMPARISONS: frozenset[str] = frozenset(
     {"$eq", "$ne", *RANGES, "$in", "$nin", "$exists", "$contains"}

@@ -12,7 +12,7 @@ to list them, so boto3 loads on the first query (see :func:`load_boto3`).
 
 from __future__ import annotations
 
-from kairox import BuildContext, KnowledgeBaseKind, hookimpl
+from kairox import BuildContext, KnowledgeBaseKind, registers
 from kairox_bedrock.config import BedrockConfig
 from kairox_bedrock.errors import (
     BedrockAuthError,
@@ -65,13 +65,11 @@ def build_source(kb_id: str, config: BedrockConfig, ctx: BuildContext) -> Bedroc
     return BedrockSource(kb_id, config)
 
 
-@hookimpl
-def kairox_register_knowledge_base_kinds(register):
-    register(
-        KnowledgeBaseKind(
-            name="bedrock",
-            config_model=BedrockConfig,
-            factory=build_source,
-            description="Amazon Bedrock Knowledge Bases (Retrieve API); cosine-like relevance.",
-        )
+kairox_register_knowledge_base_kinds = registers(
+    KnowledgeBaseKind(
+        name="bedrock",
+        config_model=BedrockConfig,
+        factory=build_source,
+        description="Amazon Bedrock Knowledge Bases (Retrieve API); cosine-like relevance.",
     )
+)

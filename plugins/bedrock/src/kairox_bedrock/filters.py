@@ -19,7 +19,7 @@ hits without calling the service. Anything that cannot be translated is a
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ from kairox.retrieval.filters import (
     Not,
     Or,
 )
+from kairox.retrieval.filters.compiling import join_parts
 
 __all__ = [
     "BEDROCK_OPERATORS",
@@ -123,30 +124,18 @@ def translate_filters(*filters: Mapping[str, Any] | None) -> BedrockFilter:
 # -- combinations ------------------------------------------------------------------------
 
 
+def _flat(member: str) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
+    # Bedrock's andAll/orAll need at least two members: nested ones of the same kind
+    # are flattened into one.
+    return lambda parts: {member: [m for part in parts for m in part.get(member, [part])]}
+
+
 def _and(parts: Sequence[_Node]) -> _Node:
-    members: list[dict[str, Any]] = []
-    for part in parts:
-        if isinstance(part, _Nothing):
-            return _NOTHING
-        if isinstance(part, _Everything):
-            continue
-        members.extend(part.get("andAll", [part]))
-    if not members:
-        return _EVERYTHING
-    return members[0] if len(members) == 1 else {"andAll": members}
+    return join_parts(parts, _NOTHING, _EVERYTHING, _flat("andAll"))
 
 
 def _or(parts: Sequence[_Node]) -> _Node:
-    members: list[dict[str, Any]] = []
-    for part in parts:
-        if isinstance(part, _Everything):
-            return _EVERYTHING
-        if isinstance(part, _Nothing):
-            continue
-        members.extend(part.get("orAll", [part]))
-    if not members:
-        return _NOTHING
-    return members[0] if len(members) == 1 else {"orAll": members}
+    return join_parts(parts, _EVERYTHING, _NOTHING, _flat("orAll"))
 
 
 # -- the Kairox form ---------------------------------------------------------------------

@@ -16,19 +16,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kairox import Hit, LazyImport, Query, QueryError, ScoreKind
+from kairox import Hit, LazyImport, Query, ScoreKind
 from kairox.retrieval.filters import all_of, parse_filter
 from kairox.retry import RetryPolicy, call_with_retries
 from kairox_bedrock.config import BedrockConfig
-from kairox_bedrock.errors import (
-    BedrockAuthError,
-    BedrockConnectionError,
-    BedrockError,
-    BedrockNotFoundError,
-    BedrockResponseError,
-    BedrockTimeoutError,
-    BedrockUnavailableError,
-)
+from kairox_bedrock.errors import BedrockAuthError, BedrockError, BedrockResponseError
+from kairox_bedrock.explain import explain, is_botocore_error, is_retryable, retry_after
 from kairox_bedrock.filters import SUPPORT, compile_filter
 
 __all__ = [
@@ -68,42 +61,6 @@ MAX_QUERY_CHARS = 20_000
 
 # The most pages one query follows, whatever nextToken says (a loop guard).
 _MAX_PAGES = 100
-
-_THROTTLING_CODES = frozenset(
-    {
-        "ThrottlingException",
-        "Throttling",
-        "TooManyRequestsException",
-        "RequestLimitExceeded",
-        "ProvisionedThroughputExceededException",
-    }
-)
-_SERVER_CODES = frozenset(
-    {
-        "InternalServerException",
-        "InternalFailure",
-        "ServiceUnavailable",
-        "ServiceUnavailableException",
-        "BadGatewayException",
-    }
-)
-_EXPIRED_CODES = frozenset(
-    {"ExpiredToken", "ExpiredTokenException", "RequestExpired", "UnauthorizedSSOTokenError"}
-)
-_BAD_KEY_CODES = frozenset(
-    {
-        "UnrecognizedClientException",
-        "InvalidClientTokenId",
-        "MissingAuthenticationTokenException",
-        "MissingAuthenticationToken",
-        "IncompleteSignatureException",
-        "NotAuthorized",
-        "UnauthorizedException",
-    }
-)
-_BAD_SIGNATURE_CODES = frozenset({"InvalidSignatureException", "SignatureDoesNotMatch"})
-_DENIED_CODES = frozenset({"AccessDeniedException", "AccessDenied"})
-
 
 BOTO3 = LazyImport("boto3", needed_by="the bedrock knowledge-base kind", install=INSTALL_HINT)
 
@@ -336,7 +293,7 @@ class BedrockSource:
             try:
                 return client.retrieve(**request)
             except Exception as exc:
-                if _is_botocore_error(exc):
+                if is_botocore_error(exc):
                     raise
                 # botocore's parser choking on the body (a list that is a string, a score
                 # that is not a number...): the endpoint did not speak Bedrock.
@@ -349,9 +306,9 @@ class BedrockSource:
         try:
             return call_with_retries(
                 once,
-                retryable=_retryable,
+                retryable=is_retryable,
                 policy=policy,
-                retry_after=_retry_after,
+                retry_after=retry_after,
             )
         except BedrockError:
             raise
@@ -368,199 +325,4 @@ class BedrockSource:
 
     def _explain(self, exc: Exception, client: Any, attempts: int) -> Exception:
         """A :class:`BedrockError` (or ``QueryError``) saying what went wrong and the fix."""
-        from botocore.exceptions import (
-            ClientError,
-            ConnectionClosedError,
-            ConnectionError,
-            CredentialRetrievalError,
-            NoCredentialsError,
-            ParamValidationError,
-            PartialCredentialsError,
-            ReadTimeoutError,
-            SSOError,
-            TokenRetrievalError,
-        )
-
-        kb = f"knowledge base {self.name!r} (Bedrock id {self.config.knowledge_base_id!r}, region {self.config.region!r})"
-        chain = self._credential_chain()
-        tries = f" after {attempts} attempts" if attempts > 1 else ""
-
-        if isinstance(exc, ClientError):
-            error = exc.response.get("Error", {})
-            code = str(error.get("Code") or "")
-            message = str(error.get("Message") or "").strip() or "(no message)"
-            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            said = f"{code or 'HTTP ' + str(status)}: {message}"
-            if code in _EXPIRED_CODES:
-                return BedrockAuthError(
-                    f"{kb}: the AWS credentials have expired ({said}). Fix: refresh them "
-                    "(`aws sso login`, new STS credentials or a new AWS_SESSION_TOKEN); "
-                    f"they come from {chain}",
-                    code=code,
-                )
-            if code in _BAD_SIGNATURE_CODES:
-                return BedrockAuthError(
-                    f"{kb}: AWS rejected the request signature ({said}). Fix: the secret key "
-                    "does not belong to the access key id, or the request was signed for "
-                    "another region: check AWS_SECRET_ACCESS_KEY (or the profile's "
-                    f"aws_secret_access_key) and `region`; credentials come from {chain}",
-                    code=code,
-                )
-            if code in _DENIED_CODES:
-                return BedrockAuthError(
-                    f"{kb}: access denied ({said}). Fix: the credentials are valid but lack "
-                    "permission: allow bedrock:Retrieve on this knowledge base for the "
-                    f"identity they belong to (from {chain}), and check that `region` and "
-                    "`knowledge_base_id` name the knowledge base you mean",
-                    code=code,
-                )
-            if code in _BAD_KEY_CODES or status in (401, 403):
-                return BedrockAuthError(
-                    f"{kb}: AWS did not accept the credentials ({said}). Fix: check the "
-                    f"credentials, which come from {chain}; the access key may be deleted, "
-                    "inactive or from another AWS partition. Credentials never go in "
-                    "kairox.toml",
-                    code=code,
-                )
-            if code == "ResourceNotFoundException" or status == 404:
-                return BedrockNotFoundError(
-                    f"{kb}: no knowledge base with id {self.config.knowledge_base_id!r} "
-                    f"in region {self.config.region!r} ({said}). Fix: check "
-                    f"`knowledge_base_id` and `region` in [knowledge_bases.{self.name}] "
-                    "(the id is the 10-character id shown in the Bedrock console), and that "
-                    "the credentials belong to the account that owns it",
-                    code=code,
-                )
-            if code == "ServiceQuotaExceededException":
-                return BedrockUnavailableError(
-                    f"{kb}: a Bedrock service quota is exhausted ({said}). Fix: ask AWS for a "
-                    "higher quota (Service Quotas console), or send fewer queries",
-                    code=code,
-                )
-            if code == "DependencyFailedException":
-                return BedrockUnavailableError(
-                    f"{kb}: the knowledge base's vector store failed ({said}). Fix: check that "
-                    "its store (OpenSearch Serverless, Aurora, Pinecone, ...) is running and "
-                    "reachable by Bedrock",
-                    code=code,
-                )
-            if code == "ValidationException" or status == 400:
-                return QueryError(
-                    f"{kb}: Bedrock rejected the request as invalid ({said}). Fix: check this "
-                    "query's filters and the table's `filter`, `search_type` (HYBRID needs a "
-                    "vector store that supports it) and `number_of_results`"
-                )
-            if _retryable(exc):
-                what = "throttled the requests" if _is_throttling(exc) else "failed"
-                return BedrockUnavailableError(
-                    f"{kb}: Bedrock {what}{tries} within the {self.config.timeout_ms} ms "
-                    f"budget ({said}, HTTP {status}). "
-                    + (
-                        "Fix: send fewer queries, or ask AWS for a higher Retrieve quota"
-                        if _is_throttling(exc)
-                        else "This is usually transient: try again later"
-                    ),
-                    code=code,
-                    attempts=attempts,
-                )
-            return BedrockError(f"{kb}: Bedrock answered HTTP {status} ({said})", code=code)
-
-        if isinstance(exc, NoCredentialsError | PartialCredentialsError):
-            return BedrockAuthError(
-                f"{kb}: no usable AWS credentials ({exc}). Fix: set AWS_ACCESS_KEY_ID and "
-                'AWS_SECRET_ACCESS_KEY, or set aws_profile = "NAME" in '
-                f"[knowledge_bases.{self.name}] (a profile of ~/.aws/config), or run where an "
-                "instance or task role is available. Credentials never go in kairox.toml",
-                code=type(exc).__name__,
-            )
-        if isinstance(exc, CredentialRetrievalError | TokenRetrievalError | SSOError):
-            return BedrockAuthError(
-                f"{kb}: could not obtain AWS credentials from {chain} ({exc}). Fix: refresh "
-                "them (e.g. `aws sso login`) or correct the profile",
-                code=type(exc).__name__,
-            )
-        if isinstance(exc, ReadTimeoutError):
-            return BedrockTimeoutError(
-                f"{kb}: no answer from {self._endpoint(client)} within "
-                f"{self.config.timeout_ms} ms (timeout_ms of [knowledge_bases.{self.name}]). "
-                "Fix: raise timeout_ms, or lower number_of_results",
-                attempts=attempts,
-            )
-        if isinstance(exc, ConnectionError | ConnectionClosedError):
-            return BedrockConnectionError(
-                f"{kb}: cannot reach {self._endpoint(client)}{tries} ({exc}). Fix: check "
-                "`region`"
-                + (" and `endpoint_url`" if self.config.endpoint_url else "")
-                + ", the network, proxy settings and VPC endpoints",
-                attempts=attempts,
-            )
-        if isinstance(exc, ParamValidationError):
-            return QueryError(f"{kb}: the request is not valid for Bedrock: {exc}")
-        return BedrockError(f"{kb}: {type(exc).__name__}: {exc}")
-
-    def _credential_chain(self) -> str:
-        if self.config.aws_profile:
-            return (
-                f"the AWS profile {self.config.aws_profile!r} "
-                f"(`aws_profile` of [knowledge_bases.{self.name}])"
-            )
-        return (
-            "the default AWS credential chain: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
-            "(plus AWS_SESSION_TOKEN for temporary keys), else AWS_PROFILE or the default "
-            "profile of ~/.aws/config, SSO, or the instance role (or set `aws_profile` in "
-            f"[knowledge_bases.{self.name}])"
-        )
-
-
-# -- retry decisions (boto3 is loaded whenever these run) -------------------------------------
-
-
-def _is_botocore_error(exc: Exception) -> bool:
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    return isinstance(exc, BotoCoreError | ClientError)
-
-
-def _status(exc: Exception) -> int | None:
-    response = getattr(exc, "response", None)
-    if not isinstance(response, Mapping):
-        return None
-    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    return status if isinstance(status, int) else None
-
-
-def _code(exc: Exception) -> str:
-    response = getattr(exc, "response", None)
-    if not isinstance(response, Mapping):
-        return ""
-    return str(response.get("Error", {}).get("Code") or "")
-
-
-def _is_throttling(exc: Exception) -> bool:
-    return _code(exc) in _THROTTLING_CODES or _status(exc) == 429
-
-
-def _retryable(exc: Exception) -> bool:
-    """Throttling, 5xx and dropped or refused connections; never auth, 4xx or timeouts."""
-    from botocore.exceptions import ClientError, ConnectionClosedError, ConnectionError
-
-    if isinstance(exc, ClientError):
-        status = _status(exc)
-        return (
-            _is_throttling(exc)
-            or _code(exc) in _SERVER_CODES
-            or (status is not None and status >= 500)
-        )
-    # Refused, reset or closed connections; not a read timeout, which used the whole deadline.
-    return isinstance(exc, ConnectionError | ConnectionClosedError)
-
-
-def _retry_after(exc: Exception) -> float | None:
-    response = getattr(exc, "response", None)
-    if not isinstance(response, Mapping):
-        return None
-    headers = response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-    try:
-        return float(headers.get("retry-after"))
-    except (TypeError, ValueError):
-        return None
+        return explain(exc, self.name, self.config, self._endpoint(client), attempts)

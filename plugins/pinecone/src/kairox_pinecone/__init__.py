@@ -16,24 +16,26 @@ from typing import Any
 
 from pydantic import Field, StrictStr, field_validator
 
-from kairox import BuildContext, EnvVarName, KnowledgeBaseConfig, KnowledgeBaseKind, hookimpl
-from kairox_pinecone.filters import merge_filters, to_pinecone_filter
-from kairox_pinecone.source import (
-    DELETE_BATCH,
-    ID_METADATA_KEY,
+from kairox import BuildContext, EnvVarName, KnowledgeBaseConfig, KnowledgeBaseKind, registers
+from kairox_pinecone.errors import (
     INSTALL_HINT,
-    MAX_TOP_K,
     MIN_SDK_VERSION,
-    UPSERT_BATCH,
-    WRITE_POLICY,
     PineconeAuthError,
     PineconeConfigurationError,
     PineconeServiceError,
-    PineconeSource,
     PineconeSourceError,
     PineconeTimeoutError,
     PineconeUnreachableError,
     load_pinecone,
+)
+from kairox_pinecone.filters import merge_filters, to_pinecone_filter
+from kairox_pinecone.source import (
+    DELETE_BATCH,
+    ID_METADATA_KEY,
+    MAX_TOP_K,
+    UPSERT_BATCH,
+    WRITE_POLICY,
+    PineconeSource,
     remote_id,
 )
 
@@ -135,27 +137,22 @@ class PineconeConfig(KnowledgeBaseConfig):
         return value or None
 
 
+#: The table keys :class:`PineconeSource` takes as they are, by the same names.
+_SOURCE_KEYS = frozenset(
+    {"host", "embedding_backend", "namespace", "api_key_env", "text_field", "filter", "timeout_ms"}
+)
+
+
 def build_source(kb_id: str, config: PineconeConfig, ctx: BuildContext) -> PineconeSource:
-    return PineconeSource(
-        kb_id,
-        host=config.host,
-        embedder=ctx.embedding_backend(config.embedding_backend),
-        embedding_backend=config.embedding_backend,
-        namespace=config.namespace,
-        api_key_env=config.api_key_env,
-        text_field=config.text_field,
-        filter=config.filter,
-        timeout_ms=config.timeout_ms,
-    )
+    embedder = ctx.embedding_backend(config.embedding_backend)
+    return PineconeSource(kb_id, embedder=embedder, **config.model_dump(include=_SOURCE_KEYS))
 
 
-@hookimpl
-def kairox_register_knowledge_base_kinds(register):
-    register(
-        KnowledgeBaseKind(
-            name="pinecone",
-            config_model=PineconeConfig,
-            factory=build_source,
-            description="A Pinecone index (REST data plane) searched with a query embedding; cosine.",
-        )
+kairox_register_knowledge_base_kinds = registers(
+    KnowledgeBaseKind(
+        name="pinecone",
+        config_model=PineconeConfig,
+        factory=build_source,
+        description="A Pinecone index (REST data plane) searched with a query embedding; cosine.",
     )
+)

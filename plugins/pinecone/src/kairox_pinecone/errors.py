@@ -161,3 +161,63 @@ def _message(exc: BaseException) -> str:
     text = message if isinstance(message, str) and message else str(exc)
     text = " ".join(text.split())
     return text[:500] + "..." if len(text) > 500 else text or type(exc).__name__
+
+
+def translate(
+    exc: Exception,
+    kb: str,
+    *,
+    where: str,
+    host: str,
+    api_key_env: str,
+    what: str,
+    attempts: int,
+) -> Exception | None:
+    """An SDK failure of ``what`` (a query, an upsert...) by knowledge base ``kb`` as a
+    :class:`PineconeSourceError` subclass saying what to do; ``None`` for an error that
+    is no SDK error (a bug: let it through). ``where`` names the index for messages."""
+    tries = f" ({attempts} attempts)" if attempts > 1 else ""
+    status = _status(exc)
+    detail = _message(exc)
+    if status in (401, 403):
+        refused = (
+            "rejected the API key" if status == 401 else "does not allow this API key to do that"
+        )
+        return PineconeAuthError(
+            f"{kb}: {where} {refused} ({status}: {detail}). Check that the "
+            f"environment variable {api_key_env} (api_key_env) holds a valid API "
+            "key of the project that owns this index."
+        )
+    if status == 429:
+        return PineconeServiceError(
+            f"{kb}: {where} is throttling requests (429 Too Many Requests) and "
+            f"did not let the {what} through in time{tries}: {detail}"
+        )
+    if status is not None and 500 <= status <= 599:
+        return PineconeServiceError(
+            f"{kb}: {where} failed the {what} with {status}{tries}: {detail}"
+        )
+    if status == 404:
+        return PineconeServiceError(
+            f"{kb}: nothing answers the {what} at {host} (404: {detail}). Check "
+            "host: it is the index's host from the Pinecone console, "
+            "e.g. https://NAME-PROJECT.svc.REGION.pinecone.io"
+        )
+    if status is not None:
+        return PineconeServiceError(f"{kb}: {where} rejected the {what} ({status}: {detail})")
+    if isinstance(exc, TimeoutError) or _is_sdk_error(exc, "PineconeTimeoutError"):
+        return PineconeTimeoutError(
+            f"{kb}: no answer to the {what} from {where} in time{tries}: {detail}"
+        )
+    if _is_sdk_error(exc, "PineconeConnectionError"):
+        return PineconeUnreachableError(
+            f"{kb}: cannot reach {where}: {detail}. Check host and the network."
+        )
+    if _is_sdk_error(exc, "ResponseParsingError"):
+        return PineconeServiceError(
+            f"{kb}: {where} sent a {what} response the pinecone SDK cannot read "
+            f"(malformed, or not Pinecone's API at that host): {detail}"
+        )
+    if _is_sdk_error(exc, "PineconeError"):
+        return PineconeServiceError(f"{kb}: the {what} failed: {type(exc).__name__}: {detail}")
+    return None

@@ -16,6 +16,7 @@ from typing import Any
 from kairox import QueryError
 from kairox.retrieval.filters import OPERATORS, Condition, FilterExpr, FilterSupport, Not, Or
 from kairox.retrieval.filters import And as And
+from kairox.retrieval.filters.compiling import join_parts
 
 __all__ = ["NO_MATCH", "SUPPORT", "compile_filter", "merge_filters", "to_pinecone_filter"]
 
@@ -124,15 +125,7 @@ def compile_filter(expr: FilterExpr | None) -> Any:
 def _join(op: str, parts: list[Any]) -> Any:
     # op "$and": NO_MATCH absorbs, _ALL vanishes; "$or" the other way round.
     absorbing, neutral = (NO_MATCH, _ALL) if op == "$and" else (_ALL, NO_MATCH)
-    kept: list[Any] = []
-    for part in parts:
-        if part is absorbing:
-            return absorbing
-        if part is not neutral:
-            kept.append(part)
-    if not kept:
-        return neutral
-    return kept[0] if len(kept) == 1 else {op: kept}
+    return join_parts(parts, absorbing, neutral, lambda kept: {op: kept})
 
 
 _FLIP = {"$gt": "$lte", "$gte": "$lt", "$lt": "$gte", "$lte": "$gt"}

@@ -23,21 +23,16 @@ import numpy as np
 from kairox.retrieval import Hit, Query, ScoreKind, VectorRecord
 from kairox.retry import RetryPolicy, call_with_retries
 from kairox_pinecone.errors import (
-    INSTALL_HINT,
-    MIN_SDK_VERSION,
-    PineconeAuthError,
     PineconeConfigurationError,
-    PineconeServiceError,
     PineconeSourceError,
     PineconeTimeoutError,
-    PineconeUnreachableError,
     _is_sdk_error,
-    _message,
     _retry_after,
     _sdk_problem,
     _status,
     _switch_off_sdk_retries,
     load_pinecone,
+    translate,
 )
 from kairox_pinecone.filters import NO_MATCH, SUPPORT, compile_filter, merge_filters
 
@@ -47,19 +42,10 @@ if TYPE_CHECKING:
 __all__ = [
     "DELETE_BATCH",
     "ID_METADATA_KEY",
-    "INSTALL_HINT",
     "MAX_TOP_K",
-    "MIN_SDK_VERSION",
     "UPSERT_BATCH",
     "WRITE_POLICY",
-    "PineconeAuthError",
-    "PineconeConfigurationError",
-    "PineconeServiceError",
     "PineconeSource",
-    "PineconeSourceError",
-    "PineconeTimeoutError",
-    "PineconeUnreachableError",
-    "load_pinecone",
     "remote_id",
 ]
 
@@ -305,62 +291,18 @@ class PineconeSource:
         except (PineconeSourceError, ImportError):
             raise
         except Exception as exc:
-            translated = self._translate(exc, what, attempts)
+            translated = translate(
+                exc,
+                f"knowledge base {self.name!r}",
+                where=self._where,
+                host=self.host,
+                api_key_env=self.api_key_env,
+                what=what,
+                attempts=attempts,
+            )
             if translated is None:
                 raise
             raise translated from exc
-
-    def _translate(self, exc: Exception, what: str, attempts: int) -> Exception | None:
-        kb = f"knowledge base {self.name!r}"
-        tries = f" ({attempts} attempts)" if attempts > 1 else ""
-        status = _status(exc)
-        detail = _message(exc)
-        if status in (401, 403):
-            refused = (
-                "rejected the API key"
-                if status == 401
-                else "does not allow this API key to do that"
-            )
-            return PineconeAuthError(
-                f"{kb}: {self._where} {refused} ({status}: {detail}). Check that the "
-                f"environment variable {self.api_key_env} (api_key_env) holds a valid API "
-                "key of the project that owns this index."
-            )
-        if status == 429:
-            return PineconeServiceError(
-                f"{kb}: {self._where} is throttling requests (429 Too Many Requests) and "
-                f"did not let the {what} through in time{tries}: {detail}"
-            )
-        if status is not None and 500 <= status <= 599:
-            return PineconeServiceError(
-                f"{kb}: {self._where} failed the {what} with {status}{tries}: {detail}"
-            )
-        if status == 404:
-            return PineconeServiceError(
-                f"{kb}: nothing answers the {what} at {self.host} (404: {detail}). Check "
-                "host: it is the index's host from the Pinecone console, "
-                "e.g. https://NAME-PROJECT.svc.REGION.pinecone.io"
-            )
-        if status is not None:
-            return PineconeServiceError(
-                f"{kb}: {self._where} rejected the {what} ({status}: {detail})"
-            )
-        if isinstance(exc, TimeoutError) or _is_sdk_error(exc, "PineconeTimeoutError"):
-            return PineconeTimeoutError(
-                f"{kb}: no answer to the {what} from {self._where} in time{tries}: {detail}"
-            )
-        if _is_sdk_error(exc, "PineconeConnectionError"):
-            return PineconeUnreachableError(
-                f"{kb}: cannot reach {self._where}: {detail}. Check host and the network."
-            )
-        if _is_sdk_error(exc, "ResponseParsingError"):
-            return PineconeServiceError(
-                f"{kb}: {self._where} sent a {what} response the pinecone SDK cannot read "
-                f"(malformed, or not Pinecone's API at that host): {detail}"
-            )
-        if _is_sdk_error(exc, "PineconeError"):
-            return PineconeServiceError(f"{kb}: the {what} failed: {type(exc).__name__}: {detail}")
-        return None
 
     # -- Source ------------------------------------------------------------------------
 

@@ -15,7 +15,8 @@ the real SDK over a real socket instead of stubbing it::
 It behaves like the service where a client can tell: namespaces are separate stores
 (``""`` is the default one, reported as ``__default__``), scores are cosine similarity
 (or dot product / squared euclidean distance for those metrics), metadata filters are
-evaluated (``$eq $ne $gt $gte $lt $lte $in $nin $exists $and $or``), the dimension is
+evaluated (``$eq $ne $gt $gte $lt $lte $in $nin $exists $and $or``, by
+:mod:`kairox_pinecone.testing_filters`), the dimension is
 enforced on upsert and query (400), ids and metadata are validated, ``/vectors/list``
 paginates, and errors come back as ``{"code": ..., "message": ..., "details": []}``.
 
@@ -45,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from kairox.testing.loopback import LoopbackHTTPServer, RecordedRequest, Reply, closed_url
+from kairox_pinecone.testing_filters import BadRequest, matches_filter, value_kind
 
 __all__ = [
     "DEFAULT_API_KEY",
@@ -90,14 +92,6 @@ _DEFAULT_MESSAGES = {
 _UNSET: Any = object()
 
 
-class BadRequest(Exception):
-    """A request the service would refuse with 400 (or ``status``)."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 @dataclass(frozen=True, slots=True)
 class StoredVector:
     """One vector as the test index holds it."""
@@ -105,89 +99,6 @@ class StoredVector:
     id: str
     values: tuple[float, ...]
     metadata: dict[str, Any] = field(default_factory=dict)
-
-
-# -- metadata filters -------------------------------------------------------------------
-
-
-def _kind(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "str"
-    return None
-
-
-def _equal(a: Any, b: Any) -> bool:
-    return _kind(a) is not None and _kind(a) == _kind(b) and a == b
-
-
-def _field_matches(stored: Any, op: str, operand: Any) -> bool:
-    present = stored is not None
-    values = stored if isinstance(stored, list) else [stored] if present else []
-    if op == "$exists":
-        if not isinstance(operand, bool):
-            raise BadRequest("$exists takes true or false")
-        return present == operand
-    if op in ("$eq", "$ne"):
-        if _kind(operand) is None:
-            raise BadRequest(f"{op} takes a string, number or boolean, got {operand!r}")
-        hit = any(_equal(v, operand) for v in values)
-        return hit if op == "$eq" else not hit
-    if op in ("$in", "$nin"):
-        if not isinstance(operand, list) or not operand:
-            raise BadRequest(f"{op} takes a non-empty array")
-        for item in operand:
-            if _kind(item) not in ("str", "number"):
-                raise BadRequest(f"{op} takes strings or numbers, got {item!r}")
-        hit = any(_equal(v, item) for v in values for item in operand)
-        return hit if op == "$in" else not hit
-    if op in ("$gt", "$gte", "$lt", "$lte"):
-        if _kind(operand) != "number":
-            raise BadRequest(f"{op} takes a number, got {operand!r}")
-        numbers = [v for v in values if _kind(v) == "number"]
-        compare = {
-            "$gt": lambda v: v > operand,
-            "$gte": lambda v: v >= operand,
-            "$lt": lambda v: v < operand,
-            "$lte": lambda v: v <= operand,
-        }[op]
-        return any(compare(v) for v in numbers)
-    raise BadRequest(f"unknown filter operator {op!r}")
-
-
-def matches_filter(metadata: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
-    """Whether ``metadata`` satisfies a Pinecone metadata ``filter`` (``None``: always).
-
-    A list-valued field matches ``$eq``/``$in`` when any element does, and ``$ne``/``$nin``
-    when none does. Values are typed: ``"2021"`` is not ``2021``, ``true`` is not ``1``.
-
-    :raises BadRequest: a filter the service would reject.
-    """
-    if filter is None:
-        return True
-    if not isinstance(filter, Mapping):
-        raise BadRequest(f"a filter must be an object, got {filter!r}")
-    for key, condition in filter.items():
-        if key in ("$and", "$or"):
-            if not isinstance(condition, list) or not condition:
-                raise BadRequest(f"{key} takes a non-empty array of filters")
-            results = [matches_filter(metadata, part) for part in condition]
-            if not (all(results) if key == "$and" else any(results)):
-                return False
-        elif key.startswith("$"):
-            raise BadRequest(f"unknown filter operator {key!r}")
-        elif isinstance(condition, Mapping):
-            if not condition:
-                raise BadRequest(f"the condition on {key!r} is empty")
-            for op, operand in condition.items():
-                if not _field_matches(metadata.get(key), op, operand):
-                    return False
-        elif not _field_matches(metadata.get(key), "$eq", condition):
-            return False
-    return True
 
 
 # -- validation ---------------------------------------------------------------------------
@@ -207,7 +118,7 @@ def _check_metadata(value: Any, vector_id: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise BadRequest(f"metadata of vector {vector_id!r} must be an object")
     for key, item in value.items():
-        ok = _kind(item) is not None or (
+        ok = value_kind(item) is not None or (
             isinstance(item, list) and all(isinstance(v, str) for v in item)
         )
         if isinstance(item, float) and not math.isfinite(item):
@@ -277,7 +188,7 @@ class PineconeTestServer(LoopbackHTTPServer):
         :param retries: keep the SDK's own retries of 408/429/5xx; off by default so a
             test sees every status the server sends, as kairox-pinecone's source does.
         """
-        from kairox_pinecone.source import _switch_off_sdk_retries, load_pinecone
+        from kairox_pinecone.errors import _switch_off_sdk_retries, load_pinecone
 
         pinecone = load_pinecone()
         index = pinecone.Index(host=self.url, api_key=api_key or self.api_key or "unused")
@@ -394,7 +305,7 @@ class PineconeTestServer(LoopbackHTTPServer):
                 raise BadRequest("this index is dense; sparse values are not supported")
             values = item.get("values")
             if not isinstance(values, list) or not all(
-                _kind(v) == "number" and math.isfinite(v) for v in values
+                value_kind(v) == "number" and math.isfinite(v) for v in values
             ):
                 raise BadRequest(f"values of vector {vector_id!r} must be an array of numbers")
             if len(values) != self.dimension:
@@ -422,7 +333,7 @@ class PineconeTestServer(LoopbackHTTPServer):
     def _query(self, request: RecordedRequest) -> dict[str, Any]:
         body = request.json
         top_k = body.get("topK")
-        if _kind(top_k) != "number" or int(top_k) != top_k or not 1 <= top_k <= _MAX_TOP_K:
+        if value_kind(top_k) != "number" or int(top_k) != top_k or not 1 <= top_k <= _MAX_TOP_K:
             raise BadRequest(f"topK must be an integer from 1 to {_MAX_TOP_K}")
         include_values = bool(body.get("includeValues"))
         include_metadata = bool(body.get("includeMetadata"))
@@ -442,7 +353,7 @@ class PineconeTestServer(LoopbackHTTPServer):
             found = {v.id: v for v in stored}.get(body["id"])
             vector = list(found.values) if found is not None else None
         if vector is not None:
-            if not isinstance(vector, list) or not all(_kind(v) == "number" for v in vector):
+            if not isinstance(vector, list) or not all(value_kind(v) == "number" for v in vector):
                 raise BadRequest("vector must be an array of numbers")
             if len(vector) != self.dimension:
                 raise BadRequest(

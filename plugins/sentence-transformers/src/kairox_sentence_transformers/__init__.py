@@ -27,6 +27,7 @@ import numpy as np
 from kairox import EmbeddingBackendSpec, LazyImport, hookimpl
 from kairox.retrieval import FAN_OUT
 from kairox_sentence_transformers.cross_encoder import kairox_register_rerankers
+from kairox_sentence_transformers.inputs import texts_to_embed
 from kairox_sentence_transformers.onnx_backend import OnnxMiniLMEmbedder
 
 if TYPE_CHECKING:
@@ -245,12 +246,7 @@ class SentenceTransformerEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` in batches of ``batch_size``: ``float32``, ``(len(texts), dim)``."""
-        if isinstance(texts, str | bytes):
-            raise TypeError("embed() takes a sequence of strings; wrap a single text in a list")
-        items = list(texts)
-        for index, text in enumerate(items):
-            if not isinstance(text, str):
-                raise TypeError(f"texts[{index}] is a {type(text).__name__}, expected str")
+        items = texts_to_embed(texts)
         if not items:
             return np.zeros((0, self.dim), dtype=np.float32)
         # Next to other sources (the composite's query embedding), one thread: torch's

@@ -21,6 +21,7 @@ import numpy as np
 
 from kairox import LazyImport
 from kairox.retrieval import FAN_OUT
+from kairox_sentence_transformers.inputs import texts_to_embed
 
 PRECISIONS = ("fp32", "int8")
 #: Tokens a batch may hold (texts x padded length): bounds the activations' memory.
@@ -151,12 +152,7 @@ class OnnxMiniLMEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit ``float32`` rows, ``(len(texts), dim)``, in the order of ``texts``."""
-        if isinstance(texts, str | bytes):
-            raise TypeError("embed() takes a sequence of strings; wrap a single text in a list")
-        items = list(texts)
-        for index, text in enumerate(items):
-            if not isinstance(text, str):
-                raise TypeError(f"texts[{index}] is a {type(text).__name__}, expected str")
+        items = texts_to_embed(texts)
         out = np.zeros((len(items), self.dim), dtype=np.float32)
         if not items:
             return out

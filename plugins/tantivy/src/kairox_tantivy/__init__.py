@@ -25,7 +25,7 @@ from kairox import (
     KnowledgeBaseKind,
     Query,
     ScoreKind,
-    hookimpl,
+    registers,
 )
 from kairox.retrieval import FAN_OUT
 from kairox_tantivy.filters import SUPPORT
@@ -162,8 +162,7 @@ class TantivySource:
 
 def resolve_index_dir(config: TantivyConfig, ctx: BuildContext) -> Path:
     """``index_dir`` as an absolute path: ``~`` expanded, relative to ``ctx.base_dir``."""
-    path = Path(config.index_dir).expanduser()
-    return path if path.is_absolute() else ctx.base_dir / path
+    return ctx.resolve(config.index_dir)
 
 
 def build_source(kb_id: str, config: TantivyConfig, ctx: BuildContext) -> TantivySource:
@@ -175,13 +174,11 @@ def build_source(kb_id: str, config: TantivyConfig, ctx: BuildContext) -> Tantiv
     )
 
 
-@hookimpl
-def kairox_register_knowledge_base_kinds(register):
-    register(
-        KnowledgeBaseKind(
-            name="tantivy",
-            config_model=TantivyConfig,
-            factory=build_source,
-            description="Tantivy (en_stem) over title and body; bm25.",
-        )
+kairox_register_knowledge_base_kinds = registers(
+    KnowledgeBaseKind(
+        name="tantivy",
+        config_model=TantivyConfig,
+        factory=build_source,
+        description="Tantivy (en_stem) over title and body; bm25.",
     )
+)

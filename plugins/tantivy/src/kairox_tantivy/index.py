@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from kairox import BackendError, Document, LazyImport, QueryError
 from kairox.retrieval.filters import FilterUnsupportedError, parse_filter
@@ -49,6 +49,7 @@ from kairox_tantivy.filters import (
 
 __all__ = [
     "MAX_QUERY_TERMS",
+    "Boosts",
     "IndexHit",
     "TantivyIndex",
     "TantivyIndexError",
@@ -186,6 +187,13 @@ def _check_id(doc_id: Any) -> str:
 def _deleter(writer: Any) -> Any:
     """``delete_documents_by_term`` (tantivy-py 0.25+), else its older name."""
     return getattr(writer, "delete_documents_by_term", None) or writer.delete_documents
+
+
+class Boosts(TypedDict, total=False):
+    """The field weights of a search (each 1.0 unless given; 0 leaves the field out)."""
+
+    title_boost: float
+    body_boost: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,13 +443,7 @@ class TantivyIndex:
         return clause if boost == 1.0 else Query.boost_query(clause, boost)
 
     def search_rows(
-        self,
-        text: str,
-        k: int,
-        filters: Any = None,
-        *,
-        title_boost: float = 1.0,
-        body_boost: float = 1.0,
+        self, text: str, k: int, filters: Any = None, **boosts: Unpack[Boosts]
     ) -> list[tuple[float, str, str, str, str | None, dict[str, Any]]]:
         """:meth:`search` as plain ``(score, id, title, body, uri, metadata)`` tuples.
 
@@ -449,11 +451,15 @@ class TantivyIndex:
         no intermediate object per hit.
         """
         Occur, Query = self._tantivy.Occur, self._tantivy.Query
+        if unknown := boosts.keys() - Boosts.__optional_keys__:
+            raise TypeError(f"unexpected keyword arguments: {', '.join(sorted(unknown))}")
         if k < 1:
             return []
-        fields = [
-            (f, boost) for f, boost in (("title", title_boost), ("body", body_boost)) if boost > 0
-        ]
+        weights = (
+            ("title", boosts.get("title_boost", 1.0)),
+            ("body", boosts.get("body_boost", 1.0)),
+        )
+        fields = [(f, boost) for f, boost in weights if boost > 0]
         terms = self.query_terms(text)
         if not terms or not fields:
             return []
@@ -491,20 +497,15 @@ class TantivyIndex:
         ]
 
     def search(
-        self,
-        text: str,
-        k: int,
-        filters: Any = None,
-        *,
-        title_boost: float = 1.0,
-        body_boost: float = 1.0,
+        self, text: str, k: int, filters: Any = None, **boosts: Unpack[Boosts]
     ) -> list[IndexHit]:
         """Best first (BM25, higher is better); any string is a valid ``text``.
 
         Terms are OR-ed over ``title`` and ``body``; filters are equality on metadata,
         a list meaning "any of", different keys all required. A termless query is ``[]``.
+        ``boosts`` weigh the fields (:class:`Boosts`).
         """
-        rows = self.search_rows(text, k, filters, title_boost=title_boost, body_boost=body_boost)
+        rows = self.search_rows(text, k, filters, **boosts)
         return [
             IndexHit(id=i, title=t, body=b, uri=u, metadata=m, score=score)
             for score, i, t, b, u, m in rows

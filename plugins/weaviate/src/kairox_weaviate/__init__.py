@@ -13,21 +13,21 @@ from __future__ import annotations
 
 import os
 
-from kairox import BuildContext, KnowledgeBaseKind, hookimpl
+from kairox import BuildContext, KnowledgeBaseKind, registers
 from kairox_weaviate.config import WeaviateConfig
-from kairox_weaviate.source import (
+from kairox_weaviate.errors import (
     INSTALL_HINT,
     WeaviateAuthError,
     WeaviateDeadlineError,
     WeaviateNotFoundError,
     WeaviateReplyError,
-    WeaviateSource,
     WeaviateSourceError,
     WeaviateTimeoutError,
-    build_filter,
     load_client,
     require_client,
 )
+from kairox_weaviate.filters import build_filter
+from kairox_weaviate.source import WeaviateSource
 
 __all__ = [
     "INSTALL_HINT",
@@ -70,14 +70,12 @@ def build_source(kb_id: str, config: WeaviateConfig, ctx: BuildContext) -> Weavi
     return WeaviateSource(kb_id, config, embedder=embedder, sync_backend=workspace_backend)
 
 
-@hookimpl
-def kairox_register_knowledge_base_kinds(register):
-    register(
-        KnowledgeBaseKind(
-            name="weaviate",
-            config_model=WeaviateConfig,
-            factory=build_source,
-            description="A Weaviate collection (weaviate-client v4, gRPC): bm25, "
-            "near_vector or hybrid.",
-        )
+kairox_register_knowledge_base_kinds = registers(
+    KnowledgeBaseKind(
+        name="weaviate",
+        config_model=WeaviateConfig,
+        factory=build_source,
+        description="A Weaviate collection (weaviate-client v4, gRPC): bm25, "
+        "near_vector or hybrid.",
     )
+)

@@ -1,15 +1,16 @@
 """What goes wrong with a ``weaviate`` knowledge base: its errors, the client loaded on first
-use, and reading the gRPC or HTTP status out of whatever the client raised."""
+use, reading the gRPC or HTTP status out of whatever the client raised, and
+:func:`translate`, which turns a client failure into an error that says what to check."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kairox import BackendError, BackendTimeoutError, LazyImport
+from kairox import BackendError, BackendTimeoutError, LazyImport, QueryError
 
 if TYPE_CHECKING:
-    pass
+    from kairox_weaviate.config import WeaviateConfig
 
 INSTALL_HINT = "pip install kairox-weaviate (or pip install 'weaviate-client>=4.9,<5')"
 
@@ -91,16 +92,22 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 def grpc_status(exc: BaseException) -> str | None:
     """The gRPC status name (``"UNAVAILABLE"``) behind a client error, if any."""
     for error in _chain(exc):
-        code = getattr(error, "code", None)
-        if callable(code):
-            try:
-                value = code()
-            except Exception:
-                continue
-            name = getattr(value, "name", None)
-            if isinstance(name, str):
-                return name
+        name = getattr(_called(error, "code"), "name", None)
+        if isinstance(name, str):
+            return name
     return None
+
+
+def _called(error: BaseException, method: str) -> Any:
+    """What ``error.method()`` returns (gRPC errors carry ``code()`` and ``details()``);
+    ``None`` when there is no such method or it fails."""
+    found = getattr(error, method, None)
+    if not callable(found):
+        return None
+    try:
+        return found()
+    except Exception:
+        return None
 
 
 def http_status(exc: BaseException) -> int | None:
@@ -139,14 +146,9 @@ def _detail(exc: BaseException) -> str:
     error body's message, the innermost error's text for a connection failure (the
     client's own wrapper says little), else the error's own message."""
     for error in _chain(exc):
-        details = getattr(error, "details", None)
-        if callable(details):
-            try:
-                text = details()
-            except Exception:
-                continue
-            if isinstance(text, str) and text:
-                return text.rstrip(". ")
+        text = _called(error, "details")
+        if isinstance(text, str) and text:
+            return text.rstrip(". ")
     for error in _chain(exc):
         message = _body_message(getattr(error, "error", None))
         if message:
@@ -156,3 +158,78 @@ def _detail(exc: BaseException) -> str:
     if type(exc).__name__ in _CONNECTION_ERRORS and texts:
         return texts[-1].rstrip(". ")
     return (texts[0] if texts else type(exc).__name__).rstrip(". ")
+
+
+def translate(exc: Exception, name: str, where: str, config: WeaviateConfig) -> Exception:
+    """A client failure of knowledge base ``name`` (``where`` names the server and the
+    knowledge base for messages) as a Kairox error that says what to check."""
+    status, http = grpc_status(exc), http_status(exc)
+    detail = _detail(exc)
+    lowered = detail.lower()
+    type_name = type(exc).__name__
+    if status in AUTH_GRPC or http in {401, 403} or type_name == "InsufficientPermissionsError":
+        denied = status == "PERMISSION_DENIED" or http == 403 or (status, http) == (None, None)
+        what = (
+            "denied the request (403 / PERMISSION_DENIED)"
+            if denied
+            else "rejected the credentials (401 / UNAUTHENTICATED)"
+        )
+        if config.api_key_env:
+            fix = (
+                f"check the API key in the environment variable {config.api_key_env} "
+                f"(api_key_env) and its permissions on collection {config.collection!r}"
+            )
+        else:
+            fix = (
+                'this Weaviate needs an API key: set api_key_env = "NAME" in '
+                f"[knowledge_bases.{name}] and export NAME=<key>"
+            )
+        return WeaviateAuthError(f"{where} {what}: {detail}. Fix: {fix}")
+    if (
+        status == "DEADLINE_EXCEEDED"
+        or type_name in {"WeaviateTimeoutError", "ReadTimeout", "TimeoutException"}
+        or isinstance(exc, TimeoutError)
+    ):
+        return WeaviateTimeoutError(
+            f"{where} did not answer within timeout_ms = {config.timeout_ms} ms "
+            f"({detail}); raise timeout_ms if the collection is large or the network slow"
+        )
+    if "could not find class" in lowered:
+        return WeaviateNotFoundError(
+            f"{where} has no collection {config.collection!r} ({detail}): create "
+            "it, or correct `collection`"
+        )
+    if "tenant not found" in lowered:
+        return WeaviateNotFoundError(
+            f"{where}: collection {config.collection!r} has no tenant "
+            f"{config.tenant!r} ({detail}); create the tenant or correct `tenant`"
+        )
+    if "multi-tenancy enabled" in lowered:
+        return WeaviateSourceError(
+            f"{where}: collection {config.collection!r} is multi-tenant; set "
+            "`tenant` to the tenant to search"
+        )
+    if "multi-tenancy disabled" in lowered:
+        return WeaviateSourceError(
+            f"{where}: collection {config.collection!r} is not multi-tenant; "
+            f"remove `tenant` ({config.tenant!r})"
+        )
+    if any(
+        marker in lowered
+        for marker in ("no such prop", "data type filter cannot", "filtering for integer")
+    ):
+        return QueryError(f"{where} cannot apply the filters: {detail}")
+    if "vector lengths don't match" in lowered or "vector length" in lowered:
+        return WeaviateSourceError(
+            f"{where}: the query vector does not fit the collection's vectors "
+            f"({detail}); embedding_backend = {config.embedding_backend!r} must be the "
+            "model that embedded the collection"
+        )
+    if type_name in _CONNECTION_ERRORS:
+        return WeaviateSourceError(
+            f"cannot reach {where}: {detail}. Is Weaviate running, and are url and grpc_port right?"
+        )
+    if status is not None or http is not None:
+        code = status or http
+        return WeaviateSourceError(f"{where} failed ({code}): {detail}")
+    return WeaviateSourceError(f"{where} failed: {type_name}: {detail}")

@@ -18,6 +18,7 @@ from kairox.retrieval.filters import (
     Not,
     Or,
 )
+from kairox.retrieval.filters.compiling import join_parts
 from kairox_weaviate.config import PROPERTY_NAME
 
 if TYPE_CHECKING:
@@ -125,19 +126,9 @@ def compile_filter(source: str, expr: FilterExpr | None) -> Any:
             return _MATCH_NOTHING if inner is None else Filter.not_(inner)
         if isinstance(e, And | Or):
             parts = [node(item) for item in e.items]
-            if isinstance(e, And):
-                if any(p is _MATCH_NOTHING for p in parts):
-                    return _MATCH_NOTHING
-                kept = [p for p in parts if p is not None]
-                if not kept:
-                    return None
-                return kept[0] if len(kept) == 1 else Filter.all_of(kept)
-            if any(p is None for p in parts):
-                return None
-            kept = [p for p in parts if p is not _MATCH_NOTHING]
-            if not kept:
-                return _MATCH_NOTHING
-            return kept[0] if len(kept) == 1 else Filter.any_of(kept)
+            if isinstance(e, And):  # nothing absorbs, None (everything) drops out
+                return join_parts(parts, _MATCH_NOTHING, None, Filter.all_of)
+            return join_parts(parts, None, _MATCH_NOTHING, Filter.any_of)
         assert isinstance(e, Condition)
         if not PROPERTY_NAME.fullmatch(e.field):
             raise FilterUnsupportedError(

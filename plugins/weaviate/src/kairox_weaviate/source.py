@@ -22,44 +22,25 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from kairox import KairoxError
-from kairox.retrieval import Hit, Query, QueryError, ScoreKind, VectorRecord
+from kairox.retrieval import Hit, Query, ScoreKind, VectorRecord
 from kairox.retry import RetryPolicy, call_with_retries
 from kairox_weaviate.config import PROPERTY_NAME, WeaviateConfig
 from kairox_weaviate.errors import (
-    _CONNECTION_ERRORS,
-    AUTH_GRPC,
-    INSTALL_HINT,
     WeaviateAuthError,
-    WeaviateDeadlineError,
     WeaviateNotFoundError,
     WeaviateReplyError,
     WeaviateSourceError,
-    WeaviateTimeoutError,
     _detail,
-    grpc_status,
-    http_status,
     is_retryable,
     load_client,
-    require_client,
+    translate,
 )
 from kairox_weaviate.filters import _MATCH_NOTHING, SUPPORT, build_filter, compile_filter
 
 if TYPE_CHECKING:
     from kairox.embedding import EmbeddingBackend
 
-__all__ = [
-    "INSTALL_HINT",
-    "WeaviateAuthError",
-    "WeaviateDeadlineError",
-    "WeaviateNotFoundError",
-    "WeaviateReplyError",
-    "WeaviateSource",
-    "WeaviateSourceError",
-    "WeaviateTimeoutError",
-    "build_filter",
-    "load_client",
-    "require_client",
-]
+__all__ = ["WeaviateSource"]
 
 T = TypeVar("T")
 
@@ -87,12 +68,6 @@ _SERVICE_CONFIG = {
 
 #: property names Weaviate (or the client) reserves
 _RESERVED = frozenset({"id", "_id", "vector", "_additional"})
-
-
-# -- errors --------------------------------------------------------------------------------
-
-
-# -- filters -------------------------------------------------------------------------------
 
 
 # -- hits ----------------------------------------------------------------------------------
@@ -304,83 +279,10 @@ class WeaviateSource:
         except (KairoxError, ImportError):
             raise
         except Exception as exc:
-            raise self._translate(exc) from exc
-
-    def _translate(self, exc: Exception) -> Exception:
-        status, http = grpc_status(exc), http_status(exc)
-        detail = _detail(exc)
-        lowered = detail.lower()
-        config = self.config
-        type_name = type(exc).__name__
-        if status in AUTH_GRPC or http in {401, 403} or type_name == "InsufficientPermissionsError":
-            denied = status == "PERMISSION_DENIED" or http == 403 or (status, http) == (None, None)
-            what = (
-                "denied the request (403 / PERMISSION_DENIED)"
-                if denied
-                else "rejected the credentials (401 / UNAUTHENTICATED)"
-            )
-            if config.api_key_env:
-                fix = (
-                    f"check the API key in the environment variable {config.api_key_env} "
-                    f"(api_key_env) and its permissions on collection {config.collection!r}"
-                )
-            else:
-                fix = (
-                    'this Weaviate needs an API key: set api_key_env = "NAME" in '
-                    f"[knowledge_bases.{self.name}] and export NAME=<key>"
-                )
-            return WeaviateAuthError(f"{self._where} {what}: {detail}. Fix: {fix}")
-        if (
-            status == "DEADLINE_EXCEEDED"
-            or type_name in {"WeaviateTimeoutError", "ReadTimeout", "TimeoutException"}
-            or isinstance(exc, TimeoutError)
-        ):
-            return WeaviateTimeoutError(
-                f"{self._where} did not answer within timeout_ms = {config.timeout_ms} ms "
-                f"({detail}); raise timeout_ms if the collection is large or the network slow"
-            )
-        if "could not find class" in lowered:
-            with self._lock:
-                self._collection = None  # re-check on the next call
-            return WeaviateNotFoundError(
-                f"{self._where} has no collection {config.collection!r} ({detail}): create "
-                "it, or correct `collection`"
-            )
-        if "tenant not found" in lowered:
-            return WeaviateNotFoundError(
-                f"{self._where}: collection {config.collection!r} has no tenant "
-                f"{config.tenant!r} ({detail}); create the tenant or correct `tenant`"
-            )
-        if "multi-tenancy enabled" in lowered:
-            return WeaviateSourceError(
-                f"{self._where}: collection {config.collection!r} is multi-tenant; set "
-                "`tenant` to the tenant to search"
-            )
-        if "multi-tenancy disabled" in lowered:
-            return WeaviateSourceError(
-                f"{self._where}: collection {config.collection!r} is not multi-tenant; "
-                f"remove `tenant` ({config.tenant!r})"
-            )
-        if any(
-            marker in lowered
-            for marker in ("no such prop", "data type filter cannot", "filtering for integer")
-        ):
-            return QueryError(f"{self._where} cannot apply the filters: {detail}")
-        if "vector lengths don't match" in lowered or "vector length" in lowered:
-            return WeaviateSourceError(
-                f"{self._where}: the query vector does not fit the collection's vectors "
-                f"({detail}); embedding_backend = {config.embedding_backend!r} must be the "
-                "model that embedded the collection"
-            )
-        if type_name in _CONNECTION_ERRORS:
-            return WeaviateSourceError(
-                f"cannot reach {self._where}: {detail}. Is Weaviate running, and are url "
-                "and grpc_port right?"
-            )
-        if status is not None or http is not None:
-            code = status or http
-            return WeaviateSourceError(f"{self._where} failed ({code}): {detail}")
-        return WeaviateSourceError(f"{self._where} failed: {type_name}: {detail}")
+            if "could not find class" in _detail(exc).lower():
+                with self._lock:
+                    self._collection = None  # re-check on the next call
+            raise translate(exc, self.name, self._where, self.config) from exc
 
     # -- Source -----------------------------------------------------------------------------------
 

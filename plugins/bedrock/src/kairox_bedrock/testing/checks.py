@@ -40,34 +40,50 @@ _NUMBER_OPERATORS = frozenset(
 _MAX_QUERY_CHARS = 20_000
 
 
-class _ServiceError(Exception):
+class ServiceError(Exception):
+    """A request the service would refuse: ``code`` and ``message`` as it sends them."""
+
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
 
 
+def json_object(body: bytes, what: str = "an object") -> dict[str, Any]:
+    """The request body as a JSON object, else the service's ``SerializationException``
+    (saying the body must be ``what``)."""
+    try:
+        payload = json.loads(body) if body else {}
+    except ValueError:
+        raise ServiceError(
+            "SerializationException", "Could not parse the request body as JSON"
+        ) from None
+    if not isinstance(payload, dict):
+        raise ServiceError("SerializationException", f"The request body must be {what}")
+    return payload
+
+
 def _require_text(payload: Mapping[str, Any]) -> str:
     query = payload.get("retrievalQuery")
     if query is None:
-        raise _ServiceError(
+        raise ServiceError(
             "ValidationException",
             "1 validation error detected: Value null at 'retrievalQuery' failed to satisfy "
             "constraint: Member must not be null",
         )
     if not isinstance(query, dict):
-        raise _ServiceError("SerializationException", "retrievalQuery must be an object")
+        raise ServiceError("SerializationException", "retrievalQuery must be an object")
     text = query.get("text")
     if text is not None and not isinstance(text, str):
-        raise _ServiceError("SerializationException", "retrievalQuery.text must be a string")
+        raise ServiceError("SerializationException", "retrievalQuery.text must be a string")
     if text is None or not text.strip():
-        raise _ServiceError(
+        raise ServiceError(
             "ValidationException",
             "1 validation error detected: Value at 'retrievalQuery.text' failed to satisfy "
             "constraint: Member must not be blank",
         )
     if len(text) > _MAX_QUERY_CHARS:
-        raise _ServiceError(
+        raise ServiceError(
             "ValidationException",
             "1 validation error detected: Value at 'retrievalQuery.text' failed to satisfy "
             f"constraint: Member must have length less than or equal to {_MAX_QUERY_CHARS}",
@@ -88,8 +104,8 @@ def _is_number(value: Any) -> bool:
 def _check_filter(expression: Any, where: str) -> None:
     """Raise ``ValidationException`` for a filter the real service would refuse."""
 
-    def invalid(message: str) -> _ServiceError:
-        return _ServiceError("ValidationException", f"Invalid filter at '{where}': {message}")
+    def invalid(message: str) -> ServiceError:
+        return ServiceError("ValidationException", f"Invalid filter at '{where}': {message}")
 
     if not isinstance(expression, dict) or len(expression) != 1:
         raise invalid("a RetrievalFilter must have exactly one member set")
@@ -189,7 +205,7 @@ def _make_token(offset: int, fingerprint: str) -> str:
 def _read_token(token: Any, fingerprint: str) -> int:
     if token is None:
         return 0
-    invalid = _ServiceError("ValidationException", "The provided nextToken is not valid")
+    invalid = ServiceError("ValidationException", "The provided nextToken is not valid")
     if not isinstance(token, str) or not token:
         raise invalid
     try:
@@ -197,7 +213,7 @@ def _read_token(token: Any, fingerprint: str) -> int:
     except (ValueError, binascii.Error):
         raise invalid from None
     if not isinstance(data, dict) or data.get("f") != fingerprint:
-        raise _ServiceError(
+        raise ServiceError(
             "ValidationException",
             "The provided nextToken belongs to another query; send the same query and "
             "configuration with it",

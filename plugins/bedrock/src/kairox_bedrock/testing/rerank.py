@@ -8,10 +8,11 @@ deterministic: ``{"results": [{"index", "relevanceScore"}]}``, best first.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
+
+from kairox_bedrock.testing.checks import ServiceError, json_object
 
 __all__ = ["RERANK_PATH", "RerankRequestError", "answer_rerank", "rerank_model_arn"]
 
@@ -29,13 +30,8 @@ def rerank_model_arn(region: str, model: str = "amazon.rerank-v1:0") -> str:
     return f"arn:aws:bedrock:{region}::foundation-model/{model}"
 
 
-class RerankRequestError(Exception):
-    """A request the service would refuse: ``code`` and ``message`` as it sends them."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+#: The error :func:`answer_rerank` raises for a request the service would refuse.
+RerankRequestError = ServiceError
 
 
 def _invalid(message: str) -> RerankRequestError:
@@ -97,14 +93,7 @@ def _count(payload: dict[str, Any], sources: int) -> int:
 
 def answer_rerank(body: bytes) -> dict[str, Any]:
     """The response to one ``Rerank`` request body; :class:`RerankRequestError` if refused."""
-    try:
-        payload = json.loads(body) if body else {}
-    except ValueError:
-        raise RerankRequestError(
-            "SerializationException", "Could not parse the request body as JSON"
-        ) from None
-    if not isinstance(payload, dict):
-        raise RerankRequestError("SerializationException", "The request body must be an object")
+    payload = json_object(body)
     terms = set(_WORD.findall(_query_text(payload).casefold()))
     texts = _source_texts(payload)
     count = _count(payload, len(texts))

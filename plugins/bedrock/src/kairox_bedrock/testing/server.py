@@ -17,15 +17,16 @@ from kairox.testing import loopback
 from kairox.testing.loopback import LoopbackHTTPServer, Reply
 from kairox_bedrock.source import CHUNK_ID_KEY, LOCATION_FIELDS, SOURCE_URI_KEY
 from kairox_bedrock.testing.checks import (
+    ServiceError,
     _check_filter,
     _make_token,
     _read_token,
     _require_text,
-    _ServiceError,
     _signature_ok,
     evaluate_filter,
+    json_object,
 )
-from kairox_bedrock.testing.rerank import RERANK_PATH, RerankRequestError, answer_rerank
+from kairox_bedrock.testing.rerank import RERANK_PATH, answer_rerank
 
 DEFAULT_KNOWLEDGE_BASE_ID = "KAIROXTEST"
 DATA_SOURCE_KEY = "x-amz-bedrock-kb-data-source-id"
@@ -272,7 +273,7 @@ class BedrockTestServer(LoopbackHTTPServer):
         )
         scope = _AUTH.match(headers.get("authorization", ""))
         try:
-            reply = self._answer(method, target, headers, body, scope, request)
+            reply = self._answer(request, scope)
         except Exception as exc:  # a bug in the server: say so rather than hang the client
             self.errors.append(exc)
             reply = _error_reply("InternalServerException", f"test server bug: {exc!r}")
@@ -302,16 +303,9 @@ class BedrockTestServer(LoopbackHTTPServer):
             {"x-amzn-RequestId": str(uuid.uuid4()), **dict(reply.headers)},
         )
 
-    def _answer(
-        self,
-        method: str,
-        target: str,
-        headers: Mapping[str, str],
-        body: bytes,
-        scope: re.Match[str] | None,
-        request: loopback.RecordedRequest,
-    ) -> _Reply:
-        denied = self._authenticate(method, target, headers, body, scope)
+    def _answer(self, request: loopback.RecordedRequest, scope: re.Match[str] | None) -> _Reply:
+        method, target, body = request.method, request.raw_path, request.body
+        denied = self._authenticate(request, scope)
         if denied is not None:
             return denied
         if self.faults.take("disconnect", request) is not None:
@@ -336,7 +330,7 @@ class BedrockTestServer(LoopbackHTTPServer):
         if method == "POST" and path == RERANK_PATH:
             try:
                 answer = answer_rerank(body)
-            except RerankRequestError as exc:
+            except ServiceError as exc:
                 return _error_reply(exc.code, exc.message)
             return _Reply(200, json.dumps(answer).encode(), (("Content-Type", "application/json"),))
         route = _PATH.fullmatch(path)
@@ -344,17 +338,13 @@ class BedrockTestServer(LoopbackHTTPServer):
             return _error_reply("UnknownOperationException", f"No operation at {method} {path}")
         try:
             return self._retrieve(unquote(route["kb"]), body)
-        except _ServiceError as exc:
+        except ServiceError as exc:
             return _error_reply(exc.code, exc.message)
 
     def _authenticate(
-        self,
-        method: str,
-        target: str,
-        headers: Mapping[str, str],
-        body: bytes,
-        scope: re.Match[str] | None,
+        self, request: loopback.RecordedRequest, scope: re.Match[str] | None
     ) -> _Reply | None:
+        headers = request.headers
         if "authorization" not in headers:
             return _error_reply("MissingAuthenticationTokenException")
         if scope is None:
@@ -375,35 +365,26 @@ class BedrockTestServer(LoopbackHTTPServer):
         if self.access_key is not None and scope["akid"] != self.access_key:
             return _error_reply("UnrecognizedClientException")
         if self.secret_key is not None and not _signature_ok(
-            self.secret_key, method, target, headers, body, scope
+            self.secret_key, request.method, request.raw_path, headers, request.body, scope
         ):
             return _error_reply("InvalidSignatureException")
         return None
 
     def _retrieve(self, kb_path: str, body: bytes) -> _Reply:
         kb_id = self._check_kb_id(kb_path)
-        try:
-            payload = json.loads(body) if body else {}
-        except ValueError:
-            raise _ServiceError(
-                "SerializationException", "Could not parse the request body as JSON"
-            ) from None
-        if not isinstance(payload, dict):
-            raise _ServiceError("SerializationException", "The request body must be a JSON object")
+        payload = json_object(body, "a JSON object")
         text = _require_text(payload)
         config = payload.get("retrievalConfiguration") or {}
         if not isinstance(config, dict):
-            raise _ServiceError(
-                "SerializationException", "retrievalConfiguration must be an object"
-            )
+            raise ServiceError("SerializationException", "retrievalConfiguration must be an object")
         search = config.get("vectorSearchConfiguration") or {}
         if not isinstance(search, dict):
-            raise _ServiceError(
+            raise ServiceError(
                 "SerializationException", "vectorSearchConfiguration must be an object"
             )
         count = search.get("numberOfResults", _DEFAULT_RESULTS)
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= _MAX_RESULTS:
-            raise _ServiceError(
+            raise ServiceError(
                 "ValidationException",
                 f"1 validation error detected: Value '{count}' at "
                 "'retrievalConfiguration.vectorSearchConfiguration.numberOfResults' failed to "
@@ -411,7 +392,7 @@ class BedrockTestServer(LoopbackHTTPServer):
             )
         search_type = search.get("overrideSearchType")
         if search_type is not None and search_type not in ("HYBRID", "SEMANTIC"):
-            raise _ServiceError(
+            raise ServiceError(
                 "ValidationException",
                 f"1 validation error detected: Value '{search_type}' at "
                 "'retrievalConfiguration.vectorSearchConfiguration.overrideSearchType' failed "
@@ -437,14 +418,14 @@ class BedrockTestServer(LoopbackHTTPServer):
         arn = _KB_ARN.fullmatch(kb_path)
         kb_id = arn["id"] if arn else kb_path
         if not _KB_ID.fullmatch(kb_id):
-            raise _ServiceError(
+            raise ServiceError(
                 "ValidationException",
                 f"1 validation error detected: Value '{kb_path}' at 'knowledgeBaseId' failed to "
                 "satisfy constraint: Member must satisfy regular expression pattern: "
                 "[0-9a-zA-Z]{10}",
             )
         if kb_id != self.knowledge_base_id:
-            raise _ServiceError(
+            raise ServiceError(
                 "ResourceNotFoundException", f"Knowledge base with id {kb_id} does not exist"
             )
         return kb_id

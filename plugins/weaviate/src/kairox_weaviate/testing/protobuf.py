@@ -91,7 +91,14 @@ def _batch_properties(props: batch_pb2.BatchObject.Properties, schema: Mapping[s
             if isinstance(value, float) and schema.get(key) == "int" and value.is_integer():
                 value = int(value)
             out[key] = value
-    out.update(_array_properties(props))
+    out.update(_nested_properties(props))
+    return out
+
+
+def _nested_properties(props: Any) -> dict[str, Any]:
+    """The array, object, object-array and empty-list properties of a message (a batch
+    object's properties or an object property's value) as Python values."""
+    out = _array_properties(props)
     for obj in props.object_properties:
         out[obj.prop_name] = _object_value(obj.value)
     for arr in props.object_array_properties:
@@ -122,13 +129,7 @@ def _object_value(value: base_pb2.ObjectPropertiesValue) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if value.HasField("non_ref_properties"):
         out.update(json_format.MessageToDict(value.non_ref_properties))
-    out.update(_array_properties(value))
-    for obj in value.object_properties:
-        out[obj.prop_name] = _object_value(obj.value)
-    for arr in value.object_array_properties:
-        out[arr.prop_name] = [_object_value(v) for v in arr.values]
-    for name in value.empty_list_props:
-        out[name] = []
+    out.update(_nested_properties(value))
     return out
 
 
@@ -146,6 +147,15 @@ def _batch_vectors(obj: batch_pb2.BatchObject) -> dict[str, list[float]]:
 
 
 # -- search -------------------------------------------------------------------------------------
+
+
+#: The scores a search may ask for: ``MetadataResult`` field, and the engine's key.
+_SCORE_FIELDS = (
+    ("score", "score"),
+    ("explain_score", "explain"),
+    ("distance", "distance"),
+    ("certainty", "certainty"),
+)
 
 
 def _search_result(
@@ -167,18 +177,10 @@ def _search_result(
     )
     asked = request.metadata if request.HasField("metadata") else None
     if "no_score" not in malformed and asked is not None:
-        if asked.score and "score" in meta:
-            result_meta.score = meta["score"]
-            result_meta.score_present = True
-        if asked.explain_score and "explain" in meta:
-            result_meta.explain_score = meta["explain"]
-            result_meta.explain_score_present = True
-        if asked.distance and "distance" in meta:
-            result_meta.distance = meta["distance"]
-            result_meta.distance_present = True
-        if asked.certainty and "certainty" in meta:
-            result_meta.certainty = meta["certainty"]
-            result_meta.certainty_present = True
+        for field, key in _SCORE_FIELDS:
+            if getattr(asked, field) and key in meta:
+                setattr(result_meta, field, meta[key])
+                setattr(result_meta, f"{field}_present", True)
     if asked is not None and (asked.vector or len(asked.vectors)):
         for name, vec in obj.vectors.items():
             if asked.vector and name == "default":
