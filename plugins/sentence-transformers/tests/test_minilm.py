@@ -234,7 +234,7 @@ def test_registers_the_minilm_backend():
     assert built["minilm-int8"].precision == "int8"
     assert {(b.name, b.dim) for b in built.values()} == {
         ("all-MiniLM-L6-v2", 384),
-        ("all-MiniLM-L6-v2-int8", 384),
+        ("all-MiniLM-L6-v2-int8-static1", 384),
     }
     for backend in built.values():
         assert not backend.loaded, "the factory must not load the model"

@@ -19,6 +19,7 @@ from kairox_sentence_transformers import (
 )
 from kairox_sentence_transformers.onnx_backend import length_batches
 from kairox_sentence_transformers.onnx_export import FP32_FILE, INT8_FILE, export_folder
+from kairox_sentence_transformers.onnx_static import calibration_texts
 
 from kairox.embedding import EmbeddingBackend
 from kairox.testing import CORPUS, EmbeddingConformance, python_process
@@ -59,8 +60,33 @@ def test_int8_is_close_but_named_apart(onnx_int8, onnx_fp32):
     cosine = np.sum(onnx_int8.embed(TEXTS) * onnx_fp32.embed(TEXTS), axis=1)
     assert cosine.min() >= 0.97
     assert onnx_fp32.name == MODEL_NAME
-    assert onnx_int8.name == f"{MODEL_NAME}-int8" != onnx_fp32.name  # never mixed
+    assert onnx_int8.name == f"{MODEL_NAME}-int8-static1" != onnx_fp32.name  # never mixed
     assert (onnx_fp32.precision, onnx_int8.precision) == ("fp32", "int8")
+
+
+def test_int8_batches_with_fixed_activation_scales(onnx_int8, kairox_home):
+    import onnx
+
+    folder = export_folder(kairox_sentence_transformers.bundled_model_path())
+    graph = onnx.load(str(folder / INT8_FILE)).graph
+    ops = {node.op_type for node in graph.node}
+    # No scale computed at run time: nothing depends on what else is in the batch.
+    assert "DynamicQuantizeLinear" not in ops
+    assert {"QuantizeLinear", "QAttention", "MatMulIntegerToFloat"} <= ops
+    assert "MatMulInteger" not in ops  # fused with its rescaling
+    # A short text next to long ones gets the vector it gets alone.
+    texts = TEXTS * 2
+    together = onnx_int8.embed(texts)
+    one_by_one = np.vstack([onnx_int8.embed([t]) for t in texts])
+    np.testing.assert_allclose(together, one_by_one, atol=1e-5)
+
+
+def test_calibration_texts_are_shipped_and_varied():
+    texts = calibration_texts()
+    assert len(texts) >= 40
+    assert len(set(texts)) == len(texts)
+    assert max(len(t.split()) for t in texts) > 100  # some reach the 256-token limit
+    assert min(len(t.split()) for t in texts) <= 4  # and some are queries
 
 
 def test_order_is_kept_whatever_the_length_buckets(onnx_fp32):

@@ -335,8 +335,8 @@ def kairox_register_embedding_backends(register):
             name="minilm-int8",
             factory=minilm_int8,
             description=(
-                "all-MiniLM-L6-v2 on ONNX Runtime with int8 weights (faster; vectors "
-                f"named all-MiniLM-L6-v2-int8, never mixed with fp32 ones); {where}"
+                "all-MiniLM-L6-v2 on ONNX Runtime in int8, calibrated (faster; vectors "
+                f"named all-MiniLM-L6-v2-int8-static1, never mixed with fp32 ones); {where}"
             ),
         )
     )

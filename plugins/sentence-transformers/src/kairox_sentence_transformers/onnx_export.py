@@ -7,7 +7,8 @@ embeds never imports torch and never carries its memory. The files land under
 version, its weights' size and mtime and the onnxruntime version: a reinstalled model or
 a new runtime gets a fresh export. ``model-fp32.onnx`` is the graph after onnxruntime's
 BERT optimiser (fused attention, layer norm and GELU); ``model-int8.onnx`` is that graph
-with dynamically quantised weights (int8 matrix products, per-channel).
+with int8 weights (per channel) and int8 activations at fixed, calibrated scales
+(:mod:`kairox_sentence_transformers.onnx_static`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from pathlib import Path
 
 from kairox.errors import KairoxError
 from kairox.paths import kairox_home
+from kairox_sentence_transformers.onnx_static import CALIBRATION_VERSION, make_static
 
 #: Bumped whenever the export recipe changes, so old exports are not reused.
-EXPORT_FORMAT = 1
+EXPORT_FORMAT = 2
 FP32_FILE = "model-fp32.onnx"
 INT8_FILE = "model-int8.onnx"
 NUM_HEADS = 12
@@ -55,6 +57,7 @@ def export_key(model_path: Path) -> str:
         str(weights.st_mtime_ns),
         _version("onnxruntime"),
         str(EXPORT_FORMAT),
+        str(CALIBRATION_VERSION),
     )
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
@@ -184,6 +187,8 @@ def _quantise(fp32: Path, out: Path) -> None:
 
 def export(model_path: Path, folder: Path) -> None:
     """Write ``model-fp32.onnx`` and ``model-int8.onnx`` into ``folder`` (atomically)."""
+    from kairox_sentence_transformers import MAX_SEQ_LENGTH
+
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".export-") as scratch:
         raw = Path(scratch) / "raw.onnx"
@@ -191,7 +196,10 @@ def export(model_path: Path, folder: Path) -> None:
         int8 = Path(scratch) / INT8_FILE
         _export_fp32(model_path, raw)
         _optimise(raw, fp32)
-        _quantise(fp32, int8)
+        _quantise(fp32, Path(scratch) / "dynamic.onnx")
+        make_static(
+            Path(scratch) / "dynamic.onnx", int8, model_path / "tokenizer.json", MAX_SEQ_LENGTH
+        )
         # int8 first: fp32's presence is what readers of an old layout check.
         os.replace(int8, folder / INT8_FILE)
         os.replace(fp32, folder / FP32_FILE)
