@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from kairox.cli.app import AppContext, console, progress_bars
-from kairox.cli.bench_common import finish, json_option, names, option, out_option, wrote
+from kairox.cli.app import AppContext, console
+from kairox.cli.bench_common import finish, json_option, names, option, out_option, run, wrote
 
 
 @click.command()
@@ -53,20 +53,18 @@ def embed(
 
     backend_names = names(backends, "--backends", empty="name at least one embedding backend")
     data = load_beir(dataset, split)
-    try:
-        with progress_bars() as advance:
-            report = benchmark_embed(
-                data,
-                backend_names,
-                app.plugin_manager().registry,
-                sample=sample,
-                rounds=rounds,
-                ndcg=ndcg,
-                cache_dir=kairox_home() / "cache" / "embeddings" / "bench-embed",
-                progress=advance,
-            )
-    except EmbedBenchError as exc:
-        raise click.BadParameter(str(exc), param_hint="--backends") from None
+    report = run(
+        benchmark_embed,
+        data,
+        backend_names,
+        app.plugin_manager().registry,
+        errors=(EmbedBenchError,),
+        param_hint="--backends",
+        sample=sample,
+        rounds=rounds,
+        ndcg=ndcg,
+        cache_dir=kairox_home() / "cache" / "embeddings" / "bench-embed",
+    )
     if not finish(report, out, as_json):
         return
     columns = ["backend", "vectors", "docs/s", "× ref", "cos min", "cos mean", "GFLOP/s", "of peak"]
