@@ -29,7 +29,7 @@ from typing import Any
 from kairox.context.tokens import DEFAULT_ENCODING
 from kairox.errors import KairoxError
 from kairox.retrieval import Document, IngestableSource
-from kairox.run_stats import PATH_WHYS, TALLY, RunStats
+from kairox.run_stats import PATH_WHYS, TALLY, ChangeCounts
 from kairox.workspace.convert.base import Converted
 from kairox.workspace.convert.converters import Converters
 from kairox.workspace.convert.sections import chunk_converted
@@ -51,11 +51,9 @@ class IngestError(KairoxError, ValueError):
 
 
 @dataclass
-class IngestStats(RunStats):
+class IngestStats(ChangeCounts):
     """What one ingest run did."""
 
-    added: int = 0
-    updated: int = 0
     unchanged: int = 0
     deleted: int = 0
     #: Chunks (or whole documents) written this run.

@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["HIDDEN", "PATH_WHYS", "TALLY", "RunStats"]
+__all__ = ["HIDDEN", "PATH_WHYS", "TALLY", "ChangeCounts", "RunStats"]
 
 # Field metadata: how as_json prints the field (absent: as it is).
 _PRINT = "kairox_print"
@@ -48,3 +48,12 @@ class RunStats:
             value = getattr(self, spec.name)
             out[spec.name] = value if how is None else how(value)
         return out
+
+
+@dataclass
+class ChangeCounts(RunStats):
+    """A run that writes inputs (``kairox index``, ``kairox kb ingest``): how many it added
+    and how many it updated, its first counts; a subclass declares the rest."""
+
+    added: int = 0
+    updated: int = 0

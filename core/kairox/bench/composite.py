@@ -501,27 +501,22 @@ def benchmark(
 ) -> dict[str, Any]:
     """Both measurements; the report ``kairox bench composite --out`` writes."""
     with tempfile.TemporaryDirectory(prefix="kairox-bench-composite-") as folder:
-        scratch = Path(folder)
+        # Both measurements use the same kind, corpus size, scratch folder and progress.
+        shared: dict[str, Any] = {
+            "kind": kind,
+            "documents": documents,
+            "scratch": Path(folder),
+            "progress": progress,
+        }
         rows = fan_out(
             registry,
-            kind=kind,
             source_counts=source_counts,
             queries=queries,
-            documents=documents,
             delay_ms=delay_ms,
             scenarios=scenarios,
-            scratch=scratch,
-            progress=progress,
+            **shared,
         )
-        fault = faults(
-            registry,
-            kind=kind,
-            deadline_ms=deadline_ms,
-            queries=fault_queries,
-            documents=documents,
-            scratch=scratch,
-            progress=progress,
-        )
+        fault = faults(registry, deadline_ms=deadline_ms, queries=fault_queries, **shared)
     return {
         "benchmark": "composite_fan_out",
         "kind": kind,

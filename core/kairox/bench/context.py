@@ -217,22 +217,18 @@ def benchmark(
     history = make_history(max(history_sizes) + repeats)
     all_memories = make_memories(max(memory_counts))
     cells = [(m, n, mode) for m in memory_counts for n in history_sizes for mode in MODES]
+    # Every cell is measured alike; only its memories, turns and cache mode differ.
+    settings: dict[str, Any] = {
+        "repeats": repeats,
+        "encoding": encoding,
+        "context_window": context_window,
+        "headroom": headroom,
+    }
     rows = []
     for done, (count, turns, mode) in enumerate(cells):
         if progress is not None:
             progress("assembling", done, len(cells))
-        rows.append(
-            measure(
-                history,
-                all_memories[:count],
-                turns=turns,
-                mode=mode,
-                repeats=repeats,
-                encoding=encoding,
-                context_window=context_window,
-                headroom=headroom,
-            )
-        )
+        rows.append(measure(history, all_memories[:count], turns=turns, mode=mode, **settings))
     if progress is not None:
         progress("assembling", len(cells), len(cells))
     return {

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 from rich.table import Table
 
 from kairox.cli.app import AppContext, console
-from kairox.cli.bench_common import json_option, option, out_option
+from kairox.cli.bench_common import finish, json_option, names, option, out_option, wrote
 
 
 @click.command()
@@ -51,11 +50,8 @@ def code(
 ) -> None:
     """MRR@10 and Recall@10 of FTS, each embedder and the hybrid, per chunking."""
     from kairox.bench.code import code_benchmark
-    from kairox.bench.report import write_report
 
-    names = [name.strip() for name in embedders.split(",") if name.strip()]
-    if not names:
-        raise click.BadParameter("name at least one embedding backend", param_hint="--embedders")
+    backends = names(embedders, "--embedders", empty="name at least one embedding backend")
     if not any(sdists.glob("*.tar.gz")):
         raise click.BadParameter(
             f"no .tar.gz sdists in {sdists}; fetch some with `pip download --no-binary :all: "
@@ -66,13 +62,10 @@ def code(
         sdists,
         work,
         app.plugin_manager().registry,
-        embedders=names,
+        embedders=backends,
         sentence_weight=sentence_weight,
     )
-    if out is not None:
-        write_report(report, out)
-    if as_json:
-        click.echo(json.dumps(report, indent=2))
+    if not finish(report, out, as_json):
         return
     table = Table("chunking", "system", "MRR@10", "Recall@10", "test MRR@10", "test Recall@10")
     for row in report["systems"]:
@@ -93,5 +86,4 @@ def code(
     console.print(table)
     for key, tuned in report["weight_tuning"].items():
         console.print(f"{key}: vector weight tuned on train = {tuned['best_weight']}", markup=False)
-    if out is not None:
-        console.print(f"wrote {out}", markup=False)
+    wrote(out)

@@ -86,14 +86,18 @@ def run(
     benchmark: Callable[..., dict[str, Any]],
     *args: Any,
     errors: tuple[type[Exception], ...] = (ValueError,),
+    param_hint: str | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
     """``benchmark(*args, progress=..., **kwargs)`` under progress bars on stderr; one of
-    ``errors`` (bad settings the benchmark found) becomes a usage error (exit 2)."""
+    ``errors`` (bad settings the benchmark found) becomes a usage error (exit 2), blamed
+    on the option ``param_hint`` when given."""
     try:
         with progress_bars() as progress:
             return benchmark(*args, progress=progress, **kwargs)
     except errors as exc:
+        if param_hint is not None:
+            raise click.BadParameter(str(exc), param_hint=param_hint) from None
         raise click.UsageError(str(exc)) from None
 
 

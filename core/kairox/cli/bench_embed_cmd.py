@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 from rich.table import Table
 
-from kairox.cli.app import AppContext, console, progress_bars
-from kairox.cli.bench_common import json_option, option, out_option
+from kairox.cli.app import AppContext, console
+from kairox.cli.bench_common import finish, json_option, names, option, out_option, run, wrote
 
 
 @click.command()
@@ -52,26 +51,21 @@ def embed(
     from kairox.bench.embed import EmbedBenchError, benchmark_embed
     from kairox.paths import kairox_home
 
-    names = [name.strip() for name in backends.split(",") if name.strip()]
+    backend_names = names(backends, "--backends", empty="name at least one embedding backend")
     data = load_beir(dataset, split)
-    try:
-        with progress_bars() as advance:
-            report = benchmark_embed(
-                data,
-                names,
-                app.plugin_manager().registry,
-                sample=sample,
-                rounds=rounds,
-                ndcg=ndcg,
-                cache_dir=kairox_home() / "cache" / "embeddings" / "bench-embed",
-                progress=advance,
-            )
-    except EmbedBenchError as exc:
-        raise click.BadParameter(str(exc), param_hint="--backends") from None
-    if out is not None:
-        out.write_text(json.dumps(report, indent=2) + "\n")
-    if as_json:
-        click.echo(json.dumps(report, indent=2))
+    report = run(
+        benchmark_embed,
+        data,
+        backend_names,
+        app.plugin_manager().registry,
+        errors=(EmbedBenchError,),
+        param_hint="--backends",
+        sample=sample,
+        rounds=rounds,
+        ndcg=ndcg,
+        cache_dir=kairox_home() / "cache" / "embeddings" / "bench-embed",
+    )
+    if not finish(report, out, as_json):
         return
     columns = ["backend", "vectors", "docs/s", "× ref", "cos min", "cos mean", "GFLOP/s", "of peak"]
     extra = ["nDCG dense", "nDCG hybrid"] if ndcg else []
@@ -96,5 +90,4 @@ def embed(
         markup=False,
     )
     console.print(table)
-    if out is not None:
-        console.print(f"wrote {out}", markup=False)
+    wrote(out)

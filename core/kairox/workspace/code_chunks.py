@@ -213,29 +213,21 @@ def _words(name: str) -> str:
     return _CAMEL.sub(" ", name).lower()
 
 
+@dataclass(eq=False)
 class _Packer:
     """Turns segments into chunks: definitions alone (or packed), other statements packed."""
 
-    def __init__(
-        self,
-        table: LineTable,
-        max_tokens: int,
-        overlap_tokens: int,
-        module: str,
-        language: str,
-        *,
-        merge: bool = False,
-    ) -> None:
-        self.table = table
-        self.max_tokens = max_tokens
-        self.overlap_tokens = overlap_tokens
-        self.module = module
-        self.language = language
-        self.chunks: list[SourceChunk] = []
-        self.emitted = -1  # last line already in a chunk
-        self.group: list[_Segment] = []
-        self.parent: tuple[str, ...] = ()
-        self.merge = merge
+    table: LineTable
+    max_tokens: int
+    overlap_tokens: int
+    module: str
+    language: str
+    _: dataclasses.KW_ONLY
+    merge: bool = False
+    chunks: list[SourceChunk] = dataclasses.field(default_factory=list, init=False)
+    emitted: int = dataclasses.field(default=-1, init=False)  # last line already in a chunk
+    group: list[_Segment] = dataclasses.field(default_factory=list, init=False)
+    parent: tuple[str, ...] = dataclasses.field(default=(), init=False)
 
     def symbol(self, path: tuple[str, ...]) -> str | None:
         return ".".join(p for p in (self.module, *path) if p) or None

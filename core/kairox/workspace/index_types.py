@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kairox.errors import KairoxError
-from kairox.run_stats import HIDDEN, PATH_WHYS, TALLY, RunStats
+from kairox.run_stats import HIDDEN, PATH_WHYS, TALLY, ChangeCounts
 
 NOT_INDEXED = "this workspace is not indexed yet: run `kairox index`"
 
@@ -22,11 +22,9 @@ class IndexBusyError(WorkspaceIndexError):
 
 
 @dataclass
-class IndexStats(RunStats):
+class IndexStats(ChangeCounts):
     """What one ``index()`` run did (``as_json``: every field but ``skipped_files``)."""
 
-    added: int = 0
-    updated: int = 0
     removed: int = 0
     unchanged: int = 0
     skipped: int = 0

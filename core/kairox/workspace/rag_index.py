@@ -17,6 +17,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from kairox.workspace.chunking import split_sentences
 from kairox.workspace.code_chunks import chunk_source
 from kairox.workspace.convert.base import Converted
 from kairox.workspace.convert.converters import CONVERSION_FAILED, Converters
-from kairox.workspace.convert.sections import chunk_converted
+from kairox.workspace.convert.sections import DocumentChunk, chunk_converted
 from kairox.workspace.failed_files import Failure, forget_and_remember, known_failures
 from kairox.workspace.files import Skipped, WorkspaceFile, iter_workspace_files
 from kairox.workspace.index_embedding import _INSERT_VECTORS, EmbeddingMixin
@@ -47,6 +48,7 @@ from kairox.workspace.index_types import (
     _text_hash,
     embed_text,
 )
+from kairox.workspace.line_chunks import SourceChunk
 from kairox.workspace.line_store import (
     chunker_for,
     delete_file_lines,
@@ -299,23 +301,14 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
             encoding=self.encoding,
             syntax=chunker != "lines",
         ):
-            # The vector (addressed by this hash) is of the context and the text together.
-            text_hash = _text_hash(embed_text(c.context, c.text))
-            sentences = self._sentences(c.text, text_hash)
             chunks.append(
-                _Chunk(
-                    c.index,
-                    c.start,
-                    c.end,
-                    c.token_count,
-                    text_hash,
-                    c.text,
-                    sentences,
-                    c.line_start,
-                    c.line_end,
-                    c.symbol,
-                    c.language,
+                self._chunk(
+                    c,
                     c.context,
+                    line_start=c.line_start,
+                    line_end=c.line_end,
+                    symbol=c.symbol,
+                    language=c.language,
                 )
             )
         return _PendingFile(file.relpath, content_hash, file.size, file.mtime_ns, chunks, chunker)
@@ -332,22 +325,32 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
             encoding=self.encoding,
         ):
             labels = {k: v for k, v in c.metadata.items() if k not in {"line_start", "line_end"}}
-            context = str(labels.get("heading", ""))
-            text_hash = _text_hash(embed_text(context, c.text))
             chunks.append(
-                _Chunk(
-                    c.index,
-                    c.start,
-                    c.end,
-                    c.token_count,
-                    text_hash,
-                    c.text,
-                    self._sentences(c.text, text_hash),
-                    context=context,
+                self._chunk(
+                    c,
+                    str(labels.get("heading", "")),
                     labels=json.dumps(labels, sort_keys=True) if labels else "",
                 )
             )
         return chunks
+
+    def _chunk(self, c: SourceChunk | DocumentChunk, context: str, **where: Any) -> _Chunk:
+        """The stored form of chunk ``c``, searched with ``context``; ``where`` are its
+        place fields (lines, symbol, labels)."""
+        # The vector (addressed by this hash) is of the context and the text together.
+        text_hash = _text_hash(embed_text(context, c.text))
+        sentences = self._sentences(c.text, text_hash)
+        return _Chunk(
+            c.index,
+            c.start,
+            c.end,
+            c.token_count,
+            text_hash,
+            c.text,
+            sentences,
+            context=context,
+            **where,
+        )
 
     def _sentences(self, chunk: str, chunk_hash: str) -> tuple[_Sentence, ...]:
         if self.sentence_weight == 0:

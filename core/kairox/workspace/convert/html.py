@@ -9,6 +9,7 @@ the only ``<article>``, else ``<body>``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from kairox.lazy_imports import LazyImport
@@ -17,6 +18,18 @@ from kairox.workspace.convert.blocks import Blocks
 from kairox.workspace.convert.text import decode_text
 
 DOCUMENTS_EXTRA = "pip install 'kairox[documents]'"
+
+
+def documents_converter(
+    name: str,
+    suffixes: tuple[str, ...],
+    convert: Callable[[bytes, str], Converted],
+    description: str,
+) -> ConverterSpec:
+    """A converter whose library comes with the ``documents`` extra."""
+    return ConverterSpec(name, suffixes, convert, description, install=DOCUMENTS_EXTRA)
+
+
 BS4 = LazyImport(
     "bs4",
     needed_by="the HTML converter",
@@ -146,10 +159,9 @@ def convert_html(data: bytes, filename: str) -> Converted:
     return writer.converted("html", title=title)
 
 
-HTML = ConverterSpec(
-    name="html",
-    suffixes=(".html", ".htm", ".xhtml"),
-    convert=convert_html,
-    description="HTML main content (no scripts or navigation), a section per heading.",
-    install=DOCUMENTS_EXTRA,
+HTML = documents_converter(
+    "html",
+    (".html", ".htm", ".xhtml"),
+    convert_html,
+    "HTML main content (no scripts or navigation), a section per heading.",
 )

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kairox.lazy_imports import LazyImport
-from kairox.workspace.convert.base import ConversionError, Converted, ConverterSpec, Region
+from kairox.workspace.convert.base import ConversionError, Converted, Region
 from kairox.workspace.convert.blocks import Blocks
-from kairox.workspace.convert.html import DOCUMENTS_EXTRA
+from kairox.workspace.convert.html import DOCUMENTS_EXTRA, documents_converter
 
 DOCX = LazyImport(
     "docx",
@@ -166,24 +166,11 @@ def convert_xlsx(data: bytes, filename: str) -> Converted:
     return blocks.converted("xlsx", regions={"sheet": tuple(sheets)})
 
 
-DOCX_CONVERTER = ConverterSpec(
-    name="docx",
-    suffixes=(".docx",),
-    convert=convert_docx,
-    description="Word documents (python-docx): paragraphs and tables, headings as sections.",
-    install=DOCUMENTS_EXTRA,
-)
-PPTX_CONVERTER = ConverterSpec(
-    name="pptx",
-    suffixes=(".pptx",),
-    convert=convert_pptx,
-    description="PowerPoint (python-pptx): slide text, tables and notes; slide numbers in hits.",
-    install=DOCUMENTS_EXTRA,
-)
-XLSX_CONVERTER = ConverterSpec(
-    name="xlsx",
-    suffixes=(".xlsx", ".xlsm"),
-    convert=convert_xlsx,
-    description="Excel (openpyxl): rows with their header names; sheet names in hits.",
-    install=DOCUMENTS_EXTRA,
-)
+DOCX_CONVERTER, PPTX_CONVERTER, XLSX_CONVERTER = (
+    documents_converter(name, suffixes, convert, description)
+    for name, suffixes, convert, description in [
+        ("docx", (".docx",), convert_docx, "Word documents (python-docx): paragraphs and tables, headings as sections."),
+        ("pptx", (".pptx",), convert_pptx, "PowerPoint (python-pptx): slide text, tables and notes; slide numbers in hits."),
+        ("xlsx", (".xlsx", ".xlsm"), convert_xlsx, "Excel (openpyxl): rows with their header names; sheet names in hits."),
+    ]
+)  # fmt: skip

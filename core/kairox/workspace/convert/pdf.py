@@ -11,9 +11,9 @@ import io
 import logging
 
 from kairox.lazy_imports import LazyImport
-from kairox.workspace.convert.base import ConversionError, Converted, ConverterSpec
+from kairox.workspace.convert.base import ConversionError, Converted
 from kairox.workspace.convert.blocks import Blocks
-from kairox.workspace.convert.html import DOCUMENTS_EXTRA
+from kairox.workspace.convert.html import DOCUMENTS_EXTRA, documents_converter
 
 PYPDF = LazyImport("pypdf", needed_by="the PDF converter", install=DOCUMENTS_EXTRA)
 
@@ -42,10 +42,6 @@ def convert_pdf(data: bytes, filename: str) -> Converted:
     return Converted(text=blocks.text, regions={"page": tuple(blocks.regions)}, format="pdf")
 
 
-PDF = ConverterSpec(
-    name="pdf",
-    suffixes=(".pdf",),
-    convert=convert_pdf,
-    description="PDF text layer (pypdf); page numbers in hits.",
-    install=DOCUMENTS_EXTRA,
+PDF = documents_converter(
+    "pdf", (".pdf",), convert_pdf, "PDF text layer (pypdf); page numbers in hits."
 )
