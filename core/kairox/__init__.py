@@ -73,6 +73,8 @@ _PLUGIN_API = {
     "BackendTimeoutError": "kairox.errors",
     "KairoxError": "kairox.errors",
     "LazyImport": "kairox.lazy_imports",
+    # an embedding backend's batches: hand the memory a native library freed back
+    "return_freed_memory": "kairox.native_memory",
     # what a document converter returns, and raises for a file it cannot read
     "Converted": "kairox.workspace.convert.base",
     "ConversionError": "kairox.workspace.convert.base",
@@ -84,6 +86,7 @@ if TYPE_CHECKING:
     from kairox.config import KnowledgeBaseConfig, PluginSettings
     from kairox.errors import BackendError, BackendTimeoutError, KairoxError
     from kairox.lazy_imports import LazyImport
+    from kairox.native_memory import return_freed_memory
     from kairox.registry import (
         BuildContext,
         ConverterSpec,
@@ -181,4 +184,5 @@ __all__ = [
     "hookimpl",
     "open",
     "registers",
+    "return_freed_memory",
 ]
