@@ -24,6 +24,7 @@ import numpy as np
 
 from kairox.embedding import EmbeddingBackend
 from kairox.native_memory import return_freed_memory
+from kairox.retrieval.blas import blas_threads
 from kairox.retrieval.model import Hit, Query, ScoreKind
 
 
@@ -125,7 +126,8 @@ class SentenceVectors:
                     f"the query vector has {unit_query.shape[0]} dimensions; the sentence "
                     f"vectors have {self.matrix.shape[1]}"
                 )
-            scores = self.matrix @ unit_query
+            with blas_threads():
+                scores = self.matrix @ unit_query
             if self.rows is not None:
                 scores = scores[self.rows]
             elif self._order is not None:
@@ -151,7 +153,8 @@ def passage_scores(
         raise ValueError(
             f"the query vector has {unit.shape[0]} dimensions; the matrix has {matrix.shape[1]}"
         )
-    scores = matrix @ unit
+    with blas_threads():
+        scores = matrix @ unit
     if sentences is None or sentence_weight == 0 or not len(sentences.matrix):
         return scores
     best = sentences.best(unit, matrix.shape[0])
