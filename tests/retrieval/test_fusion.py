@@ -260,13 +260,14 @@ def test_a_text_several_sources_return_is_hashed_once(monkeypatch) -> None:
     from kairox.retrieval import fusion
 
     calls: list[str] = []
-    original = fusion.text_fingerprint
+    original = fusion._normalise
 
     def counting(text: str) -> str:
         calls.append(text)
         return original(text)
 
-    monkeypatch.setattr(fusion, "text_fingerprint", counting)
+    monkeypatch.setattr(fusion, "_normalise", counting)
+    fusion._recent_fingerprint.cache_clear()  # nothing remembered from other tests
     ranked = {
         name: [
             span_hit(name, f"{name}-1", "same passage", None),
@@ -277,6 +278,9 @@ def test_a_text_several_sources_return_is_hashed_once(monkeypatch) -> None:
     fused = fuse(ranked, method="rrf")
     assert len(fused) == 4  # the shared passage once, and each source's own
     assert sorted(calls) == ["A", "B", "C", "same passage"]
+    # The next search over the same passages hashes none of them again.
+    assert [h.id for h in fuse(ranked, method="rrf")] == [h.id for h in fused]
+    assert len(calls) == 4
 
 
 def test_empty_text_never_merges_on_text() -> None:
