@@ -267,7 +267,7 @@ def test_a_text_several_sources_return_is_hashed_once(monkeypatch) -> None:
         return original(text)
 
     monkeypatch.setattr(fusion, "_normalise", counting)
-    fusion._recent_fingerprint.cache_clear()  # nothing remembered from other tests
+    fusion._text_key.cache_clear()  # nothing remembered from other tests
     ranked = {
         name: [
             span_hit(name, f"{name}-1", "same passage", None),

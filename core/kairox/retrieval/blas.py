@@ -4,8 +4,9 @@ A search over a large vector matrix is one matrix-vector product, bound by memor
 it runs on every core numpy's BLAS has; next to other sources (``FAN_OUT`` above 1, set by
 the composite), on one: the BLAS pool's other thread would take the core a lexical
 source or the query embedding is running on, and keeps spinning after the product ends.
-On SciFact (50,651 sentence vectors) the product takes 2.3 ms on two threads and 3.5 ms
-on one, but a hybrid query went from 19.8 to 15.0 ms (median) with one.
+On SciFact (50,651 sentence vectors) the product alone takes 2.3 ms on two threads and
+3.5 ms on one, yet the hybrid's p50 went from 21.8-24.2 to 18.4 ms with one
+(benchmarks/README.md, "BM25 engines at native speed").
 """
 
 from __future__ import annotations

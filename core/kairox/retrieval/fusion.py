@@ -82,9 +82,13 @@ def text_fingerprint(text: str) -> str:
     return hashlib.sha256(_normalise(text).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-#: Searches of one corpus keep returning its passages (a warm process, a benchmark):
-#: their fingerprints are remembered across calls, for the 8,192 latest texts.
-_recent_fingerprint = functools.lru_cache(maxsize=8192)(text_fingerprint)
+@functools.lru_cache(maxsize=8192)
+def _text_key(text: str) -> tuple[str, bool]:
+    """``text``'s fingerprint, and whether it may merge hits (blank text says nothing about
+    which passage it is). Remembered across calls for the 8,192 latest texts: sources
+    return the same text within a call, and searches of one corpus keep returning its
+    passages (a warm process, a benchmark)."""
+    return text_fingerprint(text), bool(text.strip())
 
 
 def _normalise(text: str) -> str:
@@ -203,7 +207,6 @@ class _Entries:
     """Every hit being fused, source by source, as parallel lists indexed alike."""
 
     __slots__ = (
-        "_memo",
         "fingerprints",
         "hits",
         "mergeable",
@@ -229,9 +232,6 @@ class _Entries:
         self.mergeable: list[bool] = []
         #: what each entry adds to its passage's fused score, weight included.
         self.values: list[float] = []
-        # Sources often return the very same text (two views of one index, one corpus in
-        # several stores): each distinct text is hashed once per call.
-        self._memo: dict[str, tuple[str, bool]] = {}
 
     def add_source(
         self, name: str, hits: Sequence[Hit], weight: float, kind: ScoreKind | None
@@ -239,16 +239,12 @@ class _Entries:
         """Append one source's hits ranked 1, 2, ... keeping the first copy of each id."""
         seen: set[str] = set()
         kept: list[Hit] = []
-        memo = self._memo
         for hit in hits:
             if hit.id in seen:
                 continue
             seen.add(hit.id)
             kept.append(hit)
-            known = memo.get(hit.text)
-            if known is None:
-                # Empty text says nothing about which passage it is; never merge on it.
-                known = memo[hit.text] = (_recent_fingerprint(hit.text), bool(hit.text.strip()))
+            known = _text_key(hit.text)
             self.fingerprints.append(known[0])
             self.mergeable.append(known[1])
         count = len(kept)
