@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kairox.embed_progress import EmbedProgress
 from kairox.testing import CountingEmbedder
-from kairox.workspace.rag_index import WorkspaceRagIndex
+from kairox.workspace.rag_index import FILES_PER_BATCH, WorkspaceRagIndex
 
 
 def embedded_texts(embedder: CountingEmbedder) -> int:
@@ -63,3 +63,27 @@ def test_one_sentence_chunks_are_embedded_once(database, tmp_path):
     stats = WorkspaceRagIndex(database, root, embedder).index()
     assert (stats.chunks_embedded, stats.sentences_embedded) == (1, 0)
     assert embedded_texts(embedder) == 1
+
+
+def test_a_sentence_that_is_a_later_batchs_chunk_is_counted_as_embedded(database, tmp_path):
+    # The first file's second sentence is, word for word, the whole of a file in the next
+    # batch: it is embedded with the first batch, as a sentence, and the later chunk then
+    # finds its vector made. The plan must count it the same way.
+    root = tmp_path / "batches"
+    root.mkdir()
+    shared = "The shared sentence is here and it is long enough to count."
+    (root / "a000.txt").write_text(
+        f"The protein binds the receptor in most tissues studied so far. {shared}"
+    )
+    for n in range(1, FILES_PER_BATCH + 1):
+        (root / f"b{n:03d}.txt").write_text(f"Filler file number {n} says little.")
+    (root / "z999.txt").write_text(shared)
+    embedder = CountingEmbedder()
+    progress = EmbedProgress()
+    stats = WorkspaceRagIndex(database, root, embedder).index(embedding=progress)
+    assert stats.added == FILES_PER_BATCH + 2
+    assert (progress.chunks_planned, progress.sentences_planned) == (
+        progress.chunks,
+        progress.sentences,
+    )
+    assert progress.embedded == embedded_texts(embedder)

@@ -11,6 +11,7 @@ from kairox.workspace.index_types import (
     WorkspaceIndexError,
     _Embedded,
     _PendingFile,
+    _Sentence,
 )
 
 _INSERT_VECTORS = "INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)"
@@ -20,15 +21,27 @@ class EmbeddingMixin:
     """Embedding, mixed into :class:`~kairox.workspace.rag_index.WorkspaceRagIndex`
     (whose state it uses)."""
 
-    def _plan(self, pending: Sequence[_PendingFile]) -> None:
-        """Tell the progress how many distinct chunks and sentences need a vector."""
+    def _plan(self, pending: Sequence[_PendingFile], files_per_batch: int) -> None:
+        """Tell the progress how many distinct chunks and sentences need a vector.
+
+        Counted batch by batch as :meth:`_write_batch` embeds them: a sentence whose text
+        is a chunk of a later batch is embedded (and counted) as a sentence, and that
+        chunk then finds its vector made, so the totals match what is done."""
         if self._progress is None or not pending:
             return
-        chunks = {c.text_hash for f in pending for c in f.chunks}
-        sentences = {s.text_hash for f in pending for c in f.chunks for s in c.sentences}
-        sentences -= chunks
-        have = self._have_vectors(sorted(chunks | sentences))
-        self._progress.plan(chunks=len(chunks - have), sentences=len(sentences - have))
+        every = {h for f in pending for c in f.chunks for h in (c.text_hash, *_hashes(c.sentences))}
+        made = self._have_vectors(sorted(every))
+        chunks = sentences = 0
+        for start in range(0, len(pending), files_per_batch):
+            batch = pending[start : start + files_per_batch]
+            batch_chunks = {c.text_hash for f in batch for c in f.chunks} - made
+            made |= batch_chunks
+            batch_sentences = {h for f in batch for c in f.chunks for h in _hashes(c.sentences)}
+            batch_sentences -= made
+            made |= batch_sentences
+            chunks += len(batch_chunks)
+            sentences += len(batch_sentences)
+        self._progress.plan(chunks=chunks, sentences=sentences)
 
     def _have_vectors(self, hashes: Sequence[str]) -> set[str]:
         have: set[str] = set()
@@ -152,3 +165,7 @@ class EmbeddingMixin:
                 return self._embed_missing().chunks
             finally:
                 self._progress = None
+
+
+def _hashes(sentences: Sequence[_Sentence]) -> list[str]:
+    return [s.text_hash for s in sentences]

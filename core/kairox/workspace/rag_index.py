@@ -253,7 +253,7 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
                 progress(file.relpath, done, len(files))
         # Chunked first, embedded after: the work to do is known before it starts, so
         # progress has a total (chunks hold text only; vectors are written per batch).
-        self._plan(pending)
+        self._plan(pending, FILES_PER_BATCH)
         for start in range(0, len(pending), FILES_PER_BATCH):
             self._write_batch(pending[start : start + FILES_PER_BATCH], stats)
         gone = sorted(set(known) - seen)
