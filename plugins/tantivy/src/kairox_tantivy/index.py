@@ -1,18 +1,21 @@
 """A Kairox document index on disk, kept by Tantivy (through tantivy-py).
 
-One directory holds one index. Its schema:
+One directory holds one index: Tantivy's files plus ``documents.sqlite``
+(:mod:`kairox_tantivy.store`), which holds what hits show. The Tantivy schema stores
+nothing:
 
 ==============  =========================  ==========================================
 field           how                        why
 ==============  =========================  ==========================================
-``id``          raw, stored                one term per document: delete/replace by id
-``title``       ``en_stem``, stored        searched (BM25), boostable
-``body``        ``en_stem``, stored        searched (BM25), boostable
-``uri``         raw, stored                returned with hits
-``fingerprint`` raw, stored                :attr:`Document.fingerprint` for ingestion
-``filter``      raw, not stored            one ``"key"=value`` term per scalar metadata value
-``metadata``    bytes, stored              the metadata as JSON, returned with hits
+``id``          raw, indexed               one term per document: delete/replace by id
+``key``         u64 fast field             the document's row in ``documents.sqlite``
+``title``       ``en_stem``                searched (BM25), boostable
+``body``        ``en_stem``                searched (BM25), boostable
+``filter``      raw                        one ``"key"=value`` term per scalar metadata value
 ==============  =========================  ==========================================
+
+An index written before ``key`` existed (every field stored in Tantivy) is rebuilt in
+this layout the first time it is opened (:mod:`kairox_tantivy.upgrade`).
 
 User text never reaches Tantivy's query parser. The query is run through the same
 analysis ``en_stem`` applies at indexing time (simple tokenizer, drop tokens of 40+ bytes,
@@ -27,11 +30,13 @@ lock and searching never needs one. ``tantivy`` is imported on first use, never 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
+import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -46,6 +51,7 @@ from kairox_tantivy.filters import (
     compile_filter,
     range_terms,
 )
+from kairox_tantivy.store import STORE_FILE, DocumentStore, Row
 
 __all__ = [
     "MAX_QUERY_TERMS",
@@ -107,13 +113,11 @@ def load_tantivy() -> ModuleType:
 
 def _build_schema(tantivy: ModuleType) -> Any:
     builder = tantivy.SchemaBuilder()
-    builder.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
-    builder.add_text_field("title", stored=True, tokenizer_name="en_stem")
-    builder.add_text_field("body", stored=True, tokenizer_name="en_stem")
-    builder.add_text_field("uri", stored=True, tokenizer_name="raw", index_option="basic")
-    builder.add_text_field("fingerprint", stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("id", stored=False, tokenizer_name="raw", index_option="basic")
+    builder.add_unsigned_field("key", stored=False, indexed=False, fast=True)
+    builder.add_text_field("title", stored=False, tokenizer_name="en_stem")
+    builder.add_text_field("body", stored=False, tokenizer_name="en_stem")
     builder.add_text_field("filter", stored=False, tokenizer_name="raw", index_option="basic")
-    builder.add_bytes_field("metadata", stored=True, indexed=False)
     return builder.build()
 
 
@@ -196,6 +200,15 @@ class Boosts(TypedDict, total=False):
     body_boost: float
 
 
+@dataclass(slots=True)
+class _Batch:
+    """One write: the tantivy writer, and what to undo if it does not commit."""
+
+    writer: Any
+    undo: list[Callable[[], None]] = dataclasses.field(default_factory=list)
+    after_commit: list[Callable[[], None]] = dataclasses.field(default_factory=list)
+
+
 @dataclass(frozen=True, slots=True)
 class IndexHit:
     """One search result as stored: BM25 ``score``, higher is better."""
@@ -225,6 +238,9 @@ class TantivyIndex:
         self._write_lock = threading.Lock()
         self._loaded: tuple[tuple[int, ...] | None, float] = (None, 0.0)
         meta = self.path / "meta.json"
+        from kairox_tantivy.upgrade import recover
+
+        recover(self.path)  # an upgrade killed half-way: finish or undo its folder swap
         if not _is_file(meta):
             if not create:
                 raise TantivyIndexError(f"no tantivy index at {self.path} (no meta.json)")
@@ -244,18 +260,28 @@ class TantivyIndex:
                     )
                 index = tantivy.Index.open(str(self.path))
                 if index.schema != self._schema:
+                    index = self._upgraded(index)
+                if index.schema != self._schema:
                     raise TantivyIndexError(
                         f"{self.path} holds a tantivy index with a different schema (not written "
                         "by this version of kairox-tantivy); delete the folder and ingest again"
                     )
+                store_exists = _is_file(self.path / STORE_FILE)
             else:
                 index = tantivy.Index(self._schema, path=str(self.path), reuse=True)
                 # A new index: every document it will hold carries range terms.
                 (self.path / RANGE_MARKER).touch()
+                store_exists = False
+            if not store_exists and index.searcher().num_docs > 0:
+                raise TantivyIndexError(
+                    f"the index at {self.path} has lost its {STORE_FILE} (the text of its "
+                    "documents); delete the folder and ingest again"
+                )
+            self._store = DocumentStore(self.path, create=True)
             # Reload explicitly (after our own commits; before a search when meta.json
             # changed) instead of relying on a file watcher thread: deterministic.
             index.config_reader(reload_policy="Manual")
-        except (ValueError, OSError) as exc:
+        except (ValueError, OSError, sqlite3.Error) as exc:
             raise TantivyIndexError(
                 f"{self.path} is not a readable tantivy index: {exc}. Check that the folder "
                 "and its files can be read and written, or correct `index_dir`."
@@ -269,6 +295,19 @@ class TantivyIndex:
     def __repr__(self) -> str:
         return f"TantivyIndex({str(self.path)!r})"
 
+    def _upgraded(self, index: Any) -> Any:
+        """``index`` rebuilt in this layout if it is in the one before ``key``, else itself."""
+        from kairox_tantivy.upgrade import is_legacy, upgrade
+
+        if not is_legacy(index, self._tantivy):
+            return index
+        upgrade(self.path, index, self._tantivy)
+        return self._tantivy.Index.open(str(self.path))
+
+    def close(self) -> None:
+        """Close the ``documents.sqlite`` writer connection (reads reopen per thread)."""
+        self._store.close()
+
     @property
     def has_range_terms(self) -> bool:
         """Whether every document carries range terms (the index was created with them)."""
@@ -277,8 +316,12 @@ class TantivyIndex:
     # -- writing -----------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _writer(self) -> Iterator[Any]:
-        """A writer for one batch: commit on success, roll back on error, always release."""
+    def _writer(self) -> Iterator[_Batch]:
+        """A writer for one batch: commit on success, roll back on error, always release.
+
+        The batch's ``after_commit`` steps run after the commit and its ``undo`` steps
+        after a failed one, both while the writer lock is still held.
+        """
         with self._write_lock:
             try:
                 writer = self._index.writer(heap_size=WRITER_HEAP_BYTES)
@@ -292,14 +335,19 @@ class TantivyIndex:
             if not self._temporaries_cleared:
                 self._clear_temporaries()
             committed = False
+            batch = _Batch(writer)
             try:
-                yield writer
+                yield batch
                 writer.commit()
                 committed = True
+                for step in batch.after_commit:
+                    step()
             finally:
                 if not committed:
                     with contextlib.suppress(Exception):
                         writer.rollback()
+                    for step in batch.undo:
+                        step()
                 # Consumes the writer and releases the lock (also waits for merges).
                 try:
                     writer.wait_merging_threads()
@@ -324,18 +372,15 @@ class TantivyIndex:
                     leftover.unlink()
         self._temporaries_cleared = True
 
-    def _document(self, doc: Document) -> Any:
+    def _document(self, doc: Document, key: int, title: str, body: str) -> Any:
         out = self._tantivy.Document()
         out.add_text("id", doc.id)
-        out.add_text("title", _valid_utf8(doc.title or ""))
-        out.add_text("body", _valid_utf8(doc.text or ""))
-        if doc.uri is not None:
-            out.add_text("uri", _valid_utf8(str(doc.uri)))
-        out.add_text("fingerprint", doc.fingerprint)
+        out.add_unsigned("key", key)
+        out.add_text("title", title)
+        out.add_text("body", body)
         metadata = dict(doc.metadata)
         for term in [*_metadata_terms(metadata), *range_terms(metadata)]:
             out.add_text("filter", term)
-        out.add_bytes("metadata", json.dumps(metadata, sort_keys=True, default=str).encode())
         return out
 
     def upsert(self, documents: Iterable[Document]) -> int:
@@ -343,16 +388,25 @@ class TantivyIndex:
         latest: dict[str, Document] = {}
         for doc in documents:
             latest[_check_id(doc.id)] = doc  # the last copy of an id in a batch wins
-        if not latest:
+        return self._write([(doc, doc.fingerprint) for doc in latest.values()])
+
+    def _write(self, entries: Sequence[tuple[Document, str]]) -> int:
+        """Write ``(document, fingerprint)`` pairs (distinct ids) in one commit."""
+        if not entries:
             return 0
-        prepared = [self._document(doc) for doc in latest.values()]
-        with self._writer() as writer:
-            delete = _deleter(writer)
-            for doc_id, doc in zip(latest, prepared, strict=True):
+        rows: list[Row] = [_row(doc, fingerprint) for doc, fingerprint in entries]
+        with self._writer() as batch:
+            # Rows first: a committed document always has its row (store.py).
+            keys = self._store.add(rows)
+            batch.undo.append(lambda: self._store.discard(keys))
+            ids = [row[0] for row in rows]
+            batch.after_commit.append(lambda: self._store.prune(zip(ids, keys, strict=True)))
+            delete = _deleter(batch.writer)
+            for (doc, _), row, key in zip(entries, rows, keys, strict=True):
                 # A delete applies to documents added before it, so the add survives.
-                delete("id", doc_id)
-                writer.add_document(doc)
-        return len(prepared)
+                delete("id", doc.id)
+                batch.writer.add_document(self._document(doc, key, row[1], row[2]))
+        return len(rows)
 
     def delete(self, ids: Iterable[str]) -> int:
         """Delete documents by id, in one commit. Returns how many of the ids existed."""
@@ -361,8 +415,9 @@ class TantivyIndex:
             return 0
         existing = self._count_ids(wanted)
         if existing:
-            with self._writer() as writer:
-                delete = _deleter(writer)
+            with self._writer() as batch:
+                batch.after_commit.append(lambda: self._store.remove(wanted))
+                delete = _deleter(batch.writer)
                 for doc_id in wanted:
                     delete("id", doc_id)
         return existing
@@ -408,11 +463,8 @@ class TantivyIndex:
         if total == 0:
             return {}
         result = searcher.search(self._tantivy.Query.all_query(), limit=total, count=False)
-        out: dict[str, str] = {}
-        for _score, address in result.hits:
-            doc = searcher.doc(address)
-            out[doc.get_first("id")] = doc.get_first("fingerprint") or ""
-        return out
+        keys = searcher.fast_field_values("key", [address for _score, address in result.hits])
+        return self._store.fingerprints(keys)
 
     def query_terms(self, text: str) -> list[str]:
         """The distinct ``en_stem`` terms of ``text``, in order (at most MAX_QUERY_TERMS)."""
@@ -447,8 +499,9 @@ class TantivyIndex:
     ) -> list[tuple[float, str, str, str, str | None, dict[str, Any]]]:
         """:meth:`search` as plain ``(score, id, title, body, uri, metadata)`` tuples.
 
-        For callers that build their own result objects: one stored-document read and
-        no intermediate object per hit.
+        For callers that build their own result objects: the hits' keys come from the
+        ``key`` fast field in one call, their rows from ``documents.sqlite`` in one query,
+        and no intermediate object is built per hit.
         """
         Occur, Query = self._tantivy.Occur, self._tantivy.Query
         if unknown := boosts.keys() - Boosts.__optional_keys__:
@@ -474,27 +527,33 @@ class TantivyIndex:
             )
             if filter_clauses:
                 query = Query.boolean_query([(Occur.Must, query), *filter_clauses])
-            searcher = self._searcher()
-            # Never ask for more than exists: tantivy sizes its top-k buffer by the limit.
-            limit = min(k, max(searcher.num_docs, 1))
-            result = searcher.search(query, limit=limit, count=False)
-            fetch = searcher.doc
-            docs = [(score, fetch(address).to_dict()) for score, address in result.hits]
+            scored, rows = self._hits(query, k)
+            if len(rows) < len(scored):
+                # A writer replaced or deleted some hit after our searcher was opened, and
+                # pruned its row: search again on the latest commit.
+                self._reload()
+                scored, rows = self._hits(query, k)
         except ValueError as exc:
             # Terms are built, not parsed, so this should not happen; if tantivy still
             # objects, say so plainly rather than leaking the engine's error.
             raise QueryError(f"tantivy could not run the query {text[:200]!r}: {exc}") from exc
-        return [
-            (
-                float(score),
-                fields_["id"][0],
-                _first(fields_, "title") or "",
-                _first(fields_, "body") or "",
-                _first(fields_, "uri"),
-                _metadata(_first(fields_, "metadata")),
-            )
-            for score, fields_ in docs
-        ]
+        out = []
+        for score, key in scored:
+            row = rows.get(key)
+            if row is not None:  # still gone: deleted by a writer a moment ago
+                doc_id, title, body, uri, metadata = row
+                out.append((score, doc_id, title, body, uri, _metadata(metadata)))
+        return out
+
+    def _hits(self, query: Any, k: int) -> tuple[list[tuple[float, int]], dict[int, Any]]:
+        """The top ``k`` as ``(score, key)`` and their ``documents.sqlite`` rows by key."""
+        searcher = self._searcher()
+        # Never ask for more than exists: tantivy sizes its top-k buffer by the limit.
+        limit = min(k, max(searcher.num_docs, 1))
+        hits = searcher.search(query, limit=limit, count=False).hits
+        keys = searcher.fast_field_values("key", [address for _score, address in hits])
+        scored = [(score, key) for (score, _address), key in zip(hits, keys, strict=True)]
+        return scored, self._store.hits(keys)
 
     def search(
         self, text: str, k: int, filters: Any = None, **boosts: Unpack[Boosts]
@@ -512,15 +571,14 @@ class TantivyIndex:
         ]
 
 
-def _first(fields: Mapping[str, list[Any]], name: str) -> Any:
-    values = fields.get(name)
-    return values[0] if values else None
+def _row(doc: Document, fingerprint: str) -> Row:
+    """``doc`` as its ``documents.sqlite`` row (text made valid UTF-8)."""
+    metadata = json.dumps(dict(doc.metadata), sort_keys=True, default=str)
+    uri = None if doc.uri is None else _valid_utf8(str(doc.uri))
+    title, body = _valid_utf8(doc.title or ""), _valid_utf8(doc.text or "")
+    return (doc.id, title, body, uri, fingerprint, metadata)
 
 
-def _metadata(raw: Any) -> dict[str, Any]:
-    """Stored metadata JSON: bytes (tantivy-py 0.25+) or a list of ints (0.24)."""
-    if not raw:
-        return {}
-    data = bytes(raw)
+def _metadata(raw: str) -> dict[str, Any]:
     # Most documents carry none; skipping the parser for them is measurable per query.
-    return {} if data == b"{}" else json.loads(data)
+    return {} if raw == "{}" else json.loads(raw)

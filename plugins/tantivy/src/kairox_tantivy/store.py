@@ -1,0 +1,149 @@
+"""The stored side of a kairox-tantivy index: one SQLite table beside the Tantivy files.
+
+Tantivy keeps only what it searches (terms) and one numeric fast field per document,
+``key``; everything a hit shows (id, title, body, uri, metadata) and the fingerprint live
+here, one row per key. A search reads its hits' keys from the fast field in one call and
+their rows in one ``IN (...)`` query: decoding 100 stored Tantivy documents (every field,
+copied into Python dicts) cost more than the search itself.
+
+Keys come from ``AUTOINCREMENT`` and are never reused, so a key read from an older
+searcher names either its own row or none. Rows are written before the Tantivy commit that
+refers to them and pruned after it, both under the Tantivy writer lock: a crash leaves at
+worst rows no document refers to, never a document without its row.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+__all__ = ["STORE_FILE", "DocumentStore", "Row"]
+
+#: The SQLite file in the index folder.
+STORE_FILE = "documents.sqlite"
+
+#: ``(id, title, body, uri, fingerprint, metadata JSON)``, as written.
+Row = tuple[str, str, str, str | None, str, str]
+#: ``(id, title, body, uri, metadata JSON)``, as a hit reads it.
+HitRow = tuple[str, str, str, str | None, str]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    key INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL,
+    title TEXT NOT NULL,
+    body TEXT NOT NULL,
+    uri TEXT,
+    fingerprint TEXT NOT NULL,
+    metadata TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS documents_by_id ON documents (id);
+"""
+
+# SQLite's default limit on bound parameters is 32,766; stay well under it.
+_CHUNK = 10_000
+
+
+class DocumentStore:
+    """``documents.sqlite`` in an index folder: rows by key, written under the writer lock.
+
+    Reads use one connection per thread (WAL mode: readers never wait for the writer);
+    writes use one connection the caller serialises (the index's write lock).
+    """
+
+    def __init__(self, folder: Path, *, create: bool) -> None:
+        self.path = folder / STORE_FILE
+        if not create and not self.path.is_file():
+            raise FileNotFoundError(self.path)
+        self._local = threading.local()
+        self._sql: dict[int, str] = {}
+        self._writer = self._connect()
+        self._writer.execute("PRAGMA journal_mode=WAL")
+        self._writer.executescript(_SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE ... COMMIT).
+        return sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def _reader(self) -> sqlite3.Connection:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._local.connection = self._connect()
+        return connection
+
+    # -- writing (the caller holds the index's write lock) ---------------------------------
+
+    def add(self, rows: Sequence[Row]) -> list[int]:
+        """Insert ``rows`` in one transaction; their new keys, in order."""
+        db = self._writer
+        insert = (
+            "INSERT INTO documents (id, title, body, uri, fingerprint, metadata) "
+            "VALUES (?, ?, ?, ?, ?, ?)"
+        )
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            keys = [db.execute(insert, row).lastrowid for row in rows]
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return [int(key) for key in keys if key is not None]
+
+    def discard(self, keys: Iterable[int]) -> None:
+        """Delete the rows of ``keys`` (a write whose Tantivy commit did not happen)."""
+        self._delete("DELETE FROM documents WHERE key = ?", [(key,) for key in keys])
+
+    def prune(self, kept: Iterable[tuple[str, int]]) -> None:
+        """For each ``(id, key)`` just committed, delete that id's other (older) rows."""
+        self._delete("DELETE FROM documents WHERE id = ? AND key <> ?", list(kept))
+
+    def remove(self, ids: Iterable[str]) -> None:
+        """Delete every row of ``ids`` (their documents were deleted from Tantivy)."""
+        self._delete("DELETE FROM documents WHERE id = ?", [(doc_id,) for doc_id in ids])
+
+    def _delete(self, sql: str, params: list[tuple]) -> None:
+        if not params:
+            return
+        db = self._writer
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany(sql, params)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _in(self, count: int, columns: str) -> str:
+        sql = self._sql.get(count)
+        if sql is None:
+            marks = ",".join("?" * count)
+            sql = self._sql[count] = f"SELECT key, {columns} FROM documents WHERE key IN ({marks})"
+        return sql
+
+    def hits(self, keys: Sequence[int]) -> dict[int, HitRow]:
+        """The rows of ``keys``, by key; a key without a row is absent."""
+        db = self._reader()
+        out: dict[int, HitRow] = {}
+        for start in range(0, len(keys), _CHUNK):
+            chunk = keys[start : start + _CHUNK]
+            sql = self._in(len(chunk), "id, title, body, uri, metadata")
+            out.update((row[0], row[1:]) for row in db.execute(sql, chunk))
+        return out
+
+    def fingerprints(self, keys: Sequence[int]) -> dict[str, str]:
+        """``id -> fingerprint`` for the rows of ``keys``."""
+        db = self._reader()
+        out: dict[str, str] = {}
+        for start in range(0, len(keys), _CHUNK):
+            chunk = keys[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT id, fingerprint FROM documents WHERE key IN ({marks})"
+            out.update(db.execute(sql, chunk))
+        return out
