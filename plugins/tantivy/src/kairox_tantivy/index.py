@@ -51,7 +51,7 @@ from kairox_tantivy.filters import (
     compile_filter,
     range_terms,
 )
-from kairox_tantivy.store import STORE_FILE, DocumentStore, Row
+from kairox_tantivy.store import STORE_FILE, DocumentStore, HitRow, Row
 
 __all__ = [
     "MAX_QUERY_TERMS",
@@ -62,6 +62,7 @@ __all__ = [
     "TantivyLockedError",
     "filter_term",
     "load_tantivy",
+    "metadata_from_json",
 ]
 
 #: Tantivy silently skips raw tokens longer than this many UTF-8 bytes (``MAX_TOKEN_LEN``).
@@ -316,15 +317,17 @@ class TantivyIndex:
     # -- writing -----------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _writer(self) -> Iterator[_Batch]:
+    def _writer(self, *, threads: int = 0) -> Iterator[_Batch]:
         """A writer for one batch: commit on success, roll back on error, always release.
 
         The batch's ``after_commit`` steps run after the commit and its ``undo`` steps
-        after a failed one, both while the writer lock is still held.
+        after a failed one, both while the writer lock is still held. ``threads`` is
+        tantivy's indexing thread count (0: its default); each thread writes its own
+        segment per commit.
         """
         with self._write_lock:
             try:
-                writer = self._index.writer(heap_size=WRITER_HEAP_BYTES)
+                writer = self._index.writer(heap_size=WRITER_HEAP_BYTES, num_threads=threads)
             except ValueError as exc:
                 if "LockBusy" in str(exc):
                     raise TantivyLockedError(
@@ -407,6 +410,26 @@ class TantivyIndex:
                 delete("id", doc.id)
                 batch.writer.add_document(self._document(doc, key, row[1], row[2]))
         return len(rows)
+
+    def compact(self) -> bool:
+        """Rewrite the index as one segment when small segments hold much of it.
+
+        Each commit adds a segment per indexing thread and tantivy merges only past 8,
+        while a search pays per segment (SciFact, top 100: 276 us in 5 segments, 147 us
+        in one). tantivy-py has no merge call, but every document's text is in
+        ``documents.sqlite``: the live documents are re-added, with their keys, in one
+        commit by one thread. Only when the segments other than the largest hold at
+        least :data:`~kairox_tantivy.compact.SHARE` of the documents, so the rewrites
+        cost at most a constant factor of what was written. Returns whether it did.
+        """
+        from kairox_tantivy.compact import rewrite, worth_compacting
+
+        if not worth_compacting(self.path):
+            return False
+        with self._writer(threads=1) as batch:
+            self._reload()  # under the lock: nobody else can commit until we do
+            rewrite(self, batch.writer)
+        return True
 
     def delete(self, ids: Iterable[str]) -> int:
         """Delete documents by id, in one commit. Returns how many of the ids existed."""
@@ -497,11 +520,22 @@ class TantivyIndex:
     def search_rows(
         self, text: str, k: int, filters: Any = None, **boosts: Unpack[Boosts]
     ) -> list[tuple[float, str, str, str, str | None, dict[str, Any]]]:
-        """:meth:`search` as plain ``(score, id, title, body, uri, metadata)`` tuples.
+        """:meth:`search` as plain ``(score, id, title, body, uri, metadata)`` tuples."""
+        return [
+            (score, doc_id, title, body, uri, metadata_from_json(metadata))
+            for score, (doc_id, title, body, uri, metadata) in self.search_stored(
+                text, k, filters, **boosts
+            )
+        ]
+
+    def search_stored(
+        self, text: str, k: int, filters: Any = None, **boosts: Unpack[Boosts]
+    ) -> list[tuple[float, HitRow]]:
+        """:meth:`search` as ``(score, (id, title, body, uri, metadata JSON))`` pairs.
 
         For callers that build their own result objects: the hits' keys come from the
-        ``key`` fast field in one call, their rows from ``documents.sqlite`` in one query,
-        and no intermediate object is built per hit.
+        ``key`` fast field in one call, their rows from ``documents.sqlite`` (or the rows
+        kept in memory) in one query, and nothing is built per hit.
         """
         Occur, Query = self._tantivy.Occur, self._tantivy.Query
         if unknown := boosts.keys() - Boosts.__optional_keys__:
@@ -528,7 +562,7 @@ class TantivyIndex:
             if filter_clauses:
                 query = Query.boolean_query([(Occur.Must, query), *filter_clauses])
             scored, rows = self._hits(query, k)
-            if len(rows) < len(scored):
+            if None in rows:
                 # A writer replaced or deleted some hit after our searcher was opened, and
                 # pruned its row: search again on the latest commit.
                 self._reload()
@@ -537,23 +571,18 @@ class TantivyIndex:
             # Terms are built, not parsed, so this should not happen; if tantivy still
             # objects, say so plainly rather than leaking the engine's error.
             raise QueryError(f"tantivy could not run the query {text[:200]!r}: {exc}") from exc
-        out = []
-        for score, key in scored:
-            row = rows.get(key)
-            if row is not None:  # still gone: deleted by a writer a moment ago
-                doc_id, title, body, uri, metadata = row
-                out.append((score, doc_id, title, body, uri, _metadata(metadata)))
-        return out
+        pairs = zip(scored, rows, strict=True)
+        # A row still missing was deleted by a writer a moment ago.
+        return [pair for pair in pairs if pair[1] is not None] if None in rows else list(pairs)
 
-    def _hits(self, query: Any, k: int) -> tuple[list[tuple[float, int]], dict[int, Any]]:
-        """The top ``k`` as ``(score, key)`` and their ``documents.sqlite`` rows by key."""
+    def _hits(self, query: Any, k: int) -> tuple[list[float], list[HitRow | None]]:
+        """The scores of the top ``k`` and their ``documents.sqlite`` rows (or ``None``)."""
         searcher = self._searcher()
         # Never ask for more than exists: tantivy sizes its top-k buffer by the limit.
         limit = min(k, max(searcher.num_docs, 1))
         hits = searcher.search(query, limit=limit, count=False).hits
         keys = searcher.fast_field_values("key", [address for _score, address in hits])
-        scored = [(score, key) for (score, _address), key in zip(hits, keys, strict=True)]
-        return scored, self._store.hits(keys)
+        return [score for score, _address in hits], self._store.hits(keys)
 
     def search(
         self, text: str, k: int, filters: Any = None, **boosts: Unpack[Boosts]
@@ -579,6 +608,7 @@ def _row(doc: Document, fingerprint: str) -> Row:
     return (doc.id, title, body, uri, fingerprint, metadata)
 
 
-def _metadata(raw: str) -> dict[str, Any]:
+def metadata_from_json(raw: str) -> dict[str, Any]:
+    """A row's metadata JSON as a new dict."""
     # Most documents carry none; skipping the parser for them is measurable per query.
     return {} if raw == "{}" else json.loads(raw)
