@@ -104,6 +104,9 @@ def _is_file(path: Path) -> bool:
 
 def has_index(folder: Path) -> bool:
     """Whether ``folder`` holds a tantivy index (a ``meta.json``)."""
+    from kairox_tantivy.upgrade import recover
+
+    recover(folder)  # an interrupted upgrade may have the index in a sibling folder
     return _is_file(folder / "meta.json")
 
 
