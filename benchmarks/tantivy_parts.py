@@ -1,7 +1,8 @@
 """Where a SciFact query's CPU goes in the ``tantivy`` source, against ``bm25s``'s whole query.
 
 Builds both over the corpus (the tantivy index in a temporary folder, 1,000 documents a
-commit as ``kairox bench retrieval`` fills it), then runs the test queries (top 100)
+commit then ``finish()``, as ``kairox bench retrieval``
+fills it), then runs the test queries (top 100)
 through each part alone, several passes, and prints the median over passes of the mean
 CPU time per query (``time.thread_time``: what this thread spent, not the wall clock):
 
@@ -50,6 +51,7 @@ def main() -> None:
         source = TantivySource("tantivy", Path(scratch) / "index")
         for start in range(0, len(docs), 1000):
             source.upsert(docs[start : start + 1000])
+        source.finish()  # as `kairox kb ingest` and `kairox bench retrieval` end
         index = source._open()
         searcher = index._searcher()
         boosts = {"title_boost": source.title_boost, "body_boost": source.body_boost}

@@ -146,15 +146,8 @@ class TantivySource:
         )
         name = self.name
         return [
-            Hit(
-                doc_id,
-                f"{title}\n{body}" if title else body,
-                score,
-                name,
-                uri,
-                _hit_metadata(metadata, title),
-            )
-            for score, (doc_id, title, body, uri, metadata) in found
+            Hit(doc_id, text, score, name, uri, _hit_metadata(metadata, title))
+            for score, (doc_id, title, text, uri, metadata) in found
         ]
 
     async def retrieve(self, query: Query) -> list[Hit]:

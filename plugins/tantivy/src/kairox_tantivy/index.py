@@ -525,16 +525,18 @@ class TantivyIndex:
     ) -> list[tuple[float, str, str, str, str | None, dict[str, Any]]]:
         """:meth:`search` as plain ``(score, id, title, body, uri, metadata)`` tuples."""
         return [
-            (score, doc_id, title, body, uri, metadata_from_json(metadata))
-            for score, (doc_id, title, body, uri, metadata) in self.search_stored(
+            (score, doc_id, title, joined[len(title) + 1 :] if title else joined, uri, meta)
+            for score, (doc_id, title, joined, uri, meta) in self.search_stored(
                 text, k, filters, **boosts
             )
+            for meta in (metadata_from_json(meta),)
         ]
 
     def search_stored(
         self, text: str, k: int, filters: Any = None, **boosts: Unpack[Boosts]
     ) -> list[tuple[float, HitRow]]:
-        """:meth:`search` as ``(score, (id, title, body, uri, metadata JSON))`` pairs.
+        """:meth:`search` as ``(score, (id, title, text, uri, metadata JSON))`` pairs,
+        ``text`` being ``title + "\n" + body`` (just ``body`` without a title).
 
         For callers that build their own result objects: the hits' keys come from the
         ``key`` fast field in one call, their rows from ``documents.sqlite`` (or the rows

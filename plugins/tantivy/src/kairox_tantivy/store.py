@@ -34,7 +34,8 @@ MMAP_BYTES = 1 << 30
 
 #: ``(id, title, body, uri, fingerprint, metadata JSON)``, as written.
 Row = tuple[str, str, str, str | None, str, str]
-#: ``(id, title, body, uri, metadata JSON)``, as a hit reads it.
+#: ``(id, title, text, uri, metadata JSON)``, as a hit reads it: ``text`` is
+#: ``title + "\n" + body``, or just ``body`` without a title (joined once, not per hit).
 HitRow = tuple[str, str, str, str | None, str]
 
 _SCHEMA = """
@@ -49,6 +50,10 @@ CREATE TABLE IF NOT EXISTS documents (
 );
 CREATE INDEX IF NOT EXISTS documents_by_id ON documents (id);
 """
+
+_HIT_COLUMNS = (
+    "id, title, CASE title WHEN '' THEN body ELSE title || char(10) || body END, uri, metadata"
+)
 
 # SQLite's default limit on bound parameters is 32,766; stay well under it.
 _CHUNK = 10_000
@@ -155,7 +160,7 @@ class DocumentStore:
         out: dict[int, HitRow] = {}
         for start in range(0, len(keys), _CHUNK):
             chunk = keys[start : start + _CHUNK]
-            sql = self._in(len(chunk), "id, title, body, uri, metadata")
+            sql = self._in(len(chunk), _HIT_COLUMNS)
             out.update((row[0], row[1:]) for row in db.execute(sql, chunk))
         return out
 
