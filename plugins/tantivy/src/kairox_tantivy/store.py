@@ -26,8 +26,8 @@ __all__ = ["CACHE_CHARS", "STORE_FILE", "DocumentStore", "HitRow", "Row"]
 
 #: The SQLite file in the index folder.
 STORE_FILE = "documents.sqlite"
-#: Characters of hit text (title + body) kept in memory per index: ~64 MB of ASCII.
-CACHE_CHARS = 64_000_000
+#: Characters of hit text (title + body) kept in memory per index: ~32 MB of ASCII.
+CACHE_CHARS = 32_000_000
 #: Bytes of ``documents.sqlite`` each reading connection may map (pages read without
 #: a system call per page).
 MMAP_BYTES = 1 << 30
