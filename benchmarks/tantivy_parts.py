@@ -22,7 +22,7 @@ from kairox_tantivy import TantivySource
 
 from kairox.bench.beir import load_beir
 from kairox.bench.peers import Bm25sSource
-from kairox.retrieval import Document, Query
+from kairox.retrieval import Document, Hit, Query
 
 K = 100
 
@@ -73,6 +73,7 @@ def main() -> None:
             text: searcher.fast_field_values("key", [a for _s, a in hits])
             for text, hits in found.items()
         }
+        rows = {text: index._store.hits(keys[text]) for text in texts}
         peer = Bm25sSource(
             "bm25s", list(data.corpus), [f"{t}\n{x}".strip() for t, x in data.corpus.values()]
         )
@@ -81,6 +82,9 @@ def main() -> None:
             "tantivy: analyse + build the boolean query": build,
             "tantivy: the engine's search, top 100 (count=False)": lambda t: searcher.search(
                 built[t], limit=K, count=False
+            ),
+            "tantivy: the same search and its `.hits` (100 (score, address) pairs)": lambda t: (
+                searcher.search(built[t], limit=K, count=False).hits
             ),
             "tantivy: the 100 keys (`fast_field_values`)": lambda t: searcher.fast_field_values(
                 "key", [a for _s, a in found[t]]
@@ -95,6 +99,9 @@ def main() -> None:
             "tantivy: `TantivyIndex.search_rows` (all of the above)": lambda t: index.search_rows(
                 t, K, **boosts
             ),
+            "100 `Hit` objects alone (both sources build them)": lambda t: [
+                Hit(row[0], row[2], 1.0, "tantivy", row[3], {}) for row in rows[t]
+            ],
             "tantivy: whole `TantivySource._search` (plus the `Hit`s)": lambda t: source._search(
                 Query(t, k=K)
             ),

@@ -76,8 +76,11 @@ class DocumentStore:
         self._cached_chars = 0
         self._cache_lock = threading.Lock()
         self._writer = self._connect()
-        self._writer.execute("PRAGMA journal_mode=WAL")
-        self._writer.executescript(_SCHEMA)
+        # Only a new file needs its schema: a search need not take any write lock.
+        known = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'documents'"
+        if self._writer.execute(known).fetchone() is None:
+            self._writer.execute("PRAGMA journal_mode=WAL")
+            self._writer.executescript(_SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:
         # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE ... COMMIT).
