@@ -60,3 +60,17 @@ def test_the_source_compacts_when_an_ingest_run_finishes(tmp_path, make_source):
     assert len(segment_sizes(tmp_path / "index")) == 1
     hits = run(source.retrieve(Query("word7 batch4", k=3)))
     assert hits[0].id == "d4-7"
+
+
+def test_rows_a_crash_left_behind_go_with_the_rewrite(tmp_path):
+    import sqlite3
+
+    index = TantivyIndex(tmp_path / "index", create=True)
+    for batch in batches(3, 20):
+        index.upsert(batch)
+    # What a crash between the rows' commit and tantivy's leaves: rows nothing refers to.
+    index._store.add([("ghost", "", "never committed", None, "f", "{}")])
+    assert index.compact() is True
+    with sqlite3.connect(index.path / "documents.sqlite") as db:
+        ids = {row[0] for row in db.execute("SELECT id FROM documents")}
+    assert "ghost" not in ids and len(ids) == index.count() == 60

@@ -7,6 +7,7 @@ one's ``max_doc`` and deleted count), so deciding costs one small file read.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +44,7 @@ def worth_compacting(folder: Path) -> bool:
     return total - max(sizes) >= SHARE * total
 
 
-def rewrite(index: TantivyIndex, writer: Any) -> None:
+def rewrite(index: TantivyIndex, writer: Any, after_commit: list[Callable[[], None]]) -> None:
     """Replace every document through ``writer`` with itself, read back from its row."""
     from kairox import Document
 
@@ -59,6 +60,8 @@ def rewrite(index: TantivyIndex, writer: Any) -> None:
             f"{len(keys) - len(rows)} documents of {index.path} have no row in its "
             "documents.sqlite; delete the folder and ingest again"
         )
+    # Rows a crash left behind (written, never committed) go with the rewrite.
+    after_commit.append(lambda: index._store.keep_only(keys))
     writer.delete_all_documents()  # applies to what is committed; the adds below survive
     for key in keys:
         doc_id, title, body, metadata = rows[key]

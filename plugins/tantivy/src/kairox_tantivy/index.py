@@ -431,7 +431,7 @@ class TantivyIndex:
             return False
         with self._writer(threads=1) as batch:
             self._reload()  # under the lock: nobody else can commit until we do
-            rewrite(self, batch.writer)
+            rewrite(self, batch.writer, batch.after_commit)
         return True
 
     def delete(self, ids: Iterable[str]) -> int:

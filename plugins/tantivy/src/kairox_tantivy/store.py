@@ -17,6 +17,7 @@ worst rows no document refers to, never a document without its row.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -125,6 +126,13 @@ class DocumentStore:
     def remove(self, ids: Iterable[str]) -> None:
         """Delete every row of ``ids`` (their documents were deleted from Tantivy)."""
         self._delete("DELETE FROM documents WHERE id = ?", [(doc_id,) for doc_id in ids])
+
+    def keep_only(self, keys: Sequence[int]) -> None:
+        """Delete every row whose key is not in ``keys`` (rows a crash left unreferenced)."""
+        self._delete(
+            "DELETE FROM documents WHERE key NOT IN (SELECT value FROM json_each(?))",
+            [(json.dumps(list(keys)),)],
+        )
 
     def _delete(self, sql: str, params: list[tuple]) -> None:
         if not params:
