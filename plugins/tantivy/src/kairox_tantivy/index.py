@@ -32,11 +32,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -44,6 +43,14 @@ from typing import Any, TypedDict, Unpack
 
 from kairox import BackendError, Document, LazyImport, QueryError
 from kairox.retrieval.filters import FilterUnsupportedError, parse_filter
+from kairox_tantivy.documents import (
+    check_id,
+    filter_term,
+    metadata_from_json,
+    metadata_terms,
+    valid_utf8,
+)
+from kairox_tantivy.documents import row as document_row
 from kairox_tantivy.filters import (
     RANGE_MARKER,
     SUPPORT,
@@ -65,8 +72,6 @@ __all__ = [
     "metadata_from_json",
 ]
 
-#: Tantivy silently skips raw tokens longer than this many UTF-8 bytes (``MAX_TOKEN_LEN``).
-MAX_TERM_BYTES = 65_530
 #: Distinct query terms beyond this are ignored (a pasted megabyte still answers fast).
 MAX_QUERY_TERMS = 1024
 #: The writer's total indexing memory budget, split between its threads.
@@ -75,9 +80,6 @@ WRITER_HEAP_BYTES = 128_000_000
 CLAUSE_CACHE_SIZE = 4096
 
 INSTALL_HINT = "pip install kairox-tantivy (or pip install tantivy)"
-
-_SCALARS = (str, int, float, bool)
-_SEQUENCES = (list, tuple, set, frozenset)
 
 
 class TantivyIndexError(BackendError):
@@ -134,62 +136,6 @@ def _build_analyzer(tantivy: ModuleType) -> Any:
         .filter(tantivy.Filter.stemmer("english"))
         .build()
     )
-
-
-def _valid_utf8(text: str) -> str:
-    """``text`` with lone surrogates (which UTF-8 cannot carry) replaced by ``?``."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8")
-    return text
-
-
-def _filter_value(value: Any) -> Any:
-    # bool and integral floats compare like their int (True == 1, 2021.0 == 2021), as
-    # they do in Python and in the sqlite-fts source.
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-def filter_term(key: str, value: str | int | float | bool) -> str:
-    """The ``filter`` field term for metadata ``key == value``: ``"key"=json(value)``.
-
-    Both halves are JSON (ASCII-escaped), so the term is unambiguous whatever the key or
-    value contains, and the string ``"2021"`` differs from the number ``2021``.
-    """
-    return json.dumps(str(key)) + "=" + json.dumps(_filter_value(value))
-
-
-def _metadata_terms(metadata: Mapping[str, Any]) -> list[str]:
-    """Filter terms for every scalar value (and every scalar element of a list value)."""
-    terms: list[str] = []
-    for key, value in metadata.items():
-        values = list(value) if isinstance(value, _SEQUENCES) else [value]
-        for item in values:
-            if isinstance(item, _SCALARS):
-                term = filter_term(key, item)
-                if len(term) <= MAX_TERM_BYTES:
-                    terms.append(term)
-    return list(dict.fromkeys(terms))
-
-
-def _check_id(doc_id: Any) -> str:
-    if not isinstance(doc_id, str):
-        raise TypeError(f"document id must be a str, got {type(doc_id).__name__}")
-    try:
-        size = len(doc_id.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise ValueError(f"document id {doc_id!r} is not valid UTF-8 (lone surrogate)") from None
-    if size > MAX_TERM_BYTES:
-        raise ValueError(
-            f"document id {doc_id[:40]!r}... is {size} bytes; tantivy indexes at most "
-            f"{MAX_TERM_BYTES} bytes per id"
-        )
-    return doc_id
 
 
 def _deleter(writer: Any) -> Any:
@@ -385,7 +331,7 @@ class TantivyIndex:
         out.add_text("title", title)
         out.add_text("body", body)
         metadata = dict(doc.metadata)
-        for term in [*_metadata_terms(metadata), *range_terms(metadata)]:
+        for term in [*metadata_terms(metadata), *range_terms(metadata)]:
             out.add_text("filter", term)
         return out
 
@@ -393,25 +339,25 @@ class TantivyIndex:
         """Add or replace documents by id, in one commit. Returns how many were written."""
         latest: dict[str, Document] = {}
         for doc in documents:
-            latest[_check_id(doc.id)] = doc  # the last copy of an id in a batch wins
+            latest[check_id(doc.id)] = doc  # the last copy of an id in a batch wins
         return self._write([(doc, doc.fingerprint) for doc in latest.values()])
 
     def _write(self, entries: Sequence[tuple[Document, str]]) -> int:
         """Write ``(document, fingerprint)`` pairs (distinct ids) in one commit."""
         if not entries:
             return 0
-        rows: list[Row] = [_row(doc, fingerprint) for doc, fingerprint in entries]
+        rows: list[Row] = [document_row(doc, fp) for doc, fp in entries]
         with self._writer() as batch:
             # Rows first: a committed document always has its row (store.py).
             keys = self._store.add(rows)
             batch.undo.append(lambda: self._store.discard(keys))
-            ids = [row[0] for row in rows]
+            ids = [stored[0] for stored in rows]
             batch.after_commit.append(lambda: self._store.prune(zip(ids, keys, strict=True)))
             delete = _deleter(batch.writer)
-            for (doc, _), row, key in zip(entries, rows, keys, strict=True):
+            for (doc, _), stored, key in zip(entries, rows, keys, strict=True):
                 # A delete applies to documents added before it, so the add survives.
                 delete("id", doc.id)
-                batch.writer.add_document(self._document(doc, key, row[1], row[2]))
+                batch.writer.add_document(self._document(doc, key, stored[1], stored[2]))
         return len(rows)
 
     def compact(self) -> bool:
@@ -436,7 +382,7 @@ class TantivyIndex:
 
     def delete(self, ids: Iterable[str]) -> int:
         """Delete documents by id, in one commit. Returns how many of the ids existed."""
-        wanted = list(dict.fromkeys(_check_id(i) for i in ids))
+        wanted = list(dict.fromkeys(check_id(i) for i in ids))
         if not wanted:
             return 0
         existing = self._count_ids(wanted)
@@ -494,7 +440,7 @@ class TantivyIndex:
 
     def query_terms(self, text: str) -> list[str]:
         """The distinct ``en_stem`` terms of ``text``, in order (at most MAX_QUERY_TERMS)."""
-        terms = dict.fromkeys(self._analyzer.analyze(_valid_utf8(text)))
+        terms = dict.fromkeys(self._analyzer.analyze(valid_utf8(text)))
         return list(terms)[:MAX_QUERY_TERMS]
 
     def _filter_clauses(self, filters: Any) -> list[Any] | None:
@@ -603,17 +549,3 @@ class TantivyIndex:
             IndexHit(id=i, title=t, body=b, uri=u, metadata=m, score=score)
             for score, i, t, b, u, m in rows
         ]
-
-
-def _row(doc: Document, fingerprint: str) -> Row:
-    """``doc`` as its ``documents.sqlite`` row (text made valid UTF-8)."""
-    metadata = json.dumps(dict(doc.metadata), sort_keys=True, default=str)
-    uri = None if doc.uri is None else _valid_utf8(str(doc.uri))
-    title, body = _valid_utf8(doc.title or ""), _valid_utf8(doc.text or "")
-    return (doc.id, title, body, uri, fingerprint, metadata)
-
-
-def metadata_from_json(raw: str) -> dict[str, Any]:
-    """A row's metadata JSON as a new dict."""
-    # Most documents carry none; skipping the parser for them is measurable per query.
-    return {} if raw == "{}" else json.loads(raw)
