@@ -74,3 +74,20 @@ def test_rows_a_crash_left_behind_go_with_the_rewrite(tmp_path):
     with sqlite3.connect(index.path / "documents.sqlite") as db:
         ids = {row[0] for row in db.execute("SELECT id FROM documents")}
     assert "ghost" not in ids and len(ids) == index.count() == 60
+
+
+def test_the_benchmark_fill_ends_like_kb_ingest_with_one_segment(tmp_path, make_source):
+    from types import SimpleNamespace
+
+    from kairox.bench.profile import fill
+
+    corpus = {f"d{i}": (f"title {i}", f"shared body text number{i}") for i in range(2500)}
+    progress: list[int] = []
+    harness = SimpleNamespace(
+        dataset=SimpleNamespace(corpus=corpus),
+        _report=lambda what, done, total: progress.append(done),
+    )
+    source, _seconds, cached = fill(harness, make_source(tmp_path), "tantivy", "tantivy")
+    assert progress == [1000, 2000, 3000] and not cached  # three commits of 1,000
+    assert segment_sizes(tmp_path / "index") == [2500]  # finish() compacted them
+    assert run(source.retrieve(Query("number7", k=1)))[0].id == "d7"
