@@ -83,3 +83,22 @@ def test_an_index_that_lost_its_rows_says_so(filled):
     (filled.path / STORE_FILE).unlink()
     with pytest.raises(TantivyIndexError, match=r"lost its documents\.sqlite"):
         TantivyIndex(filled.path)
+
+
+def test_a_forked_child_opens_its_own_connections(filled):
+    import os
+
+    assert filled.search("saturn rings", 1)[0].id == "astro-1"  # the parent's connections
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit code
+        code = 1
+        try:
+            filled.upsert([Document("child", "written by the forked child about herons")])
+            hits = filled.search("herons", 5)
+            code = 0 if [h.id for h in hits] == ["child"] and hits[0].body.endswith("herons") else 3
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert filled._store._pid == os.getpid()  # the parent's own connections are untouched
+    assert [h.id for h in filled.search("herons", 5)] == ["child"]

@@ -18,6 +18,7 @@ worst rows no document refers to, never a document without its row.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -76,12 +77,20 @@ class DocumentStore:
         self._cache: dict[int, HitRow] = {}
         self._cached_chars = 0
         self._cache_lock = threading.Lock()
+        self._pid = os.getpid()
         self._writer = self._connect()
         # Only a new file needs its schema: a search need not take any write lock.
         known = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'documents'"
         if self._writer.execute(known).fetchone() is None:
             self._writer.execute("PRAGMA journal_mode=WAL")
             self._writer.executescript(_SCHEMA)
+
+    def _check_fork(self) -> None:
+        """A forked child never uses its parent's connections (SQLite forbids it)."""
+        if os.getpid() != self._pid:
+            self._pid = os.getpid()
+            self._local = threading.local()
+            self._writer = self._connect()
 
     def _connect(self) -> sqlite3.Connection:
         # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE ... COMMIT).
@@ -92,7 +101,8 @@ class DocumentStore:
 
     def _reader(self) -> sqlite3.Connection:
         connection = getattr(self._local, "connection", None)
-        if connection is None:
+        if connection is None or os.getpid() != self._pid:
+            self._check_fork()
             connection = self._local.connection = self._connect()
             connection.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
         return connection
@@ -101,6 +111,7 @@ class DocumentStore:
 
     def add(self, rows: Sequence[Row]) -> list[int]:
         """Insert ``rows`` in one transaction; their new keys, in order."""
+        self._check_fork()
         db = self._writer
         insert = (
             "INSERT INTO documents (id, title, body, uri, fingerprint, metadata) "
@@ -137,6 +148,7 @@ class DocumentStore:
     def _delete(self, sql: str, params: list[tuple]) -> None:
         if not params:
             return
+        self._check_fork()
         db = self._writer
         db.execute("BEGIN IMMEDIATE")
         try:
