@@ -37,6 +37,7 @@ from kairox_tantivy.index import (
     filter_term,
     has_index,
     load_tantivy,
+    metadata_from_json,
 )
 
 __all__ = [
@@ -127,11 +128,16 @@ class TantivySource:
             return {}
         return self._open().fingerprints()
 
+    def finish(self) -> None:
+        """After an ingest run: one segment again if small ones piled up (``compact``)."""
+        if self._index is not None or self._exists():
+            self._open().compact()
+
     # -- Source ----------------------------------------------------------------------------
 
     def _search(self, query: Query) -> list[Hit]:
         SUPPORT.check(self.name, query.filter)
-        rows = self._open().search_rows(
+        found = self._open().search_stored(
             query.text,
             query.k,
             query.filter,
@@ -140,15 +146,8 @@ class TantivySource:
         )
         name = self.name
         return [
-            Hit(
-                id=doc_id,
-                text=f"{title}\n{body}" if title else body,
-                score=score,
-                source=name,
-                uri=uri,
-                metadata={**metadata, "title": title} if title else metadata,
-            )
-            for score, doc_id, title, body, uri, metadata in rows
+            Hit(doc_id, text, score, name, uri, _hit_metadata(metadata, title))
+            for score, (doc_id, title, text, uri, metadata) in found
         ]
 
     async def retrieve(self, query: Query) -> list[Hit]:
@@ -158,6 +157,16 @@ class TantivySource:
             # thread wake-ups, which on a loaded machine took longer than the search.
             return self._search(query)
         return await asyncio.to_thread(self._search, query)
+
+
+def _hit_metadata(raw: str, title: str) -> dict:
+    """A hit's metadata: the document's (a new dict each time), plus its title if any."""
+    if raw == "{}":
+        return {"title": title} if title else {}
+    metadata = metadata_from_json(raw)
+    if title:
+        metadata["title"] = title
+    return metadata
 
 
 def resolve_index_dir(config: TantivyConfig, ctx: BuildContext) -> Path:

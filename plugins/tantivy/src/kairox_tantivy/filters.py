@@ -1,7 +1,7 @@
 """Kairox filters as tantivy query objects over the ``filter`` field's terms.
 
 Each scalar metadata value (and each string of a list) is indexed as one raw term
-``"key"=json(value)`` (:func:`kairox_tantivy.index.filter_term`), so equality, ``$in``,
+``"key"=json(value)`` (:func:`kairox_tantivy.documents.filter_term`), so equality, ``$in``,
 ``$contains`` are term queries, ``$exists`` a regex over the key's prefix, and
 ``$and``/``$or``/``$not`` boolean queries (``$not`` is everything minus the inner query).
 No query string is ever built.
@@ -110,7 +110,7 @@ def compile_filter(expr: FilterExpr, tantivy: Any, schema: Any) -> Any:
 
 
 def _compile(expr: FilterExpr, tantivy: Any, schema: Any) -> Any:
-    from kairox_tantivy.index import filter_term
+    from kairox_tantivy.documents import filter_term
 
     Occur, Query = tantivy.Occur, tantivy.Query
 
