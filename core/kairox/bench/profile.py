@@ -174,6 +174,9 @@ def fill(bench: Bench, source: Any, kind_name: str, label: str) -> tuple[Any, fl
     for start in range(0, len(documents), 1000):
         source.upsert(documents[start : start + 1000])
         bench._report(f"indexing {label}", start + 1000, len(documents))
+    finish = getattr(source, "finish", None)
+    if callable(finish):
+        finish()  # the end-of-run work `kairox kb ingest` does (merging, packing)
     return source, time.perf_counter() - started, False
 
 

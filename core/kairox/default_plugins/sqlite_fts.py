@@ -41,6 +41,12 @@ _Row = tuple[str, str, str, "str | None", dict[str, Any]]
 _SCHEMA_VERSION = 1
 #: bm25 weight of a title match against a body match (tuned on SciFact train).
 DEFAULT_TITLE_WEIGHT = 3.0
+#: :meth:`SqliteFtsIndex.compact` merges the index into one segment once this share of its
+#: documents was written since it opened: each write transaction leaves FTS5 a segment,
+#: and a query reads every one (SciFact, 6 batches: 7.2 ms a query, 5.8 ms merged). The
+#: merge rewrites the whole index, so it waits for a share, not for any write: its cost
+#: stays proportional to what the runs wrote (FTS5's own automerge covers small runs).
+COMPACT_SHARE = 0.125
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -96,6 +102,8 @@ class SqliteFtsIndex:
         # One connection shared by the worker threads of asyncio.to_thread; the lock
         # serialises use of it (SQLite would serialise the writes anyway).
         self._lock = threading.Lock()
+        #: documents written (added, replaced, deleted) since opened or last compacted.
+        self._written = 0
         try:
             self._db = connect(self.path, create=create)
         except apsw.Error as exc:
@@ -165,6 +173,7 @@ class SqliteFtsIndex:
                 "uri=excluded.uri, metadata=excluded.metadata, fingerprint=excluded.fingerprint",
                 rows,
             )
+            self._written += len(rows)
         return len(rows)
 
     def fingerprints(self) -> dict[str, str]:
@@ -177,7 +186,21 @@ class SqliteFtsIndex:
             for doc_id in ids:
                 self._db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
                 deleted += self._db.changes()  # the row itself, not the trigger's FTS rows
+            self._written += deleted
         return deleted
+
+    def compact(self) -> bool:
+        """Merge the full-text index into one segment (FTS5 ``optimize``) when at least
+        :data:`COMPACT_SHARE` of the documents were written since this object opened or
+        last compacted; whether it did. Rankings do not change, only their speed."""
+        with self._lock:
+            total = self._db.execute("SELECT count(*) FROM documents").fetchone()[0]
+            if self._written == 0 or self._written < COMPACT_SHARE * total:
+                return False
+            with self._db:
+                self._db.execute("INSERT INTO documents_fts(documents_fts) VALUES ('optimize')")
+            self._written = 0
+            return True
 
     def count(self) -> int:
         with self._lock:
@@ -363,7 +386,10 @@ class SqliteFtsSource:
         return {doc_id: fp for doc_id, fp in stored.items() if doc_id in embedded}
 
     def finish(self) -> None:
-        """After an ingest run: pack the vectors for fast loading."""
+        """After an ingest run: merge the index's segments after a large run
+        (:meth:`SqliteFtsIndex.compact`), pack the vectors for fast loading."""
+        if self._index is not None:
+            self._index.compact()
         if self._vectors is not None:
             self._vectors.finish()
 
