@@ -30,6 +30,7 @@ from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind, sqlite
 from kairox.retrieval.filters import ALL_OPERATORS, FilterExpr, parse_filter
 from kairox.retrieval.filters.sql import compile_sql, register_functions
 from kairox.retrieval.fts5 import match_expression
+from kairox.retrieval.fts5_merge import merge_segments, worth_merging
 from kairox.retrieval.fusion import fuse
 from kairox.retrieval.sqlite_engine import connect, enable_wal
 from kairox.retrieval.vectors import SENTENCE_WEIGHT
@@ -41,12 +42,6 @@ _Row = tuple[str, str, str, "str | None", dict[str, Any]]
 _SCHEMA_VERSION = 1
 #: bm25 weight of a title match against a body match (tuned on SciFact train).
 DEFAULT_TITLE_WEIGHT = 3.0
-#: :meth:`SqliteFtsIndex.compact` merges the index into one segment once this share of its
-#: documents was written since it opened: each write transaction leaves FTS5 a segment,
-#: and a query reads every one (SciFact, 6 batches: 7.2 ms a query, 5.8 ms merged). The
-#: merge rewrites the whole index, so it waits for a share, not for any write: its cost
-#: stays proportional to what the runs wrote (FTS5's own automerge covers small runs).
-COMPACT_SHARE = 0.125
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -190,15 +185,14 @@ class SqliteFtsIndex:
         return deleted
 
     def compact(self) -> bool:
-        """Merge the full-text index into one segment (FTS5 ``optimize``) when at least
-        :data:`COMPACT_SHARE` of the documents were written since this object opened or
-        last compacted; whether it did. Rankings do not change, only their speed."""
+        """Merge the full-text index into one segment when enough of its documents were
+        written since this object opened or last compacted
+        (:func:`~kairox.retrieval.fts5_merge.worth_merging`); whether it did."""
         with self._lock:
             total = self._db.execute("SELECT count(*) FROM documents").fetchone()[0]
-            if self._written == 0 or self._written < COMPACT_SHARE * total:
+            if not worth_merging(self._written, total):
                 return False
-            with self._db:
-                self._db.execute("INSERT INTO documents_fts(documents_fts) VALUES ('optimize')")
+            merge_segments(self._db, "documents_fts")
             self._written = 0
             return True
 
