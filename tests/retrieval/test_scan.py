@@ -131,3 +131,30 @@ def test_sentence_aware_rankings_are_the_same_shared_or_not(large, queries):
             FAN_OUT.reset(token)
         assert np.array_equal(alone[0], shared[0]) and np.array_equal(alone[1], shared[1])
         assert len(alone[0]) == 100
+
+
+def test_a_forked_child_starts_a_helper_of_its_own(large, queries):
+    import multiprocessing
+
+    token = FAN_OUT.set(2)
+    try:
+        search_product(large, queries[0])  # the parent's helper exists now
+    finally:
+        FAN_OUT.reset(token)
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        helped = pool.apply(_child_product, (large, queries[2]))
+    assert np.array_equal(helped, _one_thread(large, queries[2]))
+
+
+def _child_product(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    from kairox.retrieval import scan
+
+    assert scan._helper is None  # not the parent's (its thread is not in this process)
+    token = FAN_OUT.set(2)
+    try:
+        answer = search_product(matrix, query)
+    finally:
+        FAN_OUT.reset(token)
+    assert scan._helper is not None and scan._helper._thread.is_alive()
+    return answer

@@ -20,6 +20,7 @@ makes, splits the rows elsewhere and can differ in the last bit of a few scores 
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -59,6 +60,15 @@ class Helper:
 
 _helper: Helper | None = None
 _helper_lock = threading.Lock()
+
+
+def _forget_helper() -> None:
+    # A forked child (the benchmark's isolated runs) has none of the parent's threads.
+    global _helper, _helper_lock
+    _helper, _helper_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_helper)
 
 
 def _shared_helper() -> Helper:
