@@ -275,8 +275,11 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
         stats.sentences_embedded += embedded.sentences
         self._collect_garbage()
         # A run that rewrote a good share of the files merges the words' index (a query
-        # reads every segment its batches left; kairox.retrieval.fts5_merge).
-        if worth_merging(stats.added + stats.updated + stats.removed, len(seen) + len(gone)):
+        # reads every segment its batches left; kairox.retrieval.fts5_merge). The table
+        # holds every workspace of this database, so the share is of all their files.
+        changed = stats.added + stats.updated + stats.removed
+        total = self._db.execute("SELECT count(*) FROM rag_files").fetchone()[0] + len(gone)
+        if worth_merging(changed, total):
             merge_segments(self._db, "rag_chunks_fts")
         stats.pack_bytes = self._refresh_pack()
         stats.chunks_total = self.chunk_count()
