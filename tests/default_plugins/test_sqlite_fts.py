@@ -93,6 +93,55 @@ def test_title_weight_changes_the_ranking(tmp_path):
     assert title_first[0].id == "in-title"
 
 
+def _segments(index: SqliteFtsIndex) -> int:
+    # FTS5 keys a segment's pages by segment id << 37 (ids up to 10 are its own records).
+    rows = index._db.execute(
+        "SELECT count(DISTINCT id >> 37) FROM documents_fts_data WHERE id > 10"
+    )
+    return rows.fetchone()[0]
+
+
+def _batches(count, size):
+    words = ["saturn", "rings", "ice", "volcano", "lava", "ocean", "tide", "comet", "dust"]
+    documents = [
+        Document(f"d{i}", f"{words[i % 9]} {words[(i * 4) % 9]} and {words[(i * 7) % 9]} {i}")
+        for i in range(count)
+    ]
+    return [documents[start : start + size] for start in range(0, count, size)]
+
+
+def test_finish_merges_a_large_runs_segments_into_one_with_rankings_unchanged(tmp_path):
+    source = build(tmp_path)
+    for batch in _batches(40, 8):
+        source.upsert(batch)  # a transaction each: FTS5 keeps several segments
+    index = source._open()
+    assert _segments(index) > 1
+    queries = [Query(text, k=50) for text in ("saturn ice", "lava tide comet", "dust 7")]
+    before = [[(h.id, h.score) for h in run(source.retrieve(q))] for q in queries]
+    source.finish()
+    assert _segments(index) == 1
+    assert [[(h.id, h.score) for h in run(source.retrieve(q))] for q in queries] == before
+    assert all(before)
+
+
+def test_compact_waits_until_a_share_of_the_documents_was_written(tmp_path):
+    index = SqliteFtsIndex(tmp_path / "kb.db", create=True)
+    assert index.compact() is False  # nothing written
+    (first,) = _batches(40, 40)
+    index.upsert(first)
+    assert index.compact() is True
+    assert index.compact() is False  # nothing written since
+    index.upsert(first[:4])  # 4 of 40: under an eighth
+    segments = _segments(index)
+    assert segments > 1
+    assert index.compact() is False
+    assert _segments(index) == segments
+    index.delete([d.id for d in first[4:6]])  # 6 writes of 38 documents: an eighth and more
+    assert index.compact() is True
+    assert _segments(index) == 1
+    index.close()
+
+
 def test_match_expression_quotes_every_term():
     assert (
         match_expression('title:"saturn" AND -rings*') == '"title" OR "saturn" OR "and" OR "rings"'

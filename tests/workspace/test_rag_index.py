@@ -323,3 +323,48 @@ def test_the_workspace_config_reaches_the_index(tmp_path, embedder):
     index = build_index(ctx)
     assert (index.vector_pack, index.sentence_weight) == (False, 0.3)
     index.close()
+
+
+def _fts_segments(database) -> int:
+    # FTS5 keys a segment's pages by segment id << 37 (ids up to 10 are its own records).
+    db = sqlite3.connect(database)
+    try:
+        query = "SELECT count(DISTINCT id >> 37) FROM rag_chunks_fts_data WHERE id > 10"
+        return db.execute(query).fetchone()[0]
+    finally:
+        db.close()
+
+
+def test_a_run_that_rewrites_a_share_of_the_files_merges_the_words_index(
+    database, tmp_path, embedder
+):
+    from kairox.retrieval.fts5_merge import merge_segments
+    from kairox.workspace.rag_index import FILES_PER_BATCH
+
+    root = tmp_path / "many"
+    root.mkdir()
+    count = 3 * FILES_PER_BATCH  # three write batches: three segments before merging
+    for n in range(count):
+        (root / f"f{n}.txt").write_text(f"note {n} about harbour storms and provisions\n")
+    index = WorkspaceRagIndex(database, root, embedder, chunk_tokens=32, chunk_overlap=4)
+    query = "note cook quartermaster"
+    try:
+        index.index()
+        assert _fts_segments(database) == 1
+        (root / "f0.txt").write_text("a changed note about the quartermaster\n")
+        index.index()  # 1 file of 96: under an eighth, FTS5's own merging only
+        assert _fts_segments(database) > 1
+        before = [(h.id, h.score) for h in index.search_words(query, 50)]
+        other = sqlite3.connect(database)
+        merge_segments(other, "rag_chunks_fts")
+        other.close()
+        assert _fts_segments(database) == 1
+        assert [(h.id, h.score) for h in index.search_words(query, 50)] == before
+        assert len(before) == 50
+        for n in range(1, count // 4):  # 23 more files of 96: an eighth and more
+            (root / f"f{n}.txt").write_text(f"rewritten note {n} about the cook\n")
+        (root / "f0.txt").write_text("the quartermaster again\n")
+        index.index()
+        assert _fts_segments(database) == 1
+    finally:
+        index.close()

@@ -176,7 +176,7 @@ def fill(bench: Bench, source: Any, kind_name: str, label: str) -> tuple[Any, fl
         bench._report(f"indexing {label}", start + 1000, len(documents))
     finish = getattr(source, "finish", None)
     if callable(finish):
-        finish()  # the end-of-run work `kairox kb ingest` does too (timed with the rest)
+        finish()  # the end-of-run work `kairox kb ingest` does (merging, packing)
     return source, time.perf_counter() - started, False
 
 

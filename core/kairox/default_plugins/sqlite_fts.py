@@ -30,6 +30,7 @@ from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind, sqlite
 from kairox.retrieval.filters import ALL_OPERATORS, FilterExpr, parse_filter
 from kairox.retrieval.filters.sql import compile_sql, register_functions
 from kairox.retrieval.fts5 import match_expression
+from kairox.retrieval.fts5_merge import merge_segments, worth_merging
 from kairox.retrieval.fusion import fuse
 from kairox.retrieval.sqlite_engine import connect, enable_wal
 from kairox.retrieval.vectors import SENTENCE_WEIGHT
@@ -96,6 +97,8 @@ class SqliteFtsIndex:
         # One connection shared by the worker threads of asyncio.to_thread; the lock
         # serialises use of it (SQLite would serialise the writes anyway).
         self._lock = threading.Lock()
+        #: documents written (added, replaced, deleted) since opened or last compacted.
+        self._written = 0
         try:
             self._db = connect(self.path, create=create)
         except apsw.Error as exc:
@@ -165,6 +168,7 @@ class SqliteFtsIndex:
                 "uri=excluded.uri, metadata=excluded.metadata, fingerprint=excluded.fingerprint",
                 rows,
             )
+            self._written += len(rows)
         return len(rows)
 
     def fingerprints(self) -> dict[str, str]:
@@ -177,7 +181,20 @@ class SqliteFtsIndex:
             for doc_id in ids:
                 self._db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
                 deleted += self._db.changes()  # the row itself, not the trigger's FTS rows
+            self._written += deleted
         return deleted
+
+    def compact(self) -> bool:
+        """Merge the full-text index into one segment when enough of its documents were
+        written since this object opened or last compacted
+        (:func:`~kairox.retrieval.fts5_merge.worth_merging`); whether it did."""
+        with self._lock:
+            total = self._db.execute("SELECT count(*) FROM documents").fetchone()[0]
+            if not worth_merging(self._written, total):
+                return False
+            merge_segments(self._db, "documents_fts")
+            self._written = 0
+            return True
 
     def count(self) -> int:
         with self._lock:
@@ -363,7 +380,10 @@ class SqliteFtsSource:
         return {doc_id: fp for doc_id, fp in stored.items() if doc_id in embedded}
 
     def finish(self) -> None:
-        """After an ingest run: pack the vectors for fast loading."""
+        """After an ingest run: merge the index's segments after a large run
+        (:meth:`SqliteFtsIndex.compact`), pack the vectors for fast loading."""
+        if self._index is not None:
+            self._index.compact()
         if self._vectors is not None:
             self._vectors.finish()
 

@@ -187,14 +187,24 @@ def fuse(
             entries.add_source(name, ranked[name], weight, kinds.get(name))
 
     ordered: list[tuple[float, str, str, str, str, list[int], int]] = []
+    values, hits, fingerprints, sources = (
+        entries.values,
+        entries.hits,
+        entries.fingerprints,
+        entries.sources,
+    )
     for group in _merge_duplicates(entries):
-        best = _best_per_source(group, entries.sources)
-        # A passage one source returned (the usual case) needs no summing.
-        values = entries.values
-        score = values[best[0]] if len(best) == 1 else math.fsum(values[i] for i in best)
-        survivor = entries.survivor(best)
-        hit = entries.hits[survivor]
-        fingerprint, source = entries.fingerprints[survivor], entries.sources[survivor]
+        if len(group) == 1:
+            # A passage one source returned (the usual case): its only entry is its best,
+            # its survivor and its score.
+            best, survivor = group, group[0]
+            score = values[survivor]
+        else:
+            best = _best_per_source(group, sources)
+            score = values[best[0]] if len(best) == 1 else math.fsum(values[i] for i in best)
+            survivor = entries.survivor(best)
+        hit = hits[survivor]
+        fingerprint, source = fingerprints[survivor], sources[survivor]
         ordered.append((-score, hit.id, fingerprint, source, hit.uri or "", best, survivor))
     ordered.sort(key=lambda row: row[:5])
     if limit is not None:
@@ -237,16 +247,16 @@ class _Entries:
         self, name: str, hits: Sequence[Hit], weight: float, kind: ScoreKind | None
     ) -> None:
         """Append one source's hits ranked 1, 2, ... keeping the first copy of each id."""
-        seen: set[str] = set()
-        kept: list[Hit] = []
-        for hit in hits:
-            if hit.id in seen:
-                continue
-            seen.add(hit.id)
-            kept.append(hit)
-            known = _text_key(hit.text)
-            self.fingerprints.append(known[0])
-            self.mergeable.append(known[1])
+        kept: list[Hit] = list(hits)
+        if len({hit.id for hit in kept}) != len(kept):  # rare: keep each id's first copy
+            first: dict[str, Hit] = {}
+            for hit in kept:
+                first.setdefault(hit.id, hit)
+            kept = list(first.values())
+        for hit in kept:
+            fingerprint, mergeable = _text_key(hit.text)
+            self.fingerprints.append(fingerprint)
+            self.mergeable.append(mergeable)
         count = len(kept)
         self.sources.extend([name] * count)
         self.ranks.extend(range(1, count + 1))
@@ -381,12 +391,14 @@ def _merge_duplicates(entries: _Entries) -> list[list[int]]:
     # source shares it, they are all linked and the key remembers one of them.
     pending: dict[Hashable, list[int]] = {}
     linked: dict[Hashable, int] = {}
+    fingerprints, mergeable = entries.fingerprints, entries.mergeable
     for index, hit in enumerate(entries.hits):
-        keys: list[Hashable] = []
-        if hit.uri is not None:
-            keys.append(_uri_key(hit))
-        if entries.mergeable[index]:
-            keys.append(entries.fingerprints[index])
+        if hit.uri is None:
+            keys: tuple[Hashable, ...] = (fingerprints[index],) if mergeable[index] else ()
+        elif mergeable[index]:
+            keys = (_uri_key(hit), fingerprints[index])
+        else:
+            keys = (_uri_key(hit),)
         for key in keys:
             anchor = linked.get(key)
             if anchor is not None:

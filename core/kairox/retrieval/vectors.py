@@ -24,8 +24,8 @@ import numpy as np
 
 from kairox.embedding import EmbeddingBackend
 from kairox.native_memory import return_freed_memory
-from kairox.retrieval.blas import blas_threads
 from kairox.retrieval.model import Hit, Query, ScoreKind
+from kairox.retrieval.scan import search_product
 
 
 def normalise(vectors: np.ndarray) -> np.ndarray:
@@ -126,8 +126,7 @@ class SentenceVectors:
                     f"the query vector has {unit_query.shape[0]} dimensions; the sentence "
                     f"vectors have {self.matrix.shape[1]}"
                 )
-            with blas_threads():
-                scores = self.matrix @ unit_query
+            scores = search_product(self.matrix, unit_query)
             if self.rows is not None:
                 scores = scores[self.rows]
             elif self._order is not None:
@@ -153,8 +152,7 @@ def passage_scores(
         raise ValueError(
             f"the query vector has {unit.shape[0]} dimensions; the matrix has {matrix.shape[1]}"
         )
-    with blas_threads():
-        scores = matrix @ unit
+    scores = search_product(matrix, unit)
     if sentences is None or sentence_weight == 0 or not len(sentences.matrix):
         return scores
     best = sentences.best(unit, matrix.shape[0])

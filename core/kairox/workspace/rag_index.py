@@ -23,6 +23,7 @@ import numpy as np
 
 from kairox.embed_progress import EmbedProgress
 from kairox.embedding import EmbeddingBackend
+from kairox.retrieval.fts5_merge import merge_segments, worth_merging
 from kairox.retrieval.vectors import SENTENCE_WEIGHT, SentenceVectors, check_sentence_weight
 from kairox.workspace.chunking import split_sentences
 from kairox.workspace.code_chunks import chunk_source
@@ -273,6 +274,13 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
         stats.chunks_embedded += embedded.chunks
         stats.sentences_embedded += embedded.sentences
         self._collect_garbage()
+        # A run that rewrote a good share of the files merges the words' index (a query
+        # reads every segment its batches left; kairox.retrieval.fts5_merge). The table
+        # holds every workspace of this database, so the share is of all their files.
+        changed = stats.added + stats.updated + stats.removed
+        total = self._db.execute("SELECT count(*) FROM rag_files").fetchone()[0] + len(gone)
+        if worth_merging(changed, total):
+            merge_segments(self._db, "rag_chunks_fts")
         stats.pack_bytes = self._refresh_pack()
         stats.chunks_total = self.chunk_count()
         return stats
