@@ -113,6 +113,12 @@ def test_threads_follow_fan_out(ov_bf16):
     assert ov_bf16.compile_config(2)["ENABLE_CPU_PINNING"] is False
 
 
+def test_what_is_kept_per_batch_shape_is_bounded(ov_bf16):
+    # Every new (texts, width) pair would otherwise add to the resident size for good.
+    # (A compile-time key only: the compiled model does not report it back.)
+    assert ov_bf16.compile_config(2)["CPU_RUNTIME_CACHE_CAPACITY"] == 64
+
+
 def test_minilm_is_bf16_where_the_cpu_has_it():
     backend = default_minilm(capabilities=lambda: {"BF16", "FP32"})
     assert isinstance(backend, OpenVinoMiniLMEmbedder) and isinstance(backend, EmbeddingBackend)
