@@ -8,9 +8,19 @@ import os
 import kairox_sentence_transformers
 import numpy as np
 import pytest
-from kairox_sentence_transformers import MODEL_NAME, OnnxMiniLMEmbedder, minilm_int8
+from kairox_sentence_transformers import (
+    MODEL_NAME,
+    OnnxMiniLMEmbedder,
+    minilm_int8,
+    minilm_int8_ort,
+)
+from kairox_sentence_transformers.int8_backend import equal_length_batches
 from kairox_sentence_transformers.onnx_export import QDQ_FILE, export_folder
-from kairox_sentence_transformers.openvino_backend import OPENVINO_INSTALL_HINT
+from kairox_sentence_transformers.onnx_static import calibration_texts
+from kairox_sentence_transformers.openvino_backend import (
+    OPENVINO_INSTALL_HINT,
+    OpenVinoMiniLMEmbedder,
+)
 
 from kairox.testing import CORPUS, EmbeddingConformance, python_process
 
@@ -49,7 +59,7 @@ class TestOpenVinoInt8Conformance(EmbeddingConformance):
 
 
 def test_int8_runs_on_openvino_and_names_its_vectors_apart(openvino_int8, onnx_int8, onnx_fp32):
-    assert type(openvino_int8).__name__ == "OpenVinoMiniLMEmbedder"
+    assert isinstance(openvino_int8, OpenVinoMiniLMEmbedder)
     assert openvino_int8.precision == "int8"
     assert openvino_int8.name == f"{MODEL_NAME}-int8-qdq1"
     # Other vectors than onnxruntime's int8 and than fp32: an index never mixes them.
@@ -64,10 +74,24 @@ def test_int8_agrees_with_fp32_on_held_out_texts(openvino_int8, onnx_fp32):
 
 
 def test_a_vector_does_not_depend_on_its_batch_mates(openvino_int8):
-    texts = TEXTS * 2
+    # Sentences of many lengths: batched with padding, OpenVINO's int8 moved some of these
+    # (cosine 0.991 to their vectors alone).
+    texts = TEXTS + [s for text in calibration_texts() for s in text.split(". ") if s.strip()]
     together = openvino_int8.embed(texts)
     one_by_one = np.vstack([openvino_int8.embed([t]) for t in texts])
     np.testing.assert_allclose(together, one_by_one, atol=1e-5)
+
+
+def test_equal_length_batches_hold_one_length_each_and_respect_the_budget():
+    lengths = [3, 100, 7, 100, 3, 1, 100, 3]
+    batches = equal_length_batches(lengths, batch_size=2, tokens=250)
+    flat = [int(i) for batch in batches for i in batch]
+    assert sorted(flat) == list(range(len(lengths)))  # every text once
+    assert [lengths[i] for i in flat] == sorted(lengths, reverse=True)
+    for batch in batches:
+        assert len({lengths[i] for i in batch}) == 1  # no padding
+        assert len(batch) <= 2 and len(batch) * lengths[batch[0]] <= 250
+    assert [len(b) for b in equal_length_batches([500, 500], 4, 200)] == [1, 1]
 
 
 def test_the_qdq_model_has_constant_scales_and_standard_operators(openvino_int8, kairox_home):
@@ -102,6 +126,12 @@ def test_the_int8_search_path_never_imports_torch(openvino_int8, kairox_home):
         kairox_home,
     )
     assert out.strip() == f"{MODEL_NAME}-int8-qdq1 []"
+
+
+def test_minilm_int8_ort_is_onnxruntimes_whatever_is_installed(onnx_int8):
+    backend = minilm_int8_ort()
+    assert type(backend) is OnnxMiniLMEmbedder
+    assert backend.name == onnx_int8.name == f"{MODEL_NAME}-int8-static1"
 
 
 def test_without_openvino_int8_falls_back_to_onnxruntime(onnx_int8, kairox_home):
