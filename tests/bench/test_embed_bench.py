@@ -84,9 +84,13 @@ def test_flop_accounting():
     wide = peak_flops({"avx512f", "avx512_vnni"}, cores=2, ghz=2.0)
     assert wide["fp32"] == pytest.approx(2 * 2e9 * 16 * 4)
     assert wide["int8"] == pytest.approx(4 * wide["fp32"])
+    assert wide["bf16"] == wide["fp32"]  # no avx512_bf16: bf16 runs at the fp32 rate
+    assert peak_flops({"avx512f", "avx512_bf16"}, cores=2, ghz=2.0)["bf16"] == pytest.approx(
+        2 * wide["fp32"]
+    )
     narrow = peak_flops({"avx2", "fma"}, cores=2, ghz=2.0)
     assert narrow["fp32"] == pytest.approx(wide["fp32"] / 2) and narrow["int8"] == narrow["fp32"]
-    assert peak_flops(set(), cores=1, ghz=None) == {"fp32": None, "int8": None}
+    assert peak_flops(set(), cores=1, ghz=None) == {"fp32": None, "bf16": None, "int8": None}
 
 
 def test_cli_prints_the_table_and_writes_json(dataset, tmp_path):

@@ -62,15 +62,17 @@ def peak_flops(features: set[str], cores: int, ghz: float | None) -> dict[str, f
     """Peak arithmetic rates (FLOP/s or int8 op/s) from the widest vector unit found.
 
     Assumes two fused multiply-add pipes a core (two operations each per lane); fp32
-    lanes are 16 with AVX-512, 8 with AVX2/FMA, else 4; int8 dot products (VNNI) do four
-    multiply-adds per 32-bit lane. AMX tiles, where present, are listed but not counted.
+    lanes are 16 with AVX-512, 8 with AVX2/FMA, else 4; bf16 dot products (AVX-512 BF16)
+    do two multiply-adds per 32-bit lane, int8 ones (VNNI) four. AMX tiles, where present, are listed but not counted.
     """
     if ghz is None:
-        return {"fp32": None, "int8": None}
+        return {"fp32": None, "bf16": None, "int8": None}
     lanes = 16 if "avx512f" in features else 8 if {"avx2", "fma"} <= features else 4
     fp32 = cores * ghz * 1e9 * lanes * 2 * 2
     vnni = "avx512_vnni" in features or "avx_vnni" in features
-    return {"fp32": fp32, "int8": fp32 * 4 if vnni else fp32}
+    # VDPBF16PS: two bf16 products summed into each fp32 lane, twice the fp32 FMA rate.
+    bf16 = fp32 * 2 if "avx512_bf16" in features else fp32
+    return {"fp32": fp32, "bf16": bf16, "int8": fp32 * 4 if vnni else fp32}
 
 
 def minilm_flops(token_counts: Sequence[int]) -> float:
@@ -181,7 +183,7 @@ def benchmark_embed(
         agreement = np.sum(vectors[name] * vectors[reference], axis=1)
         precision = getattr(backends[name], "precision", "fp32")
         rate = flops / median if flops is not None else None
-        peak = peaks["int8" if precision == "int8" else "fp32"]
+        peak = peaks.get(precision, peaks["fp32"])
         rows.append(
             {
                 "backend": name,

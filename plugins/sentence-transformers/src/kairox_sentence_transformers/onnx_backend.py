@@ -67,6 +67,11 @@ def length_batches(lengths: Sequence[int], batch_size: int, tokens: int) -> list
     return batches
 
 
+def check_batch_size(batch_size: int) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+
+
 class OnnxMiniLMEmbedder:
     """An ``EmbeddingBackend``: all-MiniLM-L6-v2 through ONNX Runtime.
 
@@ -83,18 +88,22 @@ class OnnxMiniLMEmbedder:
     def __init__(
         self, *, precision: str = "fp32", batch_size: int = 64, max_seq_length: int = 256
     ) -> None:
-        from kairox_sentence_transformers import MODEL_DIM, MODEL_NAME
+        from kairox_sentence_transformers import MODEL_NAME
 
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        check_batch_size(batch_size)
+        onnx_libraries(MODEL_NAME + NAME_SUFFIX[precision]).check()
+        self._setup(precision, MODEL_NAME + NAME_SUFFIX[precision], batch_size, max_seq_length)
+
+    def _setup(self, precision: str, name: str, batch_size: int, max_seq_length: int) -> None:
+        from kairox_sentence_transformers import MODEL_DIM
+
         self.precision = precision
-        self.name = MODEL_NAME + NAME_SUFFIX[precision]
+        self.name = name
         self.dim = MODEL_DIM
         self.batch_size = batch_size
         self.max_seq_length = max_seq_length
-        onnx_libraries(self.name).check()
         self._lock = threading.Lock()
         self._tokenizer: Any = None
         self._sessions: dict[int, Any] = {}
@@ -102,7 +111,8 @@ class OnnxMiniLMEmbedder:
 
     def __repr__(self) -> str:
         state = "loaded" if self.loaded else "not loaded"
-        return f"OnnxMiniLMEmbedder(name={self.name!r}, precision={self.precision!r}, {state})"
+        kind = type(self).__name__
+        return f"{kind}(name={self.name!r}, precision={self.precision!r}, {state})"
 
     @property
     def loaded(self) -> bool:
@@ -124,9 +134,7 @@ class OnnxMiniLMEmbedder:
         if session is not None:
             return session
         from kairox_sentence_transformers import bundled_model_path
-        from kairox_sentence_transformers.onnx_export import ensure_export
 
-        onnxruntime = onnx_libraries(self.name).load()
         model_path = bundled_model_path()
         if self._tokenizer is None:
             from tokenizers import Tokenizer
@@ -136,7 +144,20 @@ class OnnxMiniLMEmbedder:
             tokenizer.no_padding()
             self._tokenizer = tokenizer
         if self._model_file is None:
-            self._model_file = ensure_export(model_path, self.precision)
+            self._model_file = self._export(model_path)
+        session = self._build_session(self._model_file, threads)
+        self._sessions[threads] = session
+        return session
+
+    def _export(self, model_path: Path) -> Path:
+        """The model file this backend runs (exported on first use)."""
+        from kairox_sentence_transformers.onnx_export import ensure_export
+
+        return ensure_export(model_path, self.precision)
+
+    def _build_session(self, model_file: Path, threads: int) -> Any:
+        """An inference session over ``model_file`` on ``threads`` threads."""
+        onnxruntime = onnx_libraries(self.name).load()
         options = onnxruntime.SessionOptions()
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads
@@ -150,11 +171,18 @@ class OnnxMiniLMEmbedder:
         # No arena: it keeps the largest batch's activations for the life of the process
         # (an index run's peak memory); batches of similar size re-allocate cheaply.
         options.enable_cpu_mem_arena = False
-        session = onnxruntime.InferenceSession(
-            str(self._model_file), sess_options=options, providers=["CPUExecutionProvider"]
+        return onnxruntime.InferenceSession(
+            str(model_file), sess_options=options, providers=["CPUExecutionProvider"]
         )
-        self._sessions[threads] = session
-        return session
+
+    def _infer(self, session: Any, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        """The pooled (unnormalised) vectors of one batch."""
+        (pooled,) = session.run(None, feeds)
+        return pooled
+
+    def _batches(self, lengths: Sequence[int]) -> list[np.ndarray]:
+        """The texts' indices cut into the batches ``embed`` runs."""
+        return length_batches(lengths, self.batch_size, TOKENS_PER_BATCH)
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:
         """Word-piece tokens of each text as the model reads it (after truncation)."""
@@ -172,7 +200,7 @@ class OnnxMiniLMEmbedder:
             session = self._session(self._threads())
             encodings = self._tokenizer.encode_batch(items)
             lengths = [len(e.ids) for e in encodings]
-            for rows in length_batches(lengths, self.batch_size, TOKENS_PER_BATCH):
+            for rows in self._batches(lengths):
                 width = max(lengths[r] for r in rows)
                 ids = np.zeros((len(rows), width), dtype=np.int64)
                 mask = np.zeros((len(rows), width), dtype=np.int64)
@@ -185,8 +213,7 @@ class OnnxMiniLMEmbedder:
                     "attention_mask": mask,
                     "token_type_ids": np.zeros_like(ids),
                 }
-                (pooled,) = session.run(None, feeds)
-                out[rows] = pooled
+                out[rows] = self._infer(session, feeds)
                 # A large run's activations go back to the allocator, which would keep
                 # them: an index run's resident size would climb run after run. A query's
                 # run frees too little to be worth the trim (~70 us against ~4 ms).
