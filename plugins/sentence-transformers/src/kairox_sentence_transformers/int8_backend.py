@@ -1,7 +1,7 @@
 """Which int8 runs ``minilm-int8``: OpenVINO's where it can, onnxruntime's otherwise.
 
 OpenVINO runs the calibrated QDQ model (:mod:`kairox_sentence_transformers.onnx_qdq`) on
-its VNNI int8 kernels, the rest in bf16: measured 1.7x onnxruntime's static int8 with the
+its VNNI int8 kernels, the rest in bf16: 1.6-2.4x onnxruntime's static int8 with the
 same agreement to fp32 (benchmarks/README.md, "Embedding speed"). Where OpenVINO is not
 installed, or its CPU plugin reports no int8, onnxruntime's static int8 runs as before
 and ``kairox plugins`` says how to get the faster one. The two give different vectors,
