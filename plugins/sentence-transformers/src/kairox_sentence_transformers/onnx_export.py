@@ -8,7 +8,9 @@ version, its weights' size and mtime and the onnxruntime version: a reinstalled 
 a new runtime gets a fresh export. ``model-fp32.onnx`` is the graph after onnxruntime's
 BERT optimiser (fused attention, layer norm and GELU); ``model-int8.onnx`` is that graph
 with int8 weights (per channel) and int8 activations at fixed, calibrated scales
-(:mod:`kairox_sentence_transformers.onnx_static`).
+(:mod:`kairox_sentence_transformers.onnx_static`), for onnxruntime;
+``model-int8-qdq<version>.onnx`` is the plain graph with calibrated int8 QDQ products
+(:mod:`kairox_sentence_transformers.onnx_qdq`), for OpenVINO.
 """
 
 from __future__ import annotations
@@ -27,12 +29,18 @@ from pathlib import Path
 
 from kairox.errors import KairoxError
 from kairox.paths import kairox_home
+from kairox_sentence_transformers.onnx_qdq import QDQ_VERSION, make_qdq
 from kairox_sentence_transformers.onnx_static import CALIBRATION_VERSION, make_static
 
 #: Bumped whenever the export recipe changes, so old exports are not reused.
 EXPORT_FORMAT = 2
 FP32_FILE = "model-fp32.onnx"
 INT8_FILE = "model-int8.onnx"
+#: The version is in the file's name, not the folder's key: a new recipe adds a file and
+#: leaves the other exports alone.
+QDQ_FILE = f"model-int8-qdq{QDQ_VERSION}.onnx"
+#: The file each ``ensure_export`` precision names.
+FILES = {"fp32": FP32_FILE, "int8": INT8_FILE, "int8-qdq": QDQ_FILE}
 NUM_HEADS = 12
 HIDDEN_SIZE = 384
 
@@ -79,13 +87,13 @@ def _locked(folder: Path) -> Iterator[None]:
 
 
 def ensure_export(model_path: Path, precision: str) -> Path:
-    """The ONNX file for ``precision`` (``fp32`` or ``int8``), exporting it first if needed.
+    """The ONNX file for ``precision`` (a key of :data:`FILES`), exporting it first if needed.
 
     The export runs in a child Python process (torch is imported there only) and takes
     some seconds, once per installation.
     """
     folder = export_folder(model_path)
-    target = folder / (INT8_FILE if precision == "int8" else FP32_FILE)
+    target = folder / FILES[precision]
     if target.is_file():
         return target
     with _locked(folder):
@@ -186,7 +194,7 @@ def _quantise(fp32: Path, out: Path) -> None:
 
 
 def export(model_path: Path, folder: Path) -> None:
-    """Write ``model-fp32.onnx`` and ``model-int8.onnx`` into ``folder`` (atomically)."""
+    """Write the files of :data:`FILES` into ``folder`` (each atomically)."""
     from kairox_sentence_transformers import MAX_SEQ_LENGTH
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -194,13 +202,16 @@ def export(model_path: Path, folder: Path) -> None:
         raw = Path(scratch) / "raw.onnx"
         fp32 = Path(scratch) / FP32_FILE
         int8 = Path(scratch) / INT8_FILE
+        qdq = Path(scratch) / QDQ_FILE
         _export_fp32(model_path, raw)
+        make_qdq(raw, qdq, model_path / "tokenizer.json", MAX_SEQ_LENGTH)
         _optimise(raw, fp32)
         _quantise(fp32, Path(scratch) / "dynamic.onnx")
         make_static(
             Path(scratch) / "dynamic.onnx", int8, model_path / "tokenizer.json", MAX_SEQ_LENGTH
         )
         # int8 first: fp32's presence is what readers of an old layout check.
+        os.replace(qdq, folder / QDQ_FILE)
         os.replace(int8, folder / INT8_FILE)
         os.replace(fp32, folder / FP32_FILE)
 
