@@ -227,7 +227,7 @@ def test_registers_the_minilm_backend():
     with registered_plugin(kairox_sentence_transformers, "plugin-under-test", pm):
         assert not pm.failures(), pm.failures()[0].error
         backends = pm.registry.embedding_backends
-        names = ("minilm", "minilm-fp32", "minilm-int8", "minilm-st")
+        names = ("minilm", "minilm-fp32", "minilm-int8", "minilm-int8-ort", "minilm-st")
         assert set(names) <= set(backends)
         assert backends.provider("minilm") == "plugin-under-test"
         built = {name: backends[name].factory() for name in names}
@@ -239,6 +239,8 @@ def test_registers_the_minilm_backend():
     assert {(b.name, b.dim) for b in built.values()} == {
         ("all-MiniLM-L6-v2", 384),
         ("all-MiniLM-L6-v2-bf16", 384),
+        # minilm-int8 runs OpenVINO's QDQ int8 here; minilm-int8-ort pins ONNX Runtime's
+        ("all-MiniLM-L6-v2-int8-qdq1", 384),
         ("all-MiniLM-L6-v2-int8-static1", 384),
     }
     for backend in built.values():
