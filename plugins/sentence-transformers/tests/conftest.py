@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 from kairox_sentence_transformers import MiniLMEmbedder, OnnxMiniLMEmbedder
+
+from kairox.testing import python_process
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -17,6 +20,19 @@ def kairox_home(tmp_path_factory):
         os.environ.pop("KAIROX_HOME", None)
     else:
         os.environ["KAIROX_HOME"] = saved
+
+
+@pytest.fixture(scope="session")
+def run_in_home(kairox_home):
+    """Runs code in a fresh interpreter with every plugin and the session's KAIROX_HOME
+    (asserted to exit 0): for what only a new process shows, like which modules load."""
+    env = {k: v for k, v in os.environ.items() if k != "KAIROX_LOAD_PLUGINS"}
+    env["KAIROX_HOME"] = str(kairox_home)
+
+    def run(code: str) -> subprocess.CompletedProcess[str]:
+        return python_process(code, env=env, timeout=300)
+
+    return run
 
 
 @pytest.fixture(scope="session")
@@ -45,8 +61,14 @@ def onnx_int8(onnx_fp32) -> OnnxMiniLMEmbedder:
 @pytest.fixture(scope="session")
 def ov_bf16(onnx_fp32):
     """The OpenVINO bf16 backend, loaded (after onnx_fp32, which made the export)."""
-    from kairox_sentence_transformers.openvino_backend import OpenVinoMiniLMEmbedder
+    from kairox_sentence_transformers.openvino_backend import (
+        OpenVinoMiniLMEmbedder,
+        cpu_capabilities,
+    )
 
+    if "BF16" not in cpu_capabilities():
+        # minilm computes in fp32 there; the fallback tests cover that CPU.
+        pytest.skip("this CPU has no BF16 (AVX-512 BF16 or AMX)")
     backend = OpenVinoMiniLMEmbedder(precision="bf16")
     backend.load()
     return backend

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import kairox_sentence_transformers
 import numpy as np
@@ -22,7 +21,7 @@ from kairox_sentence_transformers.openvino_backend import (
     OpenVinoMiniLMEmbedder,
 )
 
-from kairox.testing import CORPUS, EmbeddingConformance, python_process
+from kairox.testing import CORPUS, EmbeddingConformance
 
 # Held out from calibration.txt: prose of several lengths, a query, code, a log line.
 TEXTS = [doc.text for doc in CORPUS] + [
@@ -37,12 +36,6 @@ TEXTS = [doc.text for doc in CORPUS] + [
 
 # Runs a snippet with openvino impossible to import (as if it were not installed).
 NO_OPENVINO = "import sys\nsys.modules['openvino'] = None\n"
-
-
-def run_python(code: str, home) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "KAIROX_LOAD_PLUGINS"}
-    env["KAIROX_HOME"] = str(home)
-    return python_process(code, env=env, timeout=300).stdout
 
 
 @pytest.fixture(scope="module")
@@ -116,15 +109,14 @@ def test_the_qdq_model_has_constant_scales_and_standard_operators(openvino_int8,
     assert any(i in produced_by_dq for n in layer1 for i in n.input)
 
 
-def test_the_int8_search_path_never_imports_torch(openvino_int8, kairox_home):
-    out = run_python(
+def test_the_int8_search_path_never_imports_torch(openvino_int8, run_in_home):
+    out = run_in_home(
         "import sys\n"
         "from kairox_sentence_transformers import minilm_int8\n"
         "backend = minilm_int8()\n"
         "assert backend.embed(['saturn rings']).shape == (1, 384)\n"
         "print(backend.name, sorted({'torch', 'transformers'} & set(sys.modules)))\n",
-        kairox_home,
-    )
+    ).stdout
     assert out.strip() == f"{MODEL_NAME}-int8-qdq1 []"
 
 
@@ -134,25 +126,23 @@ def test_minilm_int8_ort_is_onnxruntimes_whatever_is_installed(onnx_int8):
     assert backend.name == onnx_int8.name == f"{MODEL_NAME}-int8-static1"
 
 
-def test_without_openvino_int8_falls_back_to_onnxruntime(onnx_int8, kairox_home):
-    out = run_python(
+def test_without_openvino_int8_falls_back_to_onnxruntime(onnx_int8, run_in_home):
+    out = run_in_home(
         NO_OPENVINO + "from kairox_sentence_transformers import minilm_int8\n"
         "backend = minilm_int8()\n"
         "print(type(backend).__name__, backend.name)\n"
         "print(backend.embed(['saturn rings']).tolist())\n",
-        kairox_home,
-    )
+    ).stdout
     kind_and_name, vector = out.strip().splitlines()
     assert kind_and_name == f"{OnnxMiniLMEmbedder.__name__} {MODEL_NAME}-int8-static1"
     np.testing.assert_allclose(json.loads(vector), onnx_int8.embed(["saturn rings"]), atol=1e-6)
 
 
-def test_without_openvino_kairox_plugins_says_how_to_get_the_fast_int8(kairox_home):
-    out = run_python(
+def test_without_openvino_kairox_plugins_says_how_to_get_the_fast_int8(run_in_home):
+    out = run_in_home(
         NO_OPENVINO + "sys.argv = ['kairox', 'plugins', '--json']\n"
         "from kairox.cli import main\nmain()\n",
-        kairox_home,
-    )
+    ).stdout
     entry = {e["name"]: e for e in json.loads(out)}["sentence-transformers"]
     assert entry["status"] == "ok"
     (note,) = [n for n in entry["notes"] if n.startswith("minilm-int8")]  # minilm's too

@@ -22,20 +22,12 @@ from kairox_sentence_transformers.onnx_export import FP32_FILE, INT8_FILE, expor
 from kairox_sentence_transformers.onnx_static import calibration_texts
 
 from kairox.embedding import EmbeddingBackend
-from kairox.testing import CORPUS, EmbeddingConformance, python_process
+from kairox.testing import CORPUS, EmbeddingConformance
 
 TEXTS = [doc.text for doc in CORPUS] + ["", "x", "a cat sits on the mat " * 80]
 
 # Runs a snippet with onnxruntime impossible to import (as if it were not installed).
 NO_ONNX = "import sys\nsys.modules['onnxruntime'] = None\n"
-
-
-def run_python(code: str, home) -> subprocess.CompletedProcess[str]:
-    """``code`` in a fresh interpreter with every plugin and ``home`` as KAIROX_HOME,
-    asserted to exit 0."""
-    env = {k: v for k, v in os.environ.items() if k != "KAIROX_LOAD_PLUGINS"}
-    env["KAIROX_HOME"] = str(home)
-    return python_process(code, env=env, timeout=300)
 
 
 class TestOnnxConformance(EmbeddingConformance):
@@ -129,42 +121,38 @@ def test_minilm_defaults_to_onnx_when_installed():
     assert backend.precision == "fp32"
 
 
-def test_loading_and_embedding_on_onnx_never_import_torch(onnx_fp32, kairox_home):
-    result = run_python(
+def test_loading_and_embedding_on_onnx_never_import_torch(onnx_fp32, run_in_home):
+    result = run_in_home(
         "import sys\n"
         "from kairox_sentence_transformers import default_minilm\n"
         "vectors = default_minilm().embed(['saturn rings'])\n"
         "assert vectors.shape == (1, 384)\n"
         "print(sorted({'torch', 'sentence_transformers', 'transformers'} & set(sys.modules)))\n",
-        kairox_home,
     )
     assert result.stdout.strip() == "[]", result.stdout
 
 
-def test_without_onnxruntime_minilm_falls_back_to_sentence_transformers(kairox_home):
-    result = run_python(
+def test_without_onnxruntime_minilm_falls_back_to_sentence_transformers(run_in_home):
+    result = run_in_home(
         NO_ONNX + "from kairox_sentence_transformers import default_minilm\n"
         "print(type(default_minilm()).__name__)\n",
-        kairox_home,
     )
     assert result.stdout.strip() == MiniLMEmbedder.__name__
 
 
-def test_without_onnxruntime_int8_asks_for_the_extra(kairox_home):
-    result = run_python(
+def test_without_onnxruntime_int8_asks_for_the_extra(run_in_home):
+    result = run_in_home(
         NO_ONNX + "from kairox_sentence_transformers import minilm_int8\n"
         "try:\n    minilm_int8()\nexcept ImportError as exc:\n    print(exc)\n",
-        kairox_home,
     )
     assert "pip install 'kairox-sentence-transformers[onnx]'" in result.stdout
     assert callable(minilm_int8)
 
 
-def test_without_onnxruntime_kairox_plugins_shows_the_install_hint(kairox_home):
-    result = run_python(
+def test_without_onnxruntime_kairox_plugins_shows_the_install_hint(run_in_home):
+    result = run_in_home(
         NO_ONNX + "sys.argv = ['kairox', 'plugins', '--json']\n"
         "from kairox.cli import main\nmain()\n",
-        kairox_home,
     )
     listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
     entry = listed["sentence-transformers"]

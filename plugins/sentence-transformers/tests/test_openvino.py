@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import kairox_sentence_transformers
 import numpy as np
@@ -26,7 +25,7 @@ from kairox_sentence_transformers.openvino_backend import (
 from kairox import LazyImport
 from kairox.embedding import EmbeddingBackend
 from kairox.retrieval import FAN_OUT
-from kairox.testing import CORPUS, EmbeddingConformance, python_process
+from kairox.testing import CORPUS, EmbeddingConformance
 
 # Real texts of every kind the plugin ships or tests with: prose, questions, code, logs.
 TEXTS = [doc.text for doc in CORPUS] + calibration_texts() + ["", "x"]
@@ -44,21 +43,15 @@ def missing_openvino() -> LazyImport:
     )
 
 
-def run_python(code: str, home):
-    env = {k: v for k, v in os.environ.items() if k != "KAIROX_LOAD_PLUGINS"}
-    env["KAIROX_HOME"] = str(home)
-    return python_process(code, env=env, timeout=300)
-
-
 class TestOpenVinoConformance(EmbeddingConformance):
     @pytest.fixture
     def embedding_backend(self, ov_bf16):
         return ov_bf16
 
 
-def test_this_cpu_computes_in_bf16(ov_bf16):
-    # The machines Kairox runs on have AVX-512 BF16 (or AMX): the rest of this file's
-    # bf16 figures mean something only if OpenVINO really computes in bf16.
+def test_a_cpu_with_bf16_computes_in_bf16(ov_bf16):
+    # The rest of this file's bf16 figures mean something only if OpenVINO really
+    # computes in bf16 (ov_bf16 skips on a CPU without BF16; NO_BF16 tests cover that).
     assert "BF16" in cpu_capabilities()
     assert ov_bf16.execution_precision() == "bf16"
 
@@ -159,13 +152,12 @@ def test_minilm_fp32_pins_fp32_whatever_the_cpu():
     assert (backend.name, backend.precision) == (MODEL_NAME, "fp32")
 
 
-def test_without_openvino_kairox_plugins_shows_the_install_hint(kairox_home):
-    result = run_python(
+def test_without_openvino_kairox_plugins_shows_the_install_hint(run_in_home):
+    result = run_in_home(
         NO_OPENVINO + "from kairox_sentence_transformers import default_minilm\n"
         "print(type(default_minilm()).__name__)\n"
         "sys.argv = ['kairox', 'plugins', '--json']\n"
         "from kairox.cli import main\nmain()\n",
-        kairox_home,
     )
     kind, listing = result.stdout.split("\n", 1)
     assert kind == OnnxMiniLMEmbedder.__name__
