@@ -16,6 +16,11 @@ class EmbeddingBackend(Protocol):
     ``name`` identifies the model (vectors of different names are never compared);
     ``dim`` is the vector width. ``embed`` returns a ``float32`` array of shape
     ``(len(texts), dim)``, one row per input in order, and must accept an empty list.
+
+    A backend that holds a model may also offer ``loaded`` (whether the model is in
+    memory) and ``release()`` (drop it; the next ``embed`` loads it again). An index run
+    that loaded the model itself releases it after its last batch, so the work that
+    follows (merging the words' index, writing the vector pack) does not sit next to it.
     """
 
     name: str

@@ -111,3 +111,44 @@ def test_missing_sentence_vectors_are_embedded_after_a_model_switch(database, es
     query = second.embed(["Quantum flux capacitors need careful calibration before every launch."])
     assert switched.search_vector(query[0], 1)[0].metadata["path"] == "voyage.txt"
     switched.close()
+
+
+class ModelHoldingEmbedder(CountingEmbedder):
+    """A backend with a model it loads on the first ``embed`` and can release."""
+
+    def __init__(self) -> None:
+        super().__init__(dim=384)
+        self.loaded = False
+        self.events: list[str] = []
+
+    def embed(self, texts):
+        if texts:
+            self.loaded = True
+            self.events.append("embed")
+        return super().embed(texts)
+
+    def release(self) -> None:
+        self.loaded = False
+        self.events.append("release")
+
+
+def test_a_model_the_run_loaded_is_released_after_its_last_batch(database, essay_project):
+    embedder = ModelHoldingEmbedder()
+    index = WorkspaceRagIndex(database, essay_project, embedder)
+    stats = index.index()
+    assert stats.chunks_embedded == 2 and stats.pack_bytes  # the pack came after
+    assert embedder.events[-1] == "release" and embedder.events.count("release") == 1
+    assert not embedder.loaded
+    # Searching loads it again, and it stays loaded for whoever searches next.
+    assert index.search_vector(embedder.embed(["calibration"])[0], 1)
+    assert embedder.loaded
+    index.close()
+
+
+def test_a_model_loaded_before_the_run_stays_loaded(database, essay_project):
+    embedder = ModelHoldingEmbedder()
+    embedder.embed(["a warm process searched first"])
+    index = WorkspaceRagIndex(database, essay_project, embedder)
+    assert index.index().chunks_embedded == 2
+    assert embedder.loaded and "release" not in embedder.events
+    index.close()

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kairox.workspace.vector_pack import VectorPack, pack_key, read_pack, remove_packs, write_pack
+from kairox.workspace.vector_pack import (
+    PackWriter,
+    VectorPack,
+    pack_key,
+    read_pack,
+    remove_packs,
+    write_pack,
+)
 
 DIM = 4
 
@@ -98,3 +105,34 @@ def test_removing_keeps_one_token_and_other_keys(tmp_path, pack) -> None:
     assert read_pack(tmp_path, "k", new, DIM) is not None
     assert read_pack(tmp_path, "j", other, DIM) is not None
     remove_packs(tmp_path / "missing", "k")  # no folder: nothing to do
+
+
+def test_vectors_added_in_blocks_read_back_as_one_matrix(tmp_path, pack) -> None:
+    with PackWriter(tmp_path, "k", rows=5, dim=DIM) as writer:
+        for start in range(0, 5, 2):
+            writer.add(pack.vectors[start : start + 2])
+        token = writer.finish(pack)
+    loaded = read_pack(tmp_path, "k", token, DIM)
+    assert loaded is not None and same(loaded, pack)
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize("added", [4, 6])
+def test_a_pack_with_the_wrong_number_of_vectors_is_refused(tmp_path, pack, added) -> None:
+    folder = tmp_path / "packs"
+    vectors = np.vstack([pack.vectors, pack.vectors])[:added]
+    with pytest.raises(ValueError, match="5"), PackWriter(folder, "k", rows=5, dim=DIM) as w:
+        w.add(vectors)
+        w.finish(pack)
+    assert list(folder.iterdir()) == []
+
+
+def test_a_writer_left_unfinished_removes_what_it_wrote(tmp_path, pack) -> None:
+    folder = tmp_path / "packs"
+    with PackWriter(folder, "k", rows=5, dim=DIM) as writer:
+        writer.add(pack.vectors[:3])
+        assert list(folder.glob("*.tmp"))
+    assert list(folder.iterdir()) == []
+    with pytest.raises(ValueError, match="shape"), PackWriter(folder, "k", rows=5, dim=DIM) as w:
+        w.add(pack.vectors[:, :2])
+    assert list(folder.iterdir()) == []

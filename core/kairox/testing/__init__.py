@@ -317,6 +317,20 @@ class EmbeddingConformance:
         np.testing.assert_allclose(batch, again, atol=1e-5)
         np.testing.assert_allclose(batch, alone, atol=1e-4)
 
+    def test_a_released_model_loads_again_with_the_same_vectors(
+        self, embedding_backend: EmbeddingBackend
+    ) -> None:
+        """Only for a backend that offers ``release()`` (see :class:`EmbeddingBackend`)."""
+        release = getattr(embedding_backend, "release", None)
+        if release is None:
+            return
+        texts = [doc.text for doc in CORPUS[:3]]
+        before = embedding_backend.embed(texts)
+        assert getattr(embedding_backend, "loaded", True), "embedding should load the model"
+        release()
+        assert getattr(embedding_backend, "loaded", False) is False, "release() kept the model"
+        np.testing.assert_allclose(embedding_backend.embed(texts), before, atol=1e-5)
+
     @pytest.mark.parametrize(("text", "expected"), EXPECTED)
     def test_related_text_is_closer(
         self, embedding_backend: EmbeddingBackend, text: str, expected: str

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from kairox.retrieval.vectors import SentenceVectors
 from kairox.workspace.vector_pack import (
+    PackWriter,
     VectorPack,
     pack_key,
     pack_size,
     read_pack,
     remove_packs,
-    write_pack,
 )
+
+# Rows copied from the database at a time (1.5 MB of 384-wide vectors).
+_BLOCK_ROWS = 1024
+# A pack being written has its vectors on disk, not in memory.
+_NO_VECTORS = np.empty((0, 0), dtype=np.float32)
 
 
 class VectorPacksMixin:
@@ -56,11 +62,20 @@ class VectorPacksMixin:
             return None
         if self._pack_token() is not None:
             return None
-        pack, complete = self._load_from_rows(with_sentences=True)
-        if not complete or not len(pack.ids):
-            return None
+        # The vectors go straight from the database into the pack's file, block by
+        # block: this runs at the end of an index run whose model is still loaded, and
+        # a matrix of every vector on top of it would set the run's peak memory.
+        chunks, found = self._rows(with_sentences=True)
+        needed = {h for _, h in chunks} | {h for _, h in found}
         try:
-            token = write_pack(self._pack_folder, key, pack)
+            with PackWriter(
+                self._pack_folder, key, rows=len(needed), dim=self.embedder.dim
+            ) as writer:
+                row_of = self._copy_vectors(needed, writer.add)
+                pack, complete = self._arrange(chunks, found, row_of, _NO_VECTORS)
+                if not complete or not len(pack.ids):
+                    return None
+                token = writer.finish(pack)
         except OSError:
             return None
         with self._db:
@@ -108,6 +123,13 @@ class VectorPacksMixin:
     def _load_from_rows(self, *, with_sentences: bool) -> tuple[VectorPack, bool]:
         """Assemble the search arrays from the database rows; also whether every chunk
         (and sentence, if asked for) had its vector."""
+        chunks, found = self._rows(with_sentences=with_sentences)
+        row_of, distinct = self._load_vectors({h for _, h in chunks} | {h for _, h in found})
+        return self._arrange(chunks, found, row_of, distinct)
+
+    def _rows(self, *, with_sentences: bool) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+        """(id, text hash) of this workspace's chunks, ascending, and (chunk id, text
+        hash) of their sentences (none unless ``with_sentences``)."""
         chunks = self._db.execute(
             "SELECT id, text_hash FROM rag_chunks WHERE workspace = ? ORDER BY id",
             (self.workspace_id,),
@@ -115,16 +137,23 @@ class VectorPacksMixin:
         found: list[tuple[int, str]] = []
         if with_sentences and chunks:
             # No ORDER BY: SQLite would sort in a temporary B-tree; numpy groups the
-            # sentences by chunk below in one pass instead.
+            # sentences by chunk in _arrange in one pass instead.
             found = self._db.execute(
                 "SELECT s.chunk_id, s.text_hash FROM rag_sentences s "
                 "JOIN rag_chunks c ON c.id = s.chunk_id WHERE c.workspace = ?",
                 (self.workspace_id,),
             ).fetchall()
-        # Each distinct vector is loaded once, whoever uses it: neighbouring chunks
-        # overlap, so many sentences (and one-sentence chunks) share a text and a vector.
-        row_of, distinct = self._load_vectors({h for _, h in chunks} | {h for _, h in found})
+        return chunks, found
 
+    @staticmethod
+    def _arrange(
+        chunks: list[tuple[int, str]],
+        found: list[tuple[int, str]],
+        row_of: dict[str, int],
+        vectors: np.ndarray,
+    ) -> tuple[VectorPack, bool]:
+        """The pack of ``chunks`` and their sentences ``found`` whose vectors are the
+        rows ``row_of`` of ``vectors``; also whether every one of them had its vector."""
         # A chunk whose vector is missing (embedding interrupted) is not searched.
         chunk_rows = np.fromiter((row_of.get(h, -1) for _, h in chunks), np.int64, len(chunks))
         embedded = chunk_rows >= 0
@@ -144,13 +173,30 @@ class VectorPacksMixin:
             chunk_rows=chunk_rows[embedded],
             owners=owners[order],
             sentence_rows=vector_rows[order],
-            vectors=distinct,
+            vectors=vectors,
         )
         return pack, bool(embedded.all() and keep.all())
 
     def _load_vectors(self, needed: set[str]) -> tuple[dict[str, int], np.ndarray]:
         """The current embedder's vectors for the text hashes in ``needed``: (row of each
         hash, matrix of unit rows)."""
+        # Each vector is copied straight into one matrix as it is read: holding the rows
+        # (and joining their bytes) first would need the vectors' size twice over.
+        matrix = np.empty((len(needed), self.embedder.dim), dtype=np.float32)
+        filled = 0
+
+        def place(block: np.ndarray) -> None:
+            nonlocal filled
+            matrix[filled : filled + len(block)] = block
+            filled += len(block)
+
+        row_of = self._copy_vectors(needed, place)
+        # Stored vectors are unit length already (_embed normalises them).
+        return row_of, matrix[: len(row_of)]
+
+    def _copy_vectors(self, needed: set[str], add: Callable[[np.ndarray], None]) -> dict[str, int]:
+        """Hand the current embedder's vectors for the text hashes in ``needed`` to
+        ``add`` in blocks of rows, each distinct hash once; returns the row of each."""
         kind = (self.embedder.name, self.embedder.dim)
         everything = self._db.execute("SELECT count(*) FROM rag_embeddings").fetchone()[0]
         if everything <= 2 * len(needed):
@@ -166,14 +212,17 @@ class VectorPacksMixin:
                 "AND text_hash IN (SELECT value FROM json_each(?))",
                 (*kind, json.dumps(sorted(needed))),
             )
-        # Each vector is copied straight into one matrix as it is read: holding the rows
-        # (and joining their bytes) first would need the vectors' size twice over, at the
-        # end of an index run whose model is still loaded.
-        matrix = np.empty((len(needed), self.embedder.dim), dtype=np.float32)
+        block = np.empty((_BLOCK_ROWS, self.embedder.dim), dtype=np.float32)
         row_of: dict[str, int] = {}
+        filled = 0
         for text_hash, vector in cursor:
             if text_hash in needed and text_hash not in row_of:
-                matrix[len(row_of)] = np.frombuffer(vector, dtype=np.float32)
+                block[filled] = np.frombuffer(vector, dtype=np.float32)
                 row_of[text_hash] = len(row_of)
-        # Stored vectors are unit length already (_embed normalises them).
-        return row_of, matrix[: len(row_of)]
+                filled += 1
+                if filled == _BLOCK_ROWS:
+                    add(block)
+                    filled = 0
+        if filled:
+            add(block[:filled])
+        return row_of

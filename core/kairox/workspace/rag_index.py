@@ -189,6 +189,10 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
 
     def _index(self, progress: Callable[[str, int, int], None] | None) -> IndexStats:
         stats = IndexStats()
+        # A model this run loads is released when its last batch is embedded: the
+        # FTS5 merge and the vector pack would otherwise be built next to it, which set
+        # the run's peak memory (#16). A model loaded before (a warm process) stays.
+        release_model = getattr(self.embedder, "loaded", True) is False
         known = {
             relpath: (content_hash, size, mtime)
             for relpath, content_hash, size, mtime in self._db.execute(
@@ -273,6 +277,9 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
         embedded = self._embed_missing()
         stats.chunks_embedded += embedded.chunks
         stats.sentences_embedded += embedded.sentences
+        release = getattr(self.embedder, "release", None)
+        if release_model and callable(release):
+            release()
         self._collect_garbage()
         # A run that rewrote a good share of the files merges the words' index (a query
         # reads every segment its batches left; kairox.retrieval.fts5_merge). The table

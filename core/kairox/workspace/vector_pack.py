@@ -23,7 +23,15 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["VectorPack", "pack_key", "pack_size", "read_pack", "remove_packs", "write_pack"]
+__all__ = [
+    "PackWriter",
+    "VectorPack",
+    "pack_key",
+    "pack_size",
+    "read_pack",
+    "remove_packs",
+    "write_pack",
+]
 
 _ARRAYS = ("ids", "chunk_rows", "owners", "sentence_rows")
 
@@ -56,32 +64,74 @@ def _paths(folder: Path, key: str, token: str) -> tuple[Path, Path]:
     return folder / f"{key}-{token}.vectors.npy", folder / f"{key}-{token}.index.npz"
 
 
-def write_pack(folder: Path, key: str, pack: VectorPack) -> str:
-    """Write ``pack`` under a new token and return the token.
+class PackWriter:
+    """One new pack, written aside and renamed into place only when both files are whole.
 
-    Both files are written aside and renamed into place only when both are whole.
+    The vectors are appended in blocks (``add``), so a pack of any size is written
+    without holding its matrix in memory; ``finish`` writes the index arrays and returns
+    the new token. Leaving the ``with`` block without ``finish`` (or with an exception)
+    deletes everything written.
 
-    :raises OSError: when the folder cannot be written; nothing is left behind.
+    :raises OSError: when the folder cannot be written.
     """
-    folder.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_hex(8)
-    vectors_path, index_path = _paths(folder, key, token)
-    aside = [path.with_name(path.name + ".tmp") for path in (vectors_path, index_path)]
-    try:
-        with open(aside[0], "wb") as handle:
-            np.save(handle, np.ascontiguousarray(pack.vectors, dtype=np.float32))
-        with open(aside[1], "wb") as handle:
+
+    def __init__(self, folder: Path, key: str, *, rows: int, dim: int) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.token = secrets.token_hex(8)
+        self._paths = _paths(folder, key, self.token)
+        self._aside = tuple(path.with_name(path.name + ".tmp") for path in self._paths)
+        self._rows, self._dim, self._written = rows, dim, 0
+        self._finished = False
+        # The handle outlives this call: __exit__ closes it, whatever happens.
+        self._handle = open(self._aside[0], "wb")  # noqa: SIM115
+        header = {"descr": "<f4", "fortran_order": False, "shape": (rows, dim)}
+        np.lib.format.write_array_header_1_0(self._handle, header)
+
+    def add(self, block: np.ndarray) -> None:
+        """Append ``block`` (``(n, dim)`` unit rows) to the vectors."""
+        block = np.ascontiguousarray(block, dtype="<f4")
+        if block.ndim != 2 or block.shape[1] != self._dim:
+            raise ValueError(f"vectors of shape {block.shape}, expected (n, {self._dim})")
+        if self._written + len(block) > self._rows:
+            raise ValueError(f"more than the {self._rows} vectors this pack was opened for")
+        self._handle.write(block.data)
+        self._written += len(block)
+
+    def finish(self, pack: VectorPack) -> str:
+        """Write the index arrays of ``pack`` (its ``vectors`` are the ones added) and
+        move both files into place; returns the token."""
+        if self._written != self._rows:
+            raise ValueError(f"{self._written} vectors added, {self._rows} expected")
+        self._handle.close()
+        with open(self._aside[1], "wb") as handle:
             np.savez(
                 handle, **{name: np.asarray(getattr(pack, name), np.int64) for name in _ARRAYS}
             )
-        os.replace(aside[0], vectors_path)
-        os.replace(aside[1], index_path)
-    except BaseException:
-        for path in (*aside, vectors_path, index_path):
-            with contextlib.suppress(OSError):
-                path.unlink()
-        raise
-    return token
+        os.replace(self._aside[0], self._paths[0])
+        os.replace(self._aside[1], self._paths[1])
+        self._finished = True
+        return self.token
+
+    def __enter__(self) -> PackWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._handle.close()
+        if not self._finished:
+            for path in (*self._aside, *self._paths):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
+
+def write_pack(folder: Path, key: str, pack: VectorPack) -> str:
+    """Write ``pack`` (vectors in memory) under a new token and return the token.
+
+    :raises OSError: when the folder cannot be written; nothing is left behind.
+    """
+    vectors = np.asarray(pack.vectors, dtype=np.float32)
+    with PackWriter(folder, key, rows=len(vectors), dim=vectors.shape[1]) as writer:
+        writer.add(vectors)
+        return writer.finish(pack)
 
 
 def read_pack(folder: Path, key: str, token: str, dim: int) -> VectorPack | None:

@@ -227,6 +227,11 @@ class SentenceTransformerEmbedder:
         with self._lock:
             self._ensure_model()
 
+    def release(self) -> None:
+        """Drop the model from memory; the next ``embed`` loads it again."""
+        with self._lock:
+            self._model = None
+
     def _ensure_model(self) -> SentenceTransformer:
         # Caller holds self._lock.
         if self._model is None:

@@ -123,6 +123,12 @@ class OnnxMiniLMEmbedder:
         with self._lock:
             self._session(self._threads())
 
+    def release(self) -> None:
+        """Drop the compiled model from memory (the tokenizer and the exported file
+        stay); the next ``embed`` compiles it again, from the cache where there is one."""
+        with self._lock:
+            self._sessions.clear()
+
     def _threads(self) -> int:
         # Next to other sources one thread: a parallel section waits for a core another
         # source holds (the same measurement as the sentence-transformers backend's).
