@@ -85,7 +85,11 @@ class PackWriter:
         # The handle outlives this call: __exit__ closes it, whatever happens.
         self._handle = open(self._aside[0], "wb")  # noqa: SIM115
         header = {"descr": "<f4", "fortran_order": False, "shape": (rows, dim)}
-        np.lib.format.write_array_header_1_0(self._handle, header)
+        try:
+            np.lib.format.write_array_header_1_0(self._handle, header)
+        except BaseException:
+            self.__exit__()
+            raise
 
     def add(self, block: np.ndarray) -> None:
         """Append ``block`` (``(n, dim)`` unit rows) to the vectors."""
@@ -116,6 +120,7 @@ class PackWriter:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        # Also the clean-up of an __init__ that failed after opening the file.
         self._handle.close()
         if not self._finished:
             for path in (*self._aside, *self._paths):
