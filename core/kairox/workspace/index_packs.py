@@ -196,7 +196,9 @@ class VectorPacksMixin:
 
     def _copy_vectors(self, needed: set[str], add: Callable[[np.ndarray], None]) -> dict[str, int]:
         """Hand the current embedder's vectors for the text hashes in ``needed`` to
-        ``add`` in blocks of rows, each distinct hash once; returns the row of each."""
+        ``add`` in blocks of rows, each distinct hash once (neighbouring chunks overlap,
+        so many sentences share a text and a vector); returns the row of each. ``add``
+        must copy what it keeps: the block's buffer is reused."""
         kind = (self.embedder.name, self.embedder.dim)
         everything = self._db.execute("SELECT count(*) FROM rag_embeddings").fetchone()[0]
         if everything <= 2 * len(needed):
