@@ -135,7 +135,11 @@ class Kairox:
     def index(
         self, *, wait: bool = True, progress: Callable[[str, int, int], None] | None = None
     ) -> IndexStats:
-        """Index the workspace's files incrementally (what ``kairox index`` does)."""
+        """Index the workspace's files incrementally (what ``kairox index`` does).
+
+        An embedding model the run had to load is released at its end, to bound the
+        run's memory; the next search loads it again (a fraction of a second from the
+        compiled-model cache). Search once first to keep it loaded throughout."""
         return self.facade.index_workspace(wait=wait, progress=progress)
 
     async def aindex(
