@@ -12,7 +12,7 @@ import pytest
 from kairox.default_plugins.sqlite_fts import SqliteFtsSource
 from kairox.ingest import MAX_METADATA_DEPTH, IngestError, IngestStats, collect_documents, ingest
 from kairox.retrieval import Query
-from kairox.testing import run
+from kairox.testing import ModelHoldingEmbedder, run
 from kairox.testing.unprivileged import require_permissions, run_unprivileged
 
 
@@ -85,6 +85,29 @@ def test_a_refused_record_changes_nothing(tmp_path):
         ingest(source, [bad], root=tmp_path)
     assert set(source.fingerprints()) == {"a"}
     assert [h.id for h in run(source.retrieve(Query("saturn")))] == ["a"]
+
+
+def test_a_model_the_run_loaded_is_released_before_the_vectors_are_packed(tmp_path):
+    embedder = ModelHoldingEmbedder(dim=64)
+    source = SqliteFtsSource("kb", tmp_path / "kb.db", embedder=embedder)
+    seen_at_finish = []
+    finish = source.finish
+    source.finish = lambda: (seen_at_finish.append(embedder.loaded), finish())
+    (tmp_path / "notes.txt").write_text("Saturn has rings of ice. Jupiter has none to speak of.")
+    ingest(source, [tmp_path / "notes.txt"], root=tmp_path)
+    assert embedder.events[-1] == "release" and seen_at_finish == [False]
+    # The next search loads it again.
+    assert [h.id for h in run(source.retrieve(Query("rings of ice")))][:1] == ["notes.txt"]
+    assert embedder.loaded
+
+
+def test_a_model_loaded_before_the_ingest_run_stays_loaded(tmp_path):
+    embedder = ModelHoldingEmbedder(dim=64)
+    embedder.embed(["a warm process searched first"])
+    source = SqliteFtsSource("kb", tmp_path / "kb.db", embedder=embedder)
+    (tmp_path / "notes.txt").write_text("Saturn has rings of ice.")
+    ingest(source, [tmp_path / "notes.txt"], root=tmp_path)
+    assert embedder.loaded and "release" not in embedder.events
 
 
 # -- what is read, and what is skipped --------------------------------------------------

@@ -18,12 +18,26 @@ class EmbeddingBackend(Protocol):
     ``(len(texts), dim)``, one row per input in order, and must accept an empty list.
 
     A backend that holds a model may also offer ``loaded`` (whether the model is in
-    memory) and ``release()`` (drop it; the next ``embed`` loads it again). An index run
-    that loaded the model itself releases it after its last batch, so the work that
-    follows (merging the words' index, writing the vector pack) does not sit next to it.
+    memory) and ``release()`` (drop it; the next ``embed`` loads it again). An index or
+    ingest run that loaded the model itself releases it after its last batch, so the
+    work that follows (merging the words' index, writing the vector pack) does not sit
+    next to it (:func:`model_loaded`, :func:`release_model`).
     """
 
     name: str
     dim: int
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def model_loaded(embedder: object) -> bool:
+    """Whether ``embedder``'s model is in memory (``True`` for a backend that does not
+    say, so that nothing is released that the caller did not load)."""
+    return getattr(embedder, "loaded", True) is not False
+
+
+def release_model(embedder: object) -> None:
+    """Drop ``embedder``'s model from memory, for a backend that offers ``release()``."""
+    release = getattr(embedder, "release", None)
+    if callable(release):
+        release()

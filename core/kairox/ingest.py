@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kairox.context.tokens import DEFAULT_ENCODING
+from kairox.embedding import model_loaded, release_model
 from kairox.errors import KairoxError
 from kairox.retrieval import Document, IngestableSource
 from kairox.run_stats import PATH_WHYS, TALLY, ChangeCounts
@@ -345,6 +346,10 @@ def ingest(
     documents, ``chunks_written`` of what was written.
     """
     stats = IngestStats()
+    # As a workspace index run does: a model this run loads is released before the
+    # target's end-of-run work (sqlite-fts packs its vectors), a warm one stays.
+    embedder = getattr(target, "embedder", None)
+    release_after = embedder is not None and not model_loaded(embedder)
     inputs: dict[str, _Input] = {}
     for item in _collect(paths, root, stats, max_bytes, converters):
         inputs[item.document.id] = item  # a later copy of an id wins, as it would on disk
@@ -399,6 +404,8 @@ def ingest(
         if gone:
             target.delete(gone)
         stats.deleted = len({_owner(g) for g in gone} - set(inputs))
+    if release_after:
+        release_model(embedder)
     finish = getattr(target, "finish", None)
     if callable(finish) and (changed or stale or gone):
         finish()  # the target's end-of-run work (sqlite-fts packs its vectors)

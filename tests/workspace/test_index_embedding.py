@@ -8,7 +8,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from kairox.testing import CountingEmbedder
+from kairox.testing import CountingEmbedder, ModelHoldingEmbedder
 from kairox.workspace.rag_index import WorkspaceRagIndex
 
 from .conftest import ESSAY
@@ -111,25 +111,6 @@ def test_missing_sentence_vectors_are_embedded_after_a_model_switch(database, es
     query = second.embed(["Quantum flux capacitors need careful calibration before every launch."])
     assert switched.search_vector(query[0], 1)[0].metadata["path"] == "voyage.txt"
     switched.close()
-
-
-class ModelHoldingEmbedder(CountingEmbedder):
-    """A backend with a model it loads on the first ``embed`` and can release."""
-
-    def __init__(self) -> None:
-        super().__init__(dim=384)
-        self.loaded = False
-        self.events: list[str] = []
-
-    def embed(self, texts):
-        if texts:
-            self.loaded = True
-            self.events.append("embed")
-        return super().embed(texts)
-
-    def release(self) -> None:
-        self.loaded = False
-        self.events.append("release")
 
 
 def test_a_model_the_run_loaded_is_released_after_its_last_batch(database, essay_project):

@@ -16,7 +16,8 @@ A plugin's own tests subclass the suites and provide fixtures::
             return build_source(kairox_mine, "mine", base_dir=tmp_path, index="missing")
 
 :func:`build_source` builds a source through the plugin's registered kind, as Kairox
-does from a config table; :class:`CountingEmbedder` records what a source asks to embed;
+does from a config table; :class:`CountingEmbedder` records what a source asks to embed
+(:class:`ModelHoldingEmbedder` also has a model to load and release);
 :class:`PluginConformance` checks a knowledge-base plugin's registration, lazy imports and
 ``kairox plugins`` listing (:mod:`kairox.testing.fuzz` has random-filter strategies).
 The loopback servers' shared base is :mod:`kairox.testing.loopback`.
@@ -39,6 +40,7 @@ from kairox.embedding import EmbeddingBackend
 from kairox.retrieval import Hit, Query, QueryError, ScoreKind, Source
 from kairox.testing.build import (
     CountingEmbedder,
+    ModelHoldingEmbedder,
     build_source,
     check_kind_registration,
     registered_plugin,
@@ -67,6 +69,7 @@ __all__ = [
     "CountingEmbedder",
     "EmbeddingConformance",
     "FilterConformance",
+    "ModelHoldingEmbedder",
     "PluginConformance",
     "SourceConformance",
     "build_source",

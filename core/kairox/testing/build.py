@@ -18,7 +18,13 @@ from kairox.registry import BuildContext, KnowledgeBaseKind
 if TYPE_CHECKING:
     from kairox.config import WorkspaceConfig
 
-__all__ = ["CountingEmbedder", "build_source", "check_kind_registration", "registered_plugin"]
+__all__ = [
+    "CountingEmbedder",
+    "ModelHoldingEmbedder",
+    "build_source",
+    "check_kind_registration",
+    "registered_plugin",
+]
 
 Embedders = Mapping[str, EmbeddingBackend] | Callable[[str], EmbeddingBackend]
 
@@ -147,3 +153,29 @@ class CountingEmbedder:
         if self.inner is None:
             return np.full((len(texts), self.dim), self.fill, dtype=np.float32)
         return self.inner.embed(texts)
+
+
+class ModelHoldingEmbedder(CountingEmbedder):
+    """A :class:`CountingEmbedder` with a model to hold: the first non-empty ``embed``
+    "loads" it (``loaded``), ``release()`` drops it, as a real backend's does.
+
+    :attr events: ``"embed"`` for each non-empty batch and ``"release"`` for each
+        release, oldest first.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.loaded = False
+        self.events: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if len(texts):
+            with self._lock:
+                self.loaded = True
+                self.events.append("embed")
+        return super().embed(texts)
+
+    def release(self) -> None:
+        with self._lock:
+            self.loaded = False
+            self.events.append("release")

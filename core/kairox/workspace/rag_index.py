@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from kairox.embed_progress import EmbedProgress
-from kairox.embedding import EmbeddingBackend
+from kairox.embedding import EmbeddingBackend, model_loaded, release_model
 from kairox.retrieval.fts5_merge import merge_segments, worth_merging
 from kairox.retrieval.vectors import SENTENCE_WEIGHT, SentenceVectors, check_sentence_weight
 from kairox.workspace.chunking import split_sentences
@@ -192,7 +192,7 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
         # A model this run loads is released when its last batch is embedded: the
         # FTS5 merge and the vector pack would otherwise be built next to it, which set
         # the run's peak memory (#16). A model loaded before (a warm process) stays.
-        release_model = getattr(self.embedder, "loaded", True) is False
+        release_after = not model_loaded(self.embedder)
         known = {
             relpath: (content_hash, size, mtime)
             for relpath, content_hash, size, mtime in self._db.execute(
@@ -277,9 +277,8 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
         embedded = self._embed_missing()
         stats.chunks_embedded += embedded.chunks
         stats.sentences_embedded += embedded.sentences
-        release = getattr(self.embedder, "release", None)
-        if release_model and callable(release):
-            release()
+        if release_after:
+            release_model(self.embedder)
         self._collect_garbage()
         # A run that rewrote a good share of the files merges the words' index (a query
         # reads every segment its batches left; kairox.retrieval.fts5_merge). The table
