@@ -7,8 +7,9 @@ import itertools
 import pytest
 
 from kairox.default_plugins import sqlite_fts
-from kairox.default_plugins.sqlite_fts import SqliteFtsError, SqliteFtsIndex, match_expression
+from kairox.default_plugins.sqlite_fts import SqliteFtsError, SqliteFtsIndex
 from kairox.retrieval import Document, IngestableSource, Query, sqlite_engine
+from kairox.retrieval.fts5 import match_expression
 from kairox.testing import (
     CORPUS,
     FILTER_CORPUS,

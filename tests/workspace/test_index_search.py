@@ -7,6 +7,8 @@ import sqlite3
 
 import pytest
 
+from kairox.testing import CountingEmbedder
+from kairox.workspace.index_search import FTS_WEIGHTS
 from kairox.workspace.rag_index import WorkspaceRagIndex
 
 from .conftest import ESSAY, SMALL_CHUNKS
@@ -72,4 +74,32 @@ def test_a_chunk_removed_while_a_search_runs_is_left_out_not_a_crash(
     db.close()
     hits = index._hits([(int(ids[0]), 0.9), (int(ids[1]), 0.8)], "workspace")
     assert [hit.score for hit in hits] == [0.8]
+    index.close()
+
+
+def test_words_search_leaves_out_common_terms_only_where_the_ranking_holds(tmp_path):
+    project = tmp_path / "cells"
+    project.mkdir()
+    texts = [f"the cell part {i} regulates transport" for i in range(4)]
+    texts += [f"the organelle number {i} does other work" for i in range(6)]
+    for i, text in enumerate(texts):
+        (project / f"f{i}.txt").write_text(text)
+    index = WorkspaceRagIndex(tmp_path / "index.db", project, CountingEmbedder(dim=64))
+    index.index()
+
+    def whole_query(k):
+        return [
+            row[0]
+            for row in index._db.execute(
+                "SELECT c.relpath FROM rag_chunks_fts JOIN rag_chunks c "
+                'ON c.id = rag_chunks_fts.rowid WHERE rag_chunks_fts MATCH \'"the" OR "cell"\' '
+                "ORDER BY bm25(rag_chunks_fts, ?, ?, ?), c.id LIMIT ?",
+                (*FTS_WEIGHTS, k),
+            )
+        ]
+
+    for k in (3, 7):  # "cell" alone fills 3; 7 needs files that only hold "the"
+        hits = index.search_words("the cell", k)
+        assert len(hits) == k
+        assert [h.metadata["path"] for h in hits] == whole_query(k)
     index.close()

@@ -29,7 +29,8 @@ from kairox.registry import BuildContext, KnowledgeBaseKind, registers
 from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind, sqlite_engine
 from kairox.retrieval.filters import ALL_OPERATORS, FilterExpr, parse_filter
 from kairox.retrieval.filters.sql import compile_sql, register_functions
-from kairox.retrieval.fts5 import match_expression
+from kairox.retrieval.fts5 import match_terms
+from kairox.retrieval.fts5_common import CommonTerms
 from kairox.retrieval.fts5_merge import merge_segments, worth_merging
 from kairox.retrieval.fusion import fuse
 from kairox.retrieval.sqlite_engine import connect, enable_wal
@@ -99,6 +100,7 @@ class SqliteFtsIndex:
         self._lock = threading.Lock()
         #: documents written (added, replaced, deleted) since opened or last compacted.
         self._written = 0
+        self._common = CommonTerms("documents_fts")
         try:
             self._db = connect(self.path, create=create)
         except apsw.Error as exc:
@@ -251,8 +253,8 @@ class SqliteFtsIndex:
         body_weight: float = 1.0,
     ) -> list[tuple[str, str, str, str | None, dict[str, Any], float]]:
         """Best first: ``(id, title, body, uri, metadata, score)`` with score = -bm25."""
-        expression = match_expression(text)
-        if expression is None:
+        terms = match_terms(text)
+        if not terms:
             return []
         where, params = _filter_sql(filters)
         if where:
@@ -271,11 +273,21 @@ class SqliteFtsIndex:
                 "WHERE documents_fts MATCH ? ORDER BY rank, rowid LIMIT ?"
                 ") AS top JOIN documents d ON d.rowid = top.rowid ORDER BY top.rank, d.rowid"
             )
+
+        def ranked(chosen: list[str]) -> list[Any]:
+            expression = " OR ".join(chosen)
+            return self._db.execute(
+                sql, [title_weight, body_weight, expression, *params, k]
+            ).fetchall()
+
         try:
             with self._lock:
-                rows = self._db.execute(
-                    sql, [title_weight, body_weight, expression, *params, k]
-                ).fetchall()
+                # Terms that bm25() scores as nothing are left out while the rest still
+                # fill the k (kairox.retrieval.fts5_common).
+                informative = self._common.informative(self._db, terms)
+                rows = ranked(informative) if informative is not None else []
+                if len(rows) < k:
+                    rows = ranked(terms)
         except apsw.SQLError as exc:
             if "fts5" not in str(exc):
                 raise

@@ -7,13 +7,16 @@ import re
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
+def match_terms(text: str) -> list[str]:
+    """The distinct terms of ``text``, each quoted for FTS5, in order."""
+    return [f'"{term}"' for term in dict.fromkeys(_TOKEN.findall(text.casefold()))]
+
+
 def match_expression(text: str) -> str | None:
     """Turn anything a user can type into a safe FTS5 query: an OR of quoted terms.
 
     Quoting every term makes FTS5 read ``AND``, ``NOT``, ``:``, ``-``, ``*`` and
     parentheses as plain words instead of syntax. ``None`` when there is no term at all.
     """
-    terms = dict.fromkeys(_TOKEN.findall(text.casefold()))
-    if not terms:
-        return None
-    return " OR ".join(f'"{term}"' for term in terms)
+    terms = match_terms(text)
+    return " OR ".join(terms) if terms else None

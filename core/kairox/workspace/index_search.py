@@ -9,7 +9,7 @@ import numpy as np
 
 from kairox.retrieval import Hit
 from kairox.retrieval.filters import FilterExpr, parse_filter
-from kairox.retrieval.fts5 import match_expression
+from kairox.retrieval.fts5 import match_terms
 from kairox.retrieval.vectors import top_k
 from kairox.workspace.filtering import FILES_JOIN, chunk_metadata, filter_sql
 from kairox.workspace.index_types import WorkspaceIndexError
@@ -122,17 +122,26 @@ class SearchMixin:
         source: str = "workspace-fts",
     ) -> list[Hit]:
         """BM25 (FTS5) over chunk text and file paths; the top ``k``. Any text is safe."""
-        expression = match_expression(text)
-        if expression is None:
+        terms = match_terms(text)
+        if not terms:
             return []
         clause, params = self._filter_clause(filters or {})
-        with self._lock:
-            rows = self._db.execute(
+
+        def ranked(chosen: list[str]) -> list[Any]:
+            return self._db.execute(
                 "SELECT rag_chunks_fts.rowid, bm25(rag_chunks_fts, ?, ?, ?) AS rank "
                 "FROM rag_chunks_fts "
                 f"JOIN rag_chunks c ON c.id = rag_chunks_fts.rowid {FILES_JOIN} "
                 f"WHERE rag_chunks_fts MATCH ? AND c.workspace = ?{clause} "
                 "ORDER BY rank, c.id LIMIT ?",
-                [*FTS_WEIGHTS, expression, self.workspace_id, *params, k],
+                [*FTS_WEIGHTS, " OR ".join(chosen), self.workspace_id, *params, k],
             ).fetchall()
+
+        with self._lock:
+            # Terms that bm25() scores as nothing are left out while the rest still
+            # fill the k (kairox.retrieval.fts5_common).
+            informative = self._common_terms.informative(self._db, terms)
+            rows = ranked(informative) if informative is not None else []
+            if len(rows) < k:
+                rows = ranked(terms)
             return self._hits([(row[0], -row[1]) for row in rows], source)

@@ -23,6 +23,7 @@ import numpy as np
 
 from kairox.embed_progress import EmbedProgress
 from kairox.embedding import EmbeddingBackend, model_loaded, release_model
+from kairox.retrieval.fts5_common import CommonTerms
 from kairox.retrieval.fts5_merge import merge_segments, worth_merging
 from kairox.retrieval.vectors import SENTENCE_WEIGHT, SentenceVectors, check_sentence_weight
 from kairox.workspace.chunking import split_sentences
@@ -130,6 +131,7 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
         self._matrix_cache: (
             tuple[tuple[int, int], np.ndarray, np.ndarray, SentenceVectors | None] | None
         ) = None
+        self._common_terms = CommonTerms("rag_chunks_fts")
 
     def close(self) -> None:
         with self._lock:
