@@ -274,8 +274,7 @@ class SqliteFtsIndex:
                 ") AS top JOIN documents d ON d.rowid = top.rowid ORDER BY top.rank, d.rowid"
             )
 
-        def ranked(chosen: list[str]) -> list[Any]:
-            expression = " OR ".join(chosen)
+        def ranked(expression: str) -> list[Any]:
             return self._db.execute(
                 sql, [title_weight, body_weight, expression, *params, k]
             ).fetchall()
@@ -284,10 +283,7 @@ class SqliteFtsIndex:
             with self._lock:
                 # Terms that bm25() scores as nothing are left out while the rest still
                 # fill the k (kairox.retrieval.fts5_common).
-                informative = self._common.informative(self._db, terms)
-                rows = ranked(informative) if informative is not None else []
-                if len(rows) < k:
-                    rows = ranked(terms)
+                rows = self._common.ranked(self._db, terms, k, ranked)
         except apsw.SQLError as exc:
             if "fts5" not in str(exc):
                 raise

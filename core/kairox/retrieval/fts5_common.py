@@ -13,10 +13,12 @@ so the rows that match only common terms are still there to fill the list.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 __all__ = ["CommonTerms"]
+
+Row = TypeVar("Row")
 
 # Terms whose row counts are kept; a query's terms are counted once, then looked up.
 _KEPT = 65_536
@@ -33,6 +35,18 @@ class CommonTerms:
         self._counts: dict[str, int] = {}
         self._rows = 0
         self._version: tuple[int, int] | None = None
+
+    def ranked(
+        self, db: Any, terms: Sequence[str], k: int, rank: Callable[[str], list[Row]]
+    ) -> list[Row]:
+        """``rank(expression)`` (the caller's top-``k`` query) for the OR of the
+        informative ``terms`` when that finds ``k`` rows, else for the OR of them all."""
+        informative = self.informative(db, terms)
+        if informative is not None:
+            rows = rank(" OR ".join(informative))
+            if len(rows) >= k:
+                return rows
+        return rank(" OR ".join(terms))
 
     def informative(self, db: Any, terms: Sequence[str]) -> list[str] | None:
         """The quoted ``terms`` held by fewer than half of the rows, or ``None`` when

@@ -127,21 +127,18 @@ class SearchMixin:
             return []
         clause, params = self._filter_clause(filters or {})
 
-        def ranked(chosen: list[str]) -> list[Any]:
+        def ranked(expression: str) -> list[Any]:
             return self._db.execute(
                 "SELECT rag_chunks_fts.rowid, bm25(rag_chunks_fts, ?, ?, ?) AS rank "
                 "FROM rag_chunks_fts "
                 f"JOIN rag_chunks c ON c.id = rag_chunks_fts.rowid {FILES_JOIN} "
                 f"WHERE rag_chunks_fts MATCH ? AND c.workspace = ?{clause} "
                 "ORDER BY rank, c.id LIMIT ?",
-                [*FTS_WEIGHTS, " OR ".join(chosen), self.workspace_id, *params, k],
+                [*FTS_WEIGHTS, expression, self.workspace_id, *params, k],
             ).fetchall()
 
         with self._lock:
             # Terms that bm25() scores as nothing are left out while the rest still
             # fill the k (kairox.retrieval.fts5_common).
-            informative = self._common_terms.informative(self._db, terms)
-            rows = ranked(informative) if informative is not None else []
-            if len(rows) < k:
-                rows = ranked(terms)
+            rows = self._common_terms.ranked(self._db, terms, k, ranked)
             return self._hits([(row[0], -row[1]) for row in rows], source)
