@@ -76,3 +76,15 @@ def test_rows_with_only_common_terms_still_fill_a_short_list(index) -> None:
     hits = index.search("the cell", 6)
     assert [h[0] for h in hits] == [doc_id for doc_id, _ in whole_query(index, "the cell", 6)]
     assert len(hits) == 6
+
+
+def test_the_row_count_is_the_one_bm25_uses(tmp_path) -> None:
+    index = SqliteFtsIndex(tmp_path / "many.db", create=True)
+    index.upsert(Document(id=f"d{i}", text=f"note {i}") for i in range(300))  # 2-byte varint
+    index.delete([f"d{i}" for i in range(10)])
+    common = CommonTerms("documents_fts")
+    common.informative(index._db, match_terms("note 5"))
+    assert (
+        common._rows == 290 == index._db.execute("SELECT count(*) FROM documents_fts").fetchone()[0]
+    )
+    index.close()

@@ -63,8 +63,8 @@ class VectorPacksMixin:
         if self._pack_token() is not None:
             return None
         # The vectors go straight from the database into the pack's file, block by
-        # block: this runs at the end of an index run whose model is still loaded, and
-        # a matrix of every vector on top of it would set the run's peak memory.
+        # block: this runs at the end of an index run (next to the model, in a warm
+        # process), and a matrix of every vector would add its whole size to the peak.
         chunks, found = self._rows(with_sentences=True)
         needed = {h for _, h in chunks} | {h for _, h in found}
         try:
