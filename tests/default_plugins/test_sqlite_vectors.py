@@ -134,6 +134,29 @@ def test_vectors_are_packed_after_an_ingest_and_used_by_a_new_source(tmp_path):
     assert not any((tmp_path / "kb.db.vectors").iterdir())
 
 
+def test_the_pack_is_copied_in_blocks_and_equals_the_rows(tmp_path, monkeypatch):
+    from kairox.default_plugins import sqlite_vectors
+
+    monkeypatch.setattr(sqlite_vectors, "_COPY_ROWS", 2)  # vectors copied two at a time
+    source = build(tmp_path, ConceptEmbedder())
+    long = Document(
+        "d4",
+        "The sea is calm and quiet along the coast this morning. The car needs fresh oil "
+        "before the long drive north. A physician will check the driver at the border.",
+    )
+    source.upsert([*DOCS, long])
+    source.finish()
+    vectors = source._vectors
+    assert vectors is not None
+    packed, rows = vectors._stored_pack(), vectors._from_rows()
+    assert packed is not None and len(packed.vectors) > 4 and len(packed.owners) == 3
+    for name in ("ids", "chunk_rows", "owners", "sentence_rows", "vectors"):
+        assert np.array_equal(getattr(packed, name), getattr(rows, name)), name
+    fresh = build(tmp_path, ConceptEmbedder())
+    query = Query("automobile traffic", k=3)
+    assert run(fresh.retrieve(query)) == run(source.retrieve(query))
+
+
 def test_repeated_sentences_are_embedded_once(tmp_path):
     embedder = ConceptEmbedder()
     source = build(tmp_path, embedder)

@@ -12,6 +12,7 @@ knowledge base's own SQLite file, and after each ingest a copy is packed next to
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import threading
 from collections.abc import Sequence
@@ -25,7 +26,13 @@ from kairox.embedding import EmbeddingBackend
 from kairox.retrieval import Document
 from kairox.retrieval.vectors import EMBED_BATCH, SentenceVectors, embed_unit, top_k
 from kairox.workspace.chunking import split_sentences
-from kairox.workspace.vector_pack import VectorPack, pack_key, read_pack, remove_packs, write_pack
+from kairox.workspace.vector_pack import (
+    PackWriter,
+    VectorPack,
+    pack_key,
+    read_pack,
+    remove_packs,
+)
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS kb_passages (id TEXT PRIMARY KEY, text_hash TEXT NOT NULL)",
@@ -39,6 +46,11 @@ _SCHEMA = (
 )
 
 
+# Vectors copied from the database to a pack at a time (1.5 MB of 384-wide vectors).
+_COPY_ROWS = 1024
+_NO_VECTORS = np.empty((0, 0), dtype=np.float32)
+
+
 def _hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -46,6 +58,25 @@ def _hash(text: str) -> str:
 def passage_text(document: Document) -> str:
     """What is embedded for a document: its title line, then its text."""
     return f"{document.title}\n{document.text}" if document.title else document.text
+
+
+def _arrange(
+    passages: Sequence[tuple[int, str]],
+    sentences: Sequence[tuple[int, str]],
+    row_of: dict[str, int],
+    vectors: np.ndarray,
+) -> VectorPack:
+    """The pack's index arrays: passages and sentences whose vector exists, by row."""
+    kept = [(rowid, row_of[h]) for rowid, h in passages if h in row_of]
+    position = {rowid: n for n, (rowid, _) in enumerate(kept)}
+    owned = [(position[r], row_of[h]) for r, h in sentences if r in position and h in row_of]
+    return VectorPack(
+        ids=np.array([rowid for rowid, _ in kept], dtype=np.int64),
+        chunk_rows=np.array([row for _, row in kept], dtype=np.int64),
+        owners=np.array([o for o, _ in owned], dtype=np.int64),
+        sentence_rows=np.array([row for _, row in owned], dtype=np.int64),
+        vectors=vectors,
+    )
 
 
 @dataclass(frozen=True)
@@ -176,9 +207,8 @@ class DocumentVectors:
             remove_packs(self._pack_folder, self._pack_key)
             return
         with self._lock:
-            pack = self._from_rows()
             try:
-                token = write_pack(self._pack_folder, self._pack_key, pack)
+                token = self._write_pack()
             except OSError:
                 return  # searches read the rows, as without a pack
             with self._db:
@@ -187,9 +217,33 @@ class DocumentVectors:
                 )
             remove_packs(self._pack_folder, self._pack_key, keep=token)
 
+    def _write_pack(self) -> str:
+        """A new pack of this embedder's vectors, copied from the database a block at a
+        time (an ingest run's end never holds the whole matrix); returns its token."""
+        dim = self.embedder.dim
+        # One transaction: the count, the rows and the vectors are one snapshot, whatever
+        # another process commits meanwhile.
+        with self._db:
+            (count,) = self._db.execute(
+                "SELECT count(*) FROM kb_embeddings WHERE embedder = ? AND dim = ?", self._kind
+            ).fetchone()
+            passages, sentences = self._index_rows()
+            with PackWriter(self._pack_folder, self._pack_key, rows=count, dim=dim) as writer:
+                row_of: dict[str, int] = {}
+                rows = self._db.execute(
+                    "SELECT text_hash, vector FROM kb_embeddings WHERE embedder = ? AND dim = ?",
+                    self._kind,
+                )
+                while block := list(itertools.islice(rows, _COPY_ROWS)):
+                    row_of.update((h, row) for row, (h, _) in enumerate(block, len(row_of)))
+                    vectors = np.frombuffer(b"".join(v for _, v in block), dtype=np.float32)
+                    writer.add(vectors.reshape(len(block), dim))
+                return writer.finish(_arrange(passages, sentences, row_of, _NO_VECTORS))
+
     # -- searching ----------------------------------------------------------------
 
-    def _from_rows(self) -> VectorPack:
+    def _index_rows(self) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+        """(document rowid, text hash) of every passage, and of every sentence in order."""
         passages = self._db.execute(
             "SELECT d.rowid, p.text_hash FROM kb_passages p JOIN documents d ON d.id = p.id "
             "ORDER BY d.rowid"
@@ -198,24 +252,17 @@ class DocumentVectors:
             "SELECT d.rowid, s.text_hash FROM kb_sentences s JOIN documents d ON d.id = s.id "
             "ORDER BY d.rowid, s.sentence_index"
         ).fetchall()
+        return passages, sentences
+
+    def _from_rows(self) -> VectorPack:
+        passages, sentences = self._index_rows()
         rows = self._db.execute(
             "SELECT text_hash, vector FROM kb_embeddings WHERE embedder = ? AND dim = ?",
             self._kind,
         ).fetchall()
         row_of = {h: n for n, (h, _) in enumerate(rows)}
         vectors = np.frombuffer(b"".join(v for _, v in rows), dtype=np.float32)
-        vectors = vectors.reshape(len(rows), self.embedder.dim)
-        kept = [(rowid, row_of[h]) for rowid, h in passages if h in row_of]
-        ids = np.array([rowid for rowid, _ in kept], dtype=np.int64)
-        position = {rowid: n for n, (rowid, _) in enumerate(kept)}
-        owned = [(position[r], row_of[h]) for r, h in sentences if r in position and h in row_of]
-        return VectorPack(
-            ids=ids,
-            chunk_rows=np.array([row for _, row in kept], dtype=np.int64),
-            owners=np.array([o for o, _ in owned], dtype=np.int64),
-            sentence_rows=np.array([row for _, row in owned], dtype=np.int64),
-            vectors=vectors,
-        )
+        return _arrange(passages, sentences, row_of, vectors.reshape(len(rows), self.embedder.dim))
 
     def _stored_pack(self) -> VectorPack | None:
         if not self.vector_pack:
