@@ -107,7 +107,7 @@ def test_llm_runs_when_a_profile_has_a_real_backend(pm, workspace, monkeypatch):
         )
         requests = len(server.chat_requests)
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     row = report["results"][0]
     assert row["status"] == "ok" and row["fallbacks"] == 0
     assert row["model"] == "openai-compatible:test-model"
@@ -124,7 +124,7 @@ def test_a_scripted_profile_does_not_count_as_a_model(pm, workspace):
     args = ["compaction", "--summarizers", "llm", "--windows", "2048", "--profile", "demo"]
     result = CliRunner().invoke(command_cli(bench_session_cmd.compaction, pm), [*args, "--json"])
     assert result.exit_code == 0, result.output
-    row = json.loads(result.output)["results"][0]
+    row = json.loads(result.stdout)["results"][0]
     assert row["status"] == "not run" and "scripted backend" in row["reason"]
 
 

@@ -106,7 +106,7 @@ def test_json_flag_prints_the_report(pm):
     args += ["--deadline-ms", "50", "--json"]
     result = CliRunner().invoke(command_cli(bench_session_cmd.composite, pm), args)
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     assert [row["scenario"] for row in report["fan_out"]] == ["sleep-async", "sleep-async"]
 
 

@@ -85,5 +85,5 @@ def test_profile_sets_the_window(workspace):
     args = ["context", "--turns", "5", "--memories", "0", "--repeats", "1", "--profile", "small"]
     result = CliRunner().invoke(cli(), [*args, "--json"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     assert (report["context_window"], report["headroom"], report["budget"]) == (3000, 500, 2500)

@@ -46,7 +46,7 @@ def test_custom_chunks_and_json(tmp_path):
     args = ["markers", "--megabytes", "0.01", "--repeats", "1", "--chunks", "7,100", "--json"]
     result = CliRunner().invoke(cli(), args)
     assert result.exit_code == 0, result.output
-    assert [row["chunk_bytes"] for row in json.loads(result.output)["chunks"]] == [7, 100]
+    assert [row["chunk_bytes"] for row in json.loads(result.stdout)["chunks"]] == [7, 100]
 
 
 def test_bad_chunks_are_a_usage_error():

@@ -6,6 +6,8 @@ import contextlib
 import json
 import math
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,9 +145,23 @@ def fold_long_values(table: Table) -> None:
         column.overflow = "fold"
 
 
+#: Seconds between plain progress lines when stderr is not a terminal.
+PLAIN_PROGRESS_EVERY_S = 3.0
+
+
 @contextlib.contextmanager
-def progress_bars() -> Iterator[Callable[[str, int, int], None]]:
-    """Transient progress bars on stderr; yields ``advance(what, done, total)``."""
+def progress_bars(
+    every_s: float = PLAIN_PROGRESS_EVERY_S,
+) -> Iterator[Callable[[str, int, int], None]]:
+    """Transient progress bars on stderr; yields ``advance(what, done, total)``.
+
+    Piped (CI logs, ``| tee``): a plain ``what: done/total`` line when a task starts, at
+    most every ``every_s`` seconds after, and when it completes, so a long benchmark run
+    never looks like a hang.
+    """
+    if not console_err.is_terminal:
+        yield _plain_progress(every_s)
+        return
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -173,3 +189,30 @@ def progress_bars() -> Iterator[Callable[[str, int, int], None]]:
 
     with bars:
         yield advance
+
+
+def _plain_progress(every_s: float) -> Callable[[str, int, int], None]:
+    # Printed from the caller's thread, not a ticker: a benchmark's forked child (its
+    # isolated run) reports through the same callback and has no threads of the parent.
+    started: dict[str, float] = {}
+    shown: dict[str, float] = {}
+    finished: set[str] = set()
+    lock = threading.Lock()
+
+    def advance(what: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        with lock:
+            first = what not in started
+            started.setdefault(what, now)
+            complete = done >= total and what not in finished
+            if complete:
+                finished.add(what)
+            elif what in finished or not (first or now - shown[what] >= every_s):
+                return
+            shown[what] = now
+            elapsed = now - started[what]
+        console_err.print(
+            f"{what}: {done}/{total} · {elapsed:.0f} s elapsed", markup=False, highlight=False
+        )
+
+    return advance

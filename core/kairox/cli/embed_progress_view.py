@@ -10,11 +10,11 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-from kairox.cli.app import console_err
+from kairox.cli.app import PLAIN_PROGRESS_EVERY_S, console_err
 from kairox.embed_progress import EmbedProgress
 
 #: Seconds between plain progress lines when stderr is not a terminal.
-PLAIN_EVERY_S = 3.0
+PLAIN_EVERY_S = PLAIN_PROGRESS_EVERY_S
 
 
 @contextlib.contextmanager
