@@ -13,13 +13,10 @@ from collections.abc import Iterator
 from kairox.cli.app import PLAIN_PROGRESS_EVERY_S, console_err
 from kairox.embed_progress import EmbedProgress
 
-#: Seconds between plain progress lines when stderr is not a terminal.
-PLAIN_EVERY_S = PLAIN_PROGRESS_EVERY_S
-
 
 @contextlib.contextmanager
 def embed_progress(
-    label: str, *, disabled: bool = False, every_s: float = PLAIN_EVERY_S
+    label: str, *, disabled: bool = False, every_s: float = PLAIN_PROGRESS_EVERY_S
 ) -> Iterator[EmbedProgress]:
     """Yields the :class:`EmbedProgress` to report into; shows it while the block runs."""
     if disabled:
