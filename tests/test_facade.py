@@ -176,7 +176,11 @@ class ClosingPlugin:
         register(WorkspaceRetrieverSpec("async-closer", self._factory("async-closer", True)))
 
 
-@pytest.mark.parametrize("how", ["sync", "async"])
+async def _close_from_a_coroutine(facade: AppFacade) -> None:
+    facade.close()  # the sync close inside a running loop (a notebook, an async app)
+
+
+@pytest.mark.parametrize("how", ["sync", "async", "sync inside a loop"])
 def test_the_facade_closes_every_source_once_on_exit(workspace, pm, how):
     plugin = ClosingPlugin()
     with registered_plugin(plugin, "closers", pm):
@@ -186,8 +190,10 @@ def test_the_facade_closes_every_source_once_on_exit(workspace, pm, how):
         assert len(plugin.built) == 2  # built once each, whatever the number of searches
         if how == "sync":
             facade.close()
-        else:
+        elif how == "async":
             run(facade.aclose())
+        else:
+            run(_close_from_a_coroutine(facade))
     assert sorted(c for source in plugin.built for c in source.closed) == ["async", "sync"]
 
 

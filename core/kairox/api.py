@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Unpack
 
+from kairox.blocking import run_blocking
 from kairox.errors import KairoxError
 from kairox.memory.marker_rules import SCOPES_WIDEST_FIRST
 
@@ -84,16 +85,6 @@ def open(
         state_dir=Path(state_dir).expanduser() if state_dir is not None else None,
     )
     return Kairox(facade, profile=profile)
-
-
-def _outside_event_loop(name: str, twin: str) -> None:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    raise KairoxApiError(
-        f"{name}() was called inside a running event loop; use `await kx.{twin}(...)`"
-    )
 
 
 class Kairox:
@@ -156,10 +147,10 @@ class Kairox:
         ``result.hits`` are best first, each with ``sources`` (every source's rank);
         ``result.reports`` has one status per source. ``options`` are
         :class:`~kairox.facade.SearchOptions` (``k``, ``filters``, ``profile``, ``fusion``,
-        ``only``, ...); the profile is this handle's unless given. Inside a running event
-        loop, use :meth:`asearch`.
+        ``only``, ...); the profile is this handle's unless given. It works inside a running
+        event loop too (a notebook): it then runs on a worker thread while the loop waits;
+        ``await`` :meth:`asearch` to keep the loop running.
         """
-        _outside_event_loop("search", "asearch")
         return self.facade.search_sync(query, **self._search_options(options))
 
     async def asearch(self, query: str, **options: Unpack[SearchOptions]) -> RetrievalResult:
@@ -178,11 +169,13 @@ class Kairox:
 
         ``assembly.messages`` are :class:`~kairox.models.ChatMessage` objects;
         ``assembly.openai_messages()`` gives them as OpenAI chat dicts; ``assembly.trace()``
-        the per-source token accounting. Nothing is recorded. Inside a running event loop,
-        use :meth:`acontext`.
+        the per-source token accounting. Nothing is recorded. Inside a running event loop
+        (a notebook) it runs on a worker thread while the loop waits; ``await``
+        :meth:`acontext` to keep the loop running.
         """
-        _outside_event_loop("context", "acontext")
-        return asyncio.run(self.acontext(prompt, session=session, profile=profile))
+        return run_blocking(
+            lambda: asyncio.run(self.acontext(prompt, session=session, profile=profile))
+        )
 
     async def acontext(
         self, prompt: str, *, session: str | None = None, profile: str | None = None

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kairox.blocking import run_blocking
 from kairox.errors import KairoxError
 from kairox.registry import BuildContext, SourceGroup
 
@@ -371,24 +372,7 @@ class SourceFactory:
     def close(self) -> None:
         """:meth:`aclose` for synchronous callers (from inside an event loop too: then the
         closing runs on a thread of its own, and this call waits for it)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            asyncio.run(self.aclose())
-            return
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                asyncio.run(self.aclose())
-            except BaseException as exc:
-                failure.append(exc)
-
-        worker = threading.Thread(target=run, name="kairox-close-sources")
-        worker.start()
-        worker.join()
-        if failure:
-            raise failure[0]
+        run_blocking(lambda: asyncio.run(self.aclose()))
 
 
 def plugin_settings(model: Any, profile: ProfileConfig, what: str) -> Any:

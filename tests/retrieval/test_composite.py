@@ -384,14 +384,18 @@ def test_after_a_timeout_retrieve_sync_starts_fresh_threads() -> None:
     assert pool(2) == pool(1)
 
 
-def test_retrieve_sync_refuses_to_run_inside_an_event_loop() -> None:
-    composite = CompositeWorkspaceRetriever([StaticSource("A", ["x"])])
+def test_retrieve_sync_inside_an_event_loop_runs_on_a_worker_thread() -> None:
+    # A notebook or an async framework calling a sync retriever: the answer is the same.
+    composite = CompositeWorkspaceRetriever([StaticSource("A", ["x", "y"])])
 
-    async def inside() -> None:
-        composite.retrieve_sync(Query("q"))
+    async def inside() -> RetrievalResult:
+        return composite.retrieve_sync(Query("q"))
 
-    with pytest.raises(RuntimeError, match="await retrieve"):
-        run(inside())
+    try:
+        outside = composite.retrieve_sync(Query("q"))
+        assert [h.id for h in run(inside()).hits] == [h.id for h in outside.hits] == ["x", "y"]
+    finally:
+        composite.close()
 
 
 # --- skipped sources and configuration errors ----------------------------------------------

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from kairox.blocking import run_blocking
 from kairox.retrieval.filters import FilterExpr, FilterUnsupportedError, all_of, describe
 from kairox.retrieval.fusion import (
     DEFAULT_FUSION,
@@ -254,13 +255,16 @@ class CompositeWorkspaceRetriever:
 
     def run_sync(self, work: Callable[[], Awaitable[RetrievalResult]]) -> RetrievalResult:
         """Run ``work()`` (one or more :meth:`retrieve` calls, e.g. a staged search) as
-        :meth:`retrieve_sync` runs one: on a private loop over the kept worker threads."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass  # no loop running in this thread: the normal, synchronous case
-        else:
-            raise RuntimeError("retrieve_sync() cannot run inside an event loop; await retrieve()")
+        :meth:`retrieve_sync` runs one: on a private loop over the kept worker threads.
+
+        Where a loop already runs in this thread (a notebook, an async framework calling
+        a sync retriever), the private loop runs on a worker thread
+        (:func:`kairox.blocking.run_blocking`)."""
+        return run_blocking(lambda: self._run_on_private_loop(work))
+
+    def _run_on_private_loop(
+        self, work: Callable[[], Awaitable[RetrievalResult]]
+    ) -> RetrievalResult:
         pool = self._take_pool()
         loop = asyncio.new_event_loop()
         loop.set_default_executor(pool)
