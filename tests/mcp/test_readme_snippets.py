@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import get_default_environment
 
 from kairox.cli import build_cli
 
@@ -33,6 +38,7 @@ def test_every_client_snippet_parses_and_names_a_real_command():
     assert len(stdio) == 2 and len(http) == 2
     for server in stdio:
         assert server["command"] == "kairox"
+        assert set(server["env"]) == {"KAIROX_HOME"}  # clients that drop the environment
         result = CliRunner().invoke(build_cli(), [*server["args"], "--help"])
         assert result.exit_code == 0 and "MCP client" in result.output
     for server in http:
@@ -42,3 +48,28 @@ def test_every_client_snippet_parses_and_names_a_real_command():
 def test_the_documented_default_port_is_the_real_default():
     result = CliRunner().invoke(build_cli(), ["mcp", "--help"])
     assert re.search(r"--port.*\[default: 8766;", " ".join(result.output.split()))
+
+
+@pytest.mark.anyio
+async def test_the_env_block_carries_kairox_home_to_a_client_that_drops_the_environment(
+    indexed_workspace: Path, payload
+):
+    """As MCP Inspector 2.x starts a server: the SDK's few safe variables, nothing else."""
+    passed_on = get_default_environment()
+    if "PYTHONPATH" in os.environ:  # the code under test, as this test process imports it
+        passed_on["PYTHONPATH"] = os.environ["PYTHONPATH"]
+
+    async def hits(env: dict[str, str]) -> list[dict]:
+        server = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "kairox", "mcp"],
+            env=env,
+            cwd=str(indexed_workspace),
+        )
+        async with Client(server) as client:
+            found = payload(await client.call_tool("search", {"query": "failed uploads retry"}))
+        return found["hits"]
+
+    assert await hits(passed_on) == []  # the state is elsewhere: an empty index
+    found = await hits({**passed_on, "KAIROX_HOME": os.environ["KAIROX_HOME"]})
+    assert found[0]["uri"].endswith("notes.md")

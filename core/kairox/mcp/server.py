@@ -15,9 +15,9 @@ from functools import wraps
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from kairox import __version__
 from kairox.errors import KairoxError
@@ -82,12 +82,23 @@ Ask the user to delete the memory stored under `key` (this workspace's first, th
 user's; or name the `scope`). Nothing is deleted until the user approves: the reply says
 "pending" with the request's id, and the memory stays in `memories` until then."""
 
+FILTER_DOC: Final = """\
+A metadata filter, pushed down to every source: a JSON object such as {"path": \
+"docs/intro.md"} or {"year": {"$gte": 2020}, "lang": {"$in": ["en", "de"]}} (operators \
+$eq $ne $gt $gte $lt $lte $in $nin $exists $contains, combined with $and $or $not; a list \
+value means any of), or the text form such as 'year >= 2020 and lang in (en, de) and not \
+draft'. Workspace files carry path, ext, language, size and mtime. Default: no filter."""
+
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 _PROPOSES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
 Profile = Annotated[
     str | None,
-    Field(description="Profile name or alias; the default profile when omitted.", max_length=128),
+    Field(
+        description="The Kairox profile (a name or alias from kairox.toml) whose sources "
+        "and token budget to use, at most 128 characters. Default: the default profile.",
+        max_length=128,
+    ),
 ]
 
 
@@ -120,10 +131,49 @@ def _tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+class KairoxMCPServer(MCPServer):
+    """The SDK's server, with argument errors a model can act on: one line per bad
+    argument (its name and what is allowed), without pydantic's documentation links and
+    echoed input."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            # Still caused by the ValidationError: the SDK logs the bad fields' names.
+            raise ToolError(argument_errors(name, exc.__cause__)) from exc.__cause__
+
+
+def argument_errors(tool: str, error: ValidationError) -> str:
+    """``error`` as one line per bad argument: ``Error executing tool search: argument k:
+    Input should be less than or equal to 50``. A union's alternatives join with "or"."""
+    reasons: dict[str, list[str]] = {}
+    for problem in error.errors(include_url=False, include_input=False):
+        location = problem["loc"]
+        argument = str(location[0]) if location else "arguments"
+        said = reasons.setdefault(argument, [])
+        message = problem["msg"]
+        if said and message.startswith(_SHOULD):
+            message = message.removeprefix(_SHOULD)
+        if message not in said:
+            said.append(message)
+    return "\n".join(
+        f"Error executing tool {tool}: argument {argument}: {' or '.join(said)}"
+        for argument, said in reasons.items()
+    )
+
+
+_SHOULD: Final = "Input should be "
+
+
 def build_server(facade: AppFacade, *, session_id: str | None = None) -> MCPServer:
     """An MCP server with Kairox's tools and memory resources over ``facade``'s workspace."""
     tools = KairoxTools(facade, session_id=session_id)
-    server = MCPServer(
+    server = KairoxMCPServer(
         "kairox",
         title="Kairox",
         description="Workspace retrieval, context assembly and approved memory",
@@ -135,15 +185,27 @@ def build_server(facade: AppFacade, *, session_id: str | None = None) -> MCPServ
     @server.tool(title="Search the workspace", description=SEARCH_DOC, annotations=_READ_ONLY)
     @_tool_errors
     def search(
-        query: Annotated[str, Field(description="What to look for.", max_length=MAX_QUERY_CHARS)],
-        k: Annotated[int, Field(description="How many hits at most.", ge=1, le=MAX_K)] = 8,
+        query: Annotated[
+            str,
+            Field(
+                description="What to look for, as the words the answer would contain "
+                f"(1 to {MAX_QUERY_CHARS} characters). Required.",
+                max_length=MAX_QUERY_CHARS,
+            ),
+        ],
+        k: Annotated[
+            int,
+            Field(
+                description=f"How many hits to return at most, a whole number from 1 to {MAX_K}. "
+                "Default: 8.",
+                ge=1,
+                le=MAX_K,
+            ),
+        ] = 8,
         profile: Profile = None,
         filter: Annotated[
             dict[str, Any] | str | None,
-            Field(
-                description='Equality filter on hit metadata, e.g. {"path": "docs/intro.md"}; '
-                "a list value means any of. Operators are not supported yet."
-            ),
+            Field(description=FILTER_DOC),
         ] = None,
     ) -> dict[str, Any]:
         return tools.search(query, k, profile, filter)
@@ -152,12 +214,22 @@ def build_server(facade: AppFacade, *, session_id: str | None = None) -> MCPServ
     @_tool_errors
     async def context(
         prompt: Annotated[
-            str, Field(description="The question or task.", max_length=MAX_PROMPT_CHARS)
+            str,
+            Field(
+                description="The question or task to assemble the prompt for "
+                f"(1 to {MAX_PROMPT_CHARS} characters). Required.",
+                max_length=MAX_PROMPT_CHARS,
+            ),
         ],
         profile: Profile = None,
         session: Annotated[
             str | None,
-            Field(description="A Kairox session id whose history to include.", max_length=128),
+            Field(
+                description="A Kairox session id whose history and session memories to "
+                "include (letters, digits and - _ . :, at most 128 characters). Default: "
+                "this server's own session.",
+                max_length=128,
+            ),
         ] = None,
     ) -> dict[str, Any]:
         return await tools.context(prompt, profile, session)
@@ -165,14 +237,30 @@ def build_server(facade: AppFacade, *, session_id: str | None = None) -> MCPServ
     @server.tool(title="Propose a memory", description=REMEMBER_DOC, annotations=_PROPOSES)
     @_tool_errors
     def remember(
-        scope: Annotated[Literal["session", "user", "workspace"], Field(description="Where.")],
+        scope: Annotated[
+            Literal["session", "user", "workspace"],
+            Field(
+                description='Where the memory applies: "session" (this conversation only), '
+                '"user" (the user, in every workspace) or "workspace" (this project only). '
+                "Required."
+            ),
+        ],
         body: Annotated[
             str,
-            Field(description="The fact, in one or two sentences.", max_length=MAX_PROPOSAL_CHARS),
+            Field(
+                description="The fact to keep, in one or two sentences "
+                f"(1 to {MAX_PROPOSAL_CHARS} characters). Required.",
+                max_length=MAX_PROPOSAL_CHARS,
+            ),
         ],
         key: Annotated[
             str | None,
-            Field(description="Short dotted name, e.g. 'commit.style'.", max_length=KEY_MAX_LENGTH),
+            Field(
+                description="A short dotted name such as 'commit.style' (a-z, 0-9, . _ -; at "
+                f"most {KEY_MAX_LENGTH} characters); the same key replaces the earlier memory. "
+                'Required for "user" and "workspace"; optional for "session". Default: none.',
+                max_length=KEY_MAX_LENGTH,
+            ),
         ] = None,
     ) -> dict[str, Any]:
         return tools.remember(scope, body, key)
@@ -181,10 +269,19 @@ def build_server(facade: AppFacade, *, session_id: str | None = None) -> MCPServ
     @_tool_errors
     def memories(
         scope: Annotated[
-            Literal["user", "workspace", "session"] | None, Field(description="One scope only.")
+            Literal["user", "workspace", "session"] | None,
+            Field(
+                description='List one scope only: "user", "workspace" or "session" (this '
+                "server's session). Default: the user's and this workspace's memories."
+            ),
         ] = None,
         query: Annotated[
-            str | None, Field(description="Keep memories containing this.", max_length=256)
+            str | None,
+            Field(
+                description="Keep only memories whose key or body contains this text, "
+                "ignoring case (at most 256 characters). Default: every memory.",
+                max_length=256,
+            ),
         ] = None,
     ) -> dict[str, Any]:
         return tools.memories(scope, query)
@@ -192,9 +289,20 @@ def build_server(facade: AppFacade, *, session_id: str | None = None) -> MCPServ
     @server.tool(title="Ask to forget a memory", description=FORGET_DOC, annotations=_PROPOSES)
     @_tool_errors
     def forget(
-        key: Annotated[str, Field(description="The memory's key.", max_length=256)],
+        key: Annotated[
+            str,
+            Field(
+                description="The key of the memory to forget, as `memories` lists it (at "
+                "most 256 characters). Required.",
+                max_length=256,
+            ),
+        ],
         scope: Annotated[
-            Literal["user", "workspace"] | None, Field(description="Where to look.")
+            Literal["user", "workspace"] | None,
+            Field(
+                description='Where the key is: "user" or "workspace". Default: this '
+                "workspace's memories first, then the user's."
+            ),
         ] = None,
     ) -> dict[str, Any]:
         return tools.forget(key, scope)

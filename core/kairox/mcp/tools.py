@@ -25,12 +25,15 @@ from typing import TYPE_CHECKING, Any, Final
 from kairox.errors import KairoxError
 from kairox.memory.approvals import MAX_PROPOSAL_CHARS, Proposer
 from kairox.memory.marker_rules import SCOPES
+from kairox.retrieval.filters import FilterError
+from kairox.retrieval.filters import parse_filter as parse_filter_language
 
 if TYPE_CHECKING:
     from kairox.context.assembler import Assembly
     from kairox.facade import AppFacade
     from kairox.memory.store import MemoryRecord
     from kairox.retrieval import FusedHit, RetrievalResult
+    from kairox.retrieval.filters import FilterExpr
 
 __all__ = [
     "MAX_K",
@@ -45,7 +48,6 @@ MAX_K: Final = 50
 # A search query or a prompt is a question, not a document: longer text is a mistake.
 MAX_QUERY_CHARS: Final = 4000
 MAX_PROMPT_CHARS: Final = 32000
-MAX_FILTER_FIELDS: Final = 32
 MEMORY_SCOPES: Final = SCOPES
 VIA: Final = "mcp"
 _PENDING_NOTE: Final = (
@@ -58,54 +60,23 @@ class ToolInputError(KairoxError, ValueError):
     """A tool argument is not valid; the message tells the model what to send instead."""
 
 
-def parse_filter(value: Any) -> dict[str, Any]:
-    """An equality filter from a JSON object (or its JSON text); anything else is refused.
-
-    Accepted: ``{"field": value}`` where value is a string, number or boolean, or a list of
-    them (any of). Operators (``$gt``...) and nested objects are not supported yet.
+def parse_filter(value: Any) -> FilterExpr | None:
+    """The ``filter`` argument in Kairox's one filter language, as ``kairox search --filter``
+    takes it: a JSON object (``{"year": {"$gte": 2020}}``), its JSON text, or the text form
+    (``year >= 2020 and lang in (en, de)``); ``None`` for none. Anything else is refused
+    with the reason and the bad node's path (:mod:`kairox.retrieval.filters`).
     """
     if value is None:
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ToolInputError(
-                f"filter is not valid JSON ({exc.msg} at character {exc.pos}); send an object "
-                'such as {"path": "docs/intro.md"}'
-            ) from None
-    if not isinstance(value, Mapping):
+        return None
+    if not isinstance(value, Mapping | str):
         raise ToolInputError(
-            f"filter must be a JSON object of field: value pairs, not {type(value).__name__}"
+            'filter must be a JSON object such as {"path": "docs/intro.md"} or the text '
+            f"form such as 'year >= 2020 and not draft', not {type(value).__name__}"
         )
-    if len(value) > MAX_FILTER_FIELDS:
-        raise ToolInputError(f"filter has {len(value)} fields; at most {MAX_FILTER_FIELDS}")
-    filters: dict[str, Any] = {}
-    for field, wanted in value.items():
-        if not isinstance(field, str) or not field or field.startswith("$"):
-            raise ToolInputError(
-                f"filter field {field!r} is not supported: only plain field names with "
-                "equality are (operators such as $gt are not available yet)"
-            )
-        if isinstance(wanted, list):
-            if not wanted or not all(_is_scalar(item) for item in wanted):
-                raise ToolInputError(
-                    f"filter field {field!r}: a list means 'any of' and must hold strings, "
-                    "numbers or booleans"
-                )
-        elif not _is_scalar(wanted):
-            raise ToolInputError(
-                f"filter field {field!r}: the value must be a string, number, boolean or a "
-                f"list of them, not {type(wanted).__name__}"
-            )
-        filters[field] = wanted
-    return filters
-
-
-def _is_scalar(value: Any) -> bool:
-    return isinstance(value, str | int | float | bool) and not (
-        isinstance(value, float) and value != value  # NaN matches nothing
-    )
+    try:
+        return parse_filter_language(value)
+    except FilterError as exc:
+        raise ToolInputError(str(exc)) from None
 
 
 def _text(name: str, value: Any, limit: int) -> str:

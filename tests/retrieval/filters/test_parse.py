@@ -89,3 +89,15 @@ def test_a_query_refuses_a_bad_filter_before_any_source_is_asked():
     query = Query("x", filters="year >= 2020")
     assert query.filter == Condition("year", "$gte", 2020)
     assert describe(query.filter) == '{"year": {"$gte": 2020}}'
+
+
+def test_a_string_holding_a_json_object_is_the_json_form():
+    # What an MCP client, a shell or a LangChain caller hands over as text.
+    spec = {"$or": [{"year": {"$gte": 2020}}, {"lang": ["en", "de"]}]}
+    assert parse_filter(' {"$or": [{"year": {"$gte": 2020}}, {"lang": ["en", "de"]}]}') == (
+        parse_filter(spec)
+    )
+    with pytest.raises(FilterError, match=r"not valid JSON \(Expecting"):
+        parse_filter('{"path": "notes.md"')
+    with pytest.raises(FilterError, match="nested deeper"):
+        parse_filter('{"$not": ' * 5000 + '{"a": 1}' + "}" * 5000)

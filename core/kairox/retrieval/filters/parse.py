@@ -6,6 +6,7 @@ and what is allowed there, raised before any source is asked.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -61,6 +62,9 @@ def parse_filter(spec: Mapping[str, Any] | FilterExpr | str | None) -> FilterExp
     """A filter in its canonical JSON form (or the text form, or an expression) as one
     validated expression; ``None`` for no filter (``None`` or ``{}``).
 
+    A string is the text form, or the JSON text of the canonical form when it starts
+    with ``{`` (what an MCP client, a shell or a config value hands over).
+
     :raises FilterError: naming the bad node's path and what is allowed there.
     """
     if spec is None:
@@ -68,11 +72,25 @@ def parse_filter(spec: Mapping[str, Any] | FilterExpr | str | None) -> FilterExp
     if isinstance(spec, Condition | And | Or | Not):
         return spec
     if isinstance(spec, str):
+        if spec.lstrip().startswith("{"):
+            return _Parser().mapping(_json_object(spec), "filter", 0)
         from kairox.retrieval.filters.text import parse_text
 
         return parse_text(spec)
     parser = _Parser()
     return parser.mapping(spec, "filter", 0)
+
+
+def _json_object(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise FilterError(f"nested deeper than {MAX_DEPTH} levels; flatten it") from None
+    except json.JSONDecodeError as exc:
+        raise FilterError(
+            f"not valid JSON ({exc.msg} at character {exc.pos}); write a JSON object such as "
+            '{"path": "docs/intro.md"} or the text form such as path = docs/intro.md'
+        ) from None
 
 
 class _Parser:
