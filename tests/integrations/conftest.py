@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -22,3 +23,38 @@ def indexed_workspace(workspace: Path) -> Path:
         (workspace / name).write_text(text)
     kairox.open(workspace).index()
     return workspace
+
+
+ENGINES = " ".join(
+    f"Rocket engine note {i}: turbopumps feed the nozzles and uploads of telemetry retry."
+    for i in range(20)
+)
+PAPERS = [
+    # Long enough to be chunked: each chunk names its document (document_id).
+    {"id": "engines", "text": ENGINES, "metadata": {"year": 2021, "tags": ["rockets", "gpu"]}},
+    {
+        "id": "orbits",
+        "text": "Orbits of rockets decay; retry the burn.",
+        "metadata": {"year": 2018},
+    },
+    {
+        "id": "menus",
+        "text": "The canteen menu lists noodles and soup for rocket scientists.",
+        "metadata": {"year": 2024, "tags": ["food"], "lang": "de"},
+    },
+]
+
+
+@pytest.fixture
+def papers_workspace(indexed_workspace: Path) -> Path:
+    """The indexed workspace plus a knowledge base of typed metadata (year, tags, lang)."""
+    (indexed_workspace / "kairox.toml").write_text(
+        '[knowledge_bases.papers]\nkind = "sqlite-fts"\npath = "papers.db"\n'
+        "chunk_tokens = 32\nchunk_overlap = 0\n"
+    )
+    records = indexed_workspace / "papers.jsonl"
+    records.write_text("".join(json.dumps(record) + "\n" for record in PAPERS))
+    with kairox.open(indexed_workspace) as kx:
+        kx.facade.ingest("papers", [records])
+    records.unlink()
+    return indexed_workspace
