@@ -219,7 +219,9 @@ class KairoxLlamaRetriever(BaseRetriever):
 
 def _top_k(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"similarity_top_k must be a whole number of at least 1, not {value!r}")
+        raise ValueError(
+            f"similarity_top_k (k) must be a whole number of at least 1, not {value!r}"
+        )
     return value
 
 
