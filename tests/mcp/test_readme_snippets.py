@@ -59,7 +59,7 @@ async def test_the_env_block_carries_kairox_home_to_a_client_that_drops_the_envi
     if "PYTHONPATH" in os.environ:  # the code under test, as this test process imports it
         passed_on["PYTHONPATH"] = os.environ["PYTHONPATH"]
 
-    async def hits(env: dict[str, str]) -> list[dict]:
+    async def search(env: dict[str, str]) -> dict:
         server = StdioServerParameters(
             command=sys.executable,
             args=["-m", "kairox", "mcp"],
@@ -67,9 +67,9 @@ async def test_the_env_block_carries_kairox_home_to_a_client_that_drops_the_envi
             cwd=str(indexed_workspace),
         )
         async with Client(server) as client:
-            found = payload(await client.call_tool("search", {"query": "failed uploads retry"}))
-        return found["hits"]
+            return payload(await client.call_tool("search", {"query": "failed uploads retry"}))
 
-    assert await hits(passed_on) == []  # the state is elsewhere: an empty index
-    found = await hits({**passed_on, "KAIROX_HOME": os.environ["KAIROX_HOME"]})
-    assert found[0]["uri"].endswith("notes.md")
+    lost = await search(passed_on)  # the state is elsewhere: no index there
+    assert lost["hits"] == [] and "not indexed" in lost["sources"][0]["error"]
+    found = await search({**passed_on, "KAIROX_HOME": os.environ["KAIROX_HOME"]})
+    assert found["hits"][0]["uri"].endswith("notes.md")
