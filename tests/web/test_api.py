@@ -7,10 +7,12 @@ import sys
 import textwrap
 
 import pytest
+from starlette.testclient import TestClient
 
 from kairox.facade import AppFacade
 from kairox.memory.approvals import Proposer
-from kairox.web import MAX_BODY_BYTES
+from kairox.web import CSRF_HEADER, MAX_BODY_BYTES, create_app
+from tests.web.conftest import ORIGIN, csrf_token_of
 
 PROPOSALS = (
     '<memory scope="workspace" key="commit.style">Conventional Commits.</memory>'
@@ -390,7 +392,7 @@ def test_static_files_ship_inside_the_package():
 def test_history_of_a_memory_over_a_real_socket(workspace, facade, serve_in_thread):
     import httpx
 
-    from kairox.web import bind_socket, create_app
+    from kairox.web import bind_socket
 
     ws = facade.workspace_id
     for body in ("Mono 12", "Mono 14", "Fira 13"):
@@ -434,3 +436,24 @@ def test_history_of_a_memory_over_a_real_socket(workspace, facade, serve_in_thre
         assert waiting.status_code == 409 and "pending" in waiting.json()["error"]
         # The page offers the history of a memory that has one.
         assert "History (" in client.get("/static/app.js").text
+
+
+def test_a_body_over_the_bound_is_a_400_naming_the_setting(workspace):
+    (workspace / "kairox.toml").write_text("[memory]\nmax_body_chars = 50\n")
+    fresh = create_app(lambda: AppFacade(cwd=workspace), token=None, allowed_origin=ORIGIN)
+    with TestClient(fresh) as client:
+        headers = {"Origin": ORIGIN, CSRF_HEADER: csrf_token_of(client.get("/").text)}
+        refused = client.post(
+            "/api/memories",
+            json={"scope": "user", "key": "k", "body": "x" * 51},
+            headers=headers,
+        )
+        assert refused.status_code == 400
+        assert "(at most 50, [memory] max_body_chars)" in refused.json()["error"]
+        kept = client.post(
+            "/api/memories", json={"scope": "user", "key": "k", "body": "x" * 50}, headers=headers
+        )
+        assert kept.status_code == 200
+        memory_id = kept.json()["memory"]["id"]
+        edited = client.put(f"/api/memories/{memory_id}", json={"body": "y" * 51}, headers=headers)
+        assert edited.status_code == 400 and "max_body_chars" in edited.json()["error"]

@@ -1,8 +1,8 @@
-"""MCP ``remember`` is bounded: per session, per minute, and in how many proposals may wait.
+"""MCP memory tools: ``remember`` is bounded, and only a key's current value is served.
 
-Driven by the official MCP client over stdio against ``kairox mcp`` as a real process, with
-the bounds set small in the workspace's ``kairox.toml`` (issue 33 item 3: one client queued
-3,300 pending proposals in 19 s).
+Driven by the official MCP client over stdio against ``kairox mcp`` as a real process. The
+bounds (per session, per minute, and how many proposals may wait) are set small in the
+workspace's ``kairox.toml``: one client once queued 3,300 pending proposals in 19 s.
 """
 
 from __future__ import annotations
@@ -94,3 +94,20 @@ async def test_proposals_per_session_and_per_minute_are_bounded(
     listed = json.loads(kairox_cli("memory", "list", "--scope", "session", "--json").stdout)
     assert len(listed) == 8
     assert AppFacade(cwd=indexed_workspace).events.list(types=["MemoryRejected"]) == []
+
+
+async def test_only_the_current_value_of_a_key_is_listed_or_assembled(
+    indexed_workspace, stdio_server, payload
+):
+    facade = AppFacade(cwd=indexed_workspace)
+    for body in ("Deploys happen on Mondays.", "Deploys happen on Thursdays."):
+        facade.memory.set("workspace", "deploy.day", body, workspace_id=facade.workspace_id)
+    async with Client(stdio_server) as client:
+        listed = payload(await client.call_tool("memories", {}))
+        assert [m["body"] for m in listed["memories"]] == ["Deploys happen on Thursdays."]
+        context = payload(await client.call_tool("context", {"prompt": "when do we deploy?"}))
+        prompt = json.dumps(context["messages"])
+        assert "Thursdays" in prompt and "Mondays" not in prompt
+        resource = await client.read_resource("kairox://memories/workspace")
+        assert "Thursdays" in resource.contents[0].text
+        assert "Mondays" not in resource.contents[0].text
