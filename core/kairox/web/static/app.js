@@ -180,7 +180,7 @@
             : null,
           el("button", { type: "button", class: "danger", "data-action": "forget", text: "Forget", onclick: () => forget(record) })
         ),
-        record.id in state.history ? historyList(state.history[record.id]) : null
+        ...(record.id in state.history ? [historyList(state.history[record.id])] : [])
       );
     }
     return card;
