@@ -37,17 +37,26 @@ def normalised(body: str) -> str:
 
 def near_identical(a: str, b: str) -> bool:
     """Whether two normalised bodies are equal or at least :data:`SIMILARITY` alike."""
-    if a == b:
-        return True
-    if not a or not b:
-        return False
-    matcher = SequenceMatcher(None, a, b, autojunk=False)
-    # The cheap upper bounds first: most pairs are told apart without the full comparison.
-    return (
-        matcher.real_quick_ratio() >= SIMILARITY
-        and matcher.quick_ratio() >= SIMILARITY
-        and matcher.ratio() >= SIMILARITY
-    )
+    return _Comparison(b).matches(a)
+
+
+class _Comparison:
+    """One normalised body compared with many: its matcher is built once (the costly part)."""
+
+    def __init__(self, body: str) -> None:
+        self.body = body
+        self._matcher = SequenceMatcher(None, autojunk=False)
+        self._matcher.set_seq2(body)
+
+    def matches(self, other: str) -> bool:
+        if other == self.body:
+            return True
+        shorter, longer = sorted((len(other), len(self.body)))
+        if not shorter or 2 * shorter / (shorter + longer) < SIMILARITY:
+            return False  # the ratio can be no higher than this
+        self._matcher.set_seq1(other)
+        # The cheap upper bound first: most pairs are told apart without the full comparison.
+        return self._matcher.quick_ratio() >= SIMILARITY and self._matcher.ratio() >= SIMILARITY
 
 
 def restated(marker: MemoryMarker, candidates: Iterable[MemoryRecord]) -> MemoryRecord | None:
@@ -55,7 +64,7 @@ def restated(marker: MemoryMarker, candidates: Iterable[MemoryRecord]) -> Memory
 
     ``candidates`` are the live records of the marker's scope and place.
     """
-    body = normalised(marker.body)
+    proposed = _Comparison(normalised(marker.body))
     same_key: list[MemoryRecord] = []
     other: list[MemoryRecord] = []
     for record in candidates:
@@ -64,11 +73,11 @@ def restated(marker: MemoryMarker, candidates: Iterable[MemoryRecord]) -> Memory
         else:
             other.append(record)
     for record in same_key:
-        if near_identical(body, normalised(record.body)):
+        if proposed.matches(normalised(record.body)):
             return record
-    if len(body.split()) < MIN_WORDS_ACROSS_KEYS:
+    if len(proposed.body.split()) < MIN_WORDS_ACROSS_KEYS:
         return None
     for record in other:
-        if near_identical(body, normalised(record.body)):
+        if proposed.matches(normalised(record.body)):
             return record
     return None
