@@ -86,6 +86,11 @@ def test_propose_memory_goes_through_approval(notes: Path):
 
     rejected = kx.propose_memory("galaxy", "x", key="a")
     assert rejected.status == "rejected" and "unknown scope" in rejected.reason
+    # Restating what waits merges with it; a body over [memory] max_body_chars is refused.
+    again = kx.propose_memory("user", "prefers tabs", key="indent")
+    assert again.status == "merged" and again.record.body == "Prefers tabs."
+    too_long = kx.propose_memory("session", "x" * 8001)
+    assert too_long.status == "rejected" and "max_body_chars" in too_long.reason
     with pytest.raises(KairoxApiError, match="unknown scope"):
         kx.memories("galaxy")
 

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Kairox", "KairoxApiError", "MemoryProposal", "open"]
 
-ProposalStatus = Literal["accepted", "pending", "rejected"]
+ProposalStatus = Literal["accepted", "pending", "merged", "rejected"]
 
 
 class KairoxApiError(KairoxError, RuntimeError):
@@ -52,8 +52,9 @@ class MemoryProposal:
     """What became of one proposed memory.
 
     ``accepted``: a session memory, kept at once. ``pending``: a user or workspace memory
-    waiting for the user (``kairox memory approve ID``). ``rejected``: not valid; ``reason``
-    says why.
+    waiting for the user (``kairox memory approve ID``). ``merged``: it restated a pending or
+    approved memory (``record``), so nothing new was kept. ``rejected``: not valid, or over a
+    ``[memory]`` bound; ``reason`` says why.
     """
 
     status: ProposalStatus
@@ -225,4 +226,6 @@ class Kairox:
             return MemoryProposal("accepted", outcome.accepted[0])
         if outcome.pending:
             return MemoryProposal("pending", outcome.pending[0])
+        if outcome.merged:
+            return MemoryProposal("merged", outcome.merged[0])
         return MemoryProposal("rejected", reason=outcome.rejected[0][1])

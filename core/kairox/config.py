@@ -54,6 +54,7 @@ from pydantic import (
     field_validator,
 )
 
+from kairox.memory.limits import DEFAULT_LIMITS, ProposalLimits
 from kairox.paths import WORKSPACE_CONFIG_NAME
 
 if TYPE_CHECKING:
@@ -315,6 +316,27 @@ class MemoryConfig(BaseModel):
     # A session memory proposed in a turn whose prompt held tool output or retrieved
     # text waits for approval instead of being accepted at once.
     hold_tainted_session: StrictBool = True
+    # The bounds of kairox.memory.limits: body size on every path, proposals from outside
+    # a chat turn (MCP, the Python API) per session and per minute, pending per origin.
+    max_body_chars: StrictInt = Field(default=DEFAULT_LIMITS.max_body_chars, ge=16, le=100_000)
+    max_proposals_per_session: StrictInt = Field(
+        default=DEFAULT_LIMITS.max_per_session, ge=0, le=100_000
+    )
+    max_proposals_per_minute: StrictInt = Field(
+        default=DEFAULT_LIMITS.max_per_minute, ge=0, le=10_000
+    )
+    max_pending_per_origin: StrictInt = Field(
+        default=DEFAULT_LIMITS.max_pending_per_origin, ge=0, le=10_000
+    )
+
+    def limits(self) -> ProposalLimits:
+        """The bounds as :class:`~kairox.memory.limits.ProposalLimits`."""
+        return ProposalLimits(
+            max_body_chars=self.max_body_chars,
+            max_per_session=self.max_proposals_per_session,
+            max_per_minute=self.max_proposals_per_minute,
+            max_pending_per_origin=self.max_pending_per_origin,
+        )
 
 
 _COMMON_KB_KEYS: frozenset[str] = frozenset(KnowledgeBaseConfig.model_fields)
@@ -363,6 +385,12 @@ _FIELD_FIXES: dict[str, str] = {
     "exclude": 'use a list of gitignore patterns, e.g. exclude = ["build/", "*.min.js"]',
     "max_proposals_per_turn": "use a whole number from 0 to 100, e.g. max_proposals_per_turn = 5",
     "hold_tainted_session": "use true or false (no quotes), e.g. hold_tainted_session = true",
+    "max_body_chars": "use a whole number of characters from 16 to 100000, e.g. max_body_chars = 8000",
+    "max_proposals_per_session": (
+        "use a whole number from 0 to 100000, e.g. max_proposals_per_session = 100"
+    ),
+    "max_proposals_per_minute": "use a whole number from 0 to 10000, e.g. max_proposals_per_minute = 20",
+    "max_pending_per_origin": "use a whole number from 0 to 10000, e.g. max_pending_per_origin = 20",
 }
 _BUILTIN_MODELS: tuple[type[BaseModel], ...] = (
     ProfileConfig,

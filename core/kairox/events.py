@@ -49,6 +49,7 @@ __all__ = [
     "MemoryAccepted",
     "MemoryEdited",
     "MemoryForgotten",
+    "MemoryMerged",
     "MemoryProposed",
     "MemoryRejected",
     "ModelTokenDelta",
@@ -210,6 +211,20 @@ class MemoryForgotten(Event):
     key: str | None = None
     actor: str = "api"
     """Where it was forgotten: ``cli``, ``tui``, ``web`` or ``api``."""
+
+
+@dataclass(frozen=True)
+class MemoryMerged(Event):
+    """A proposal restated memory ``memory_id`` (pending or approved: ``into``) and was merged
+    with it instead of being kept or queued again; ``body`` is what was proposed."""
+
+    memory_id: int
+    scope: str
+    body: str
+    into: str
+    key: str | None = None
+    turn_id: str | None = None
+    tainted_by: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

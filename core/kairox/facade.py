@@ -244,6 +244,7 @@ class AppFacade:
             self.events,
             max_proposals_per_turn=settings.max_proposals_per_turn,
             hold_tainted_session=settings.hold_tainted_session,
+            limits=settings.limits(),
         )
 
     def memories(self, *, scope: str | None = None, pending: bool = False) -> list[MemoryRecord]:

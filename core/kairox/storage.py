@@ -23,7 +23,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from os import PathLike
@@ -153,12 +153,19 @@ def immediate_transaction(conn: _Connection) -> Iterator[None]:
 
 
 def ensure_component_schema(
-    conn: sqlite3.Connection, component: str, version: int, statements: Sequence[str]
+    conn: sqlite3.Connection,
+    component: str,
+    version: int,
+    statements: Sequence[str],
+    migrations: Mapping[int, Sequence[str]] | None = None,
 ) -> None:
     """Create ``component``'s tables at ``version`` if missing; refuse a newer stored version.
 
-    ``statements`` must be idempotent (``IF NOT EXISTS``). They run in one ``BEGIN IMMEDIATE``
-    transaction so two processes opening a fresh database cannot interleave.
+    ``statements`` must be idempotent (``IF NOT EXISTS``). ``migrations[n]`` upgrades tables
+    stored at version ``n - 1`` to version ``n``; an older stored version runs each step up to
+    ``version`` in turn, then ``statements``. Everything runs in one ``BEGIN IMMEDIATE``
+    transaction, so two processes opening the database cannot interleave and a failed
+    upgrade leaves the tables as they were.
     """
     with immediate_transaction(conn):
         if _check_format(conn) < DATABASE_FORMAT_VERSION:
@@ -177,7 +184,10 @@ def ensure_component_schema(
                 "untouched)"
             )
         if row is None or row[0] < version:
-            # Version 1 is the first layout, so creating is the only migration so far.
+            if row is not None:
+                for step in range(row[0] + 1, version + 1):
+                    for statement in (migrations or {}).get(step, ()):
+                        conn.execute(statement)
             for statement in statements:
                 conn.execute(statement)
             conn.execute(
@@ -218,10 +228,16 @@ class Database(ClosedOnExit):
         self.lock = threading.RLock()
         self.conn = connect_database(path, busy_timeout_ms=busy_timeout_ms)
 
-    def ensure_schema(self, component: str, version: int, statements: Sequence[str]) -> None:
+    def ensure_schema(
+        self,
+        component: str,
+        version: int,
+        statements: Sequence[str],
+        migrations: Mapping[int, Sequence[str]] | None = None,
+    ) -> None:
         """:func:`ensure_component_schema` on this connection."""
         with self.lock:
-            ensure_component_schema(self.conn, component, version, statements)
+            ensure_component_schema(self.conn, component, version, statements, migrations)
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -242,7 +258,8 @@ class SqliteComponentStore(ClosedOnExit):
     """A store with its own tables in the shared database.
 
     Subclasses name their ``component``, ``schema_version`` and ``schema`` (idempotent
-    statements); a database holding a newer version of them is refused untouched.
+    statements), and the ``migrations`` from older versions; a database holding a newer
+    version of them is refused untouched.
 
     :param path: the database file, or a :class:`Database` to share (then closing the
         store leaves the connection to its owner).
@@ -251,6 +268,8 @@ class SqliteComponentStore(ClosedOnExit):
     component: ClassVar[str]
     schema_version: ClassVar[int]
     schema: ClassVar[Sequence[str]]
+    # Upgrades from older stored versions: ``{n: statements taking n - 1 to n}``.
+    migrations: ClassVar[Mapping[int, Sequence[str]]] = {}
 
     def __init__(
         self,
@@ -268,7 +287,9 @@ class SqliteComponentStore(ClosedOnExit):
         self._lock = self.database.lock
         self._conn = self.database.conn
         try:
-            self.database.ensure_schema(self.component, self.schema_version, self.schema)
+            self.database.ensure_schema(
+                self.component, self.schema_version, self.schema, self.migrations
+            )
         except BaseException:
             if self._owns_database:
                 self.database.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from kairox.facade import AppFacade
+from kairox.memory.approvals import Proposer
 
 
 def test_context_json_has_messages_budget_and_sources(invoke, workspace):
@@ -181,3 +182,51 @@ def test_context_takes_knowledge_base_chunks_not_whole_documents(invoke, workspa
     assert account["tokens"] < len(hits) * (200 + label_cost + 8)
     table = invoke("context", "how do I retry failed uploads from queue 9?")
     assert "ops/runbook.md#" in table.output
+
+
+def test_chat_says_why_a_marker_was_not_kept_and_what_it_restated(invoke, workspace, tmp_path):
+    (workspace / "kairox.toml").write_text("[memory]\nmax_body_chars = 40\n")
+    AppFacade(cwd=workspace).memory.set(
+        "workspace", "deploy.day", "Fridays are frozen.", workspace_id=str(workspace)
+    )
+    replies = [
+        'Noted.<memory scope="session">' + "x" * 2_000_000 + "</memory>",
+        'Sure.<memory scope="workspace" key="deploy.day">fridays are FROZEN</memory>',
+    ]
+    script = tmp_path / "replies.jsonl"
+    script.write_text("".join(json.dumps({"reply": r}) + "\n" for r in replies))
+    result = invoke("chat", "--script", str(script), input="one\ntwo\n/quit\n")
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())  # the console wraps long lines
+    assert (
+        "a memory proposal was not kept: the body is 2000000 characters long "
+        "(at most 40, [memory] max_body_chars)" in out
+    )
+    assert "already remembered: workspace memory deploy.day" in out and "not queued again" in out
+    assert "remember this?" not in out
+    facade = AppFacade(cwd=workspace)
+    assert facade.memories(scope="session") == [] and facade.memories(pending=True) == []
+
+
+def test_superseded_memories_never_reach_the_prompt(invoke, workspace):
+    facade = AppFacade(cwd=workspace)
+    ws = facade.workspace_id
+    facade.memory.set("user", "editor.font", "JetBrains Mono 14px.", workspace_id=ws)
+    facade.memory.set("user", "editor.font", "Fira Code 13px.", workspace_id=ws)
+    proposal = facade.memory.propose(
+        "workspace",
+        "Deploy on Tuesdays.",
+        key="deploy.day",
+        by=Proposer("chat-1", ws, "api"),
+    ).pending[0]
+    facade.memory.set("workspace", "deploy.day", "Deploy on Mondays.", workspace_id=ws)
+    facade.memory.approve(proposal.id)  # supersedes Mondays
+    facade.memory.edit("deploy.day", "Deploy on Wednesdays.", workspace_id=ws)
+    assert len(facade.memory.history("deploy.day", workspace_id=ws)) == 3
+
+    result = invoke("context", "which font and which deploy day?", "--json")
+    assert result.exit_code == 0, result.output
+    prompt = json.dumps(json.loads(result.output)["messages"])
+    assert "Fira Code 13px." in prompt and "Deploy on Wednesdays." in prompt
+    for old in ("JetBrains Mono", "Mondays", "Tuesdays"):
+        assert old not in prompt

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kairox.events import SchemaVersionError, SqliteEventStore, UserMessageAdded
-from kairox.memory import MemoryStore, SqliteMemoryStore
+from kairox.memory import MEMORY_SCHEMA_VERSION, MemoryStore, SqliteMemoryStore
 from tests.conftest import set_schema_version
 
 
@@ -185,7 +185,10 @@ def test_a_proposal_does_not_touch_the_approved_memory_until_approved(
     assert merged.updated_at > current.updated_at
     assert merged.approved_at is not None and merged.approved_at > current.approved_at  # type: ignore[operator]
     assert store.get(proposal.id) is None  # the proposal was consumed
-    assert [r.body for r in store.list(status=None)] == ["Mono 14"]
+    assert [(r.body, r.status) for r in store.list(status=None)] == [
+        ("Mono 14", "approved"),
+        ("Mono 12", "superseded"),
+    ]
 
 
 def test_a_new_proposal_replaces_a_pending_one_with_the_same_key(store: SqliteMemoryStore) -> None:
@@ -218,7 +221,7 @@ def test_set_status_validation(store: SqliteMemoryStore) -> None:
         store.set_status(999, "approved")
     approved = store.set_status(record.id, "approved")
     assert approved.status == "approved"
-    assert approved.approved_at is None  # session scope
+    assert approved.approved_at is not None  # a person decided, whatever the scope
     assert store.set_status(record.id, "approved") == approved  # idempotent
 
 
@@ -338,7 +341,7 @@ def test_shares_the_event_store_database(db: Path) -> None:
     finally:
         raw.close()
     assert {"events", "memories", "kairox_schema"} <= tables
-    assert components == {"events": 1, "memory": 1}
+    assert components == {"events": 1, "memory": MEMORY_SCHEMA_VERSION}
 
 
 def test_newer_memory_schema_is_refused(db: Path) -> None:
@@ -348,3 +351,113 @@ def test_newer_memory_schema_is_refused(db: Path) -> None:
         SqliteMemoryStore(db)
     # The event store's own component is unaffected by the memory tables' version.
     SqliteEventStore(db).close()
+
+
+# -- memories that change over time ---------------------------------------------------------
+
+V1_DATABASE = Path(__file__).parent / "data" / "memory_v1.sql"
+
+
+def test_a_new_value_supersedes_the_old_one_which_stays_with_its_interval(
+    store: SqliteMemoryStore,
+) -> None:
+    first = store.put("user", "Mono 12", key="editor.font")
+    second = store.put("user", "Mono 14", key="editor.font")
+    third = store.put("user", "Fira 13", key="editor.font")
+    assert first.id == second.id == third.id  # the memory keeps its id
+    history = store.history("user", "Editor Font")
+    assert [(r.body, r.status) for r in history] == [
+        ("Mono 12", "superseded"),
+        ("Mono 14", "superseded"),
+        ("Fira 13", "approved"),
+    ]
+    old, middle, current = history
+    # Each value was valid from when it was written until the next one replaced it.
+    assert old.valid_from == first.valid_from and old.valid_to == second.valid_from
+    assert middle.valid_from == second.valid_from and middle.valid_to == current.valid_from
+    assert current.valid_to is None and current.id == first.id
+    assert old.valid_from < old.valid_to < middle.valid_to  # type: ignore[operator]
+    # Only the current value is listed, looked up and visible to a session.
+    assert [r.body for r in store.list(scope="user")] == ["Fira 13"]
+    assert store.get_by_key("user", "editor.font").body == "Fira 13"  # type: ignore[union-attr]
+    assert [r.body for r in store.visible_to("/ws", "s1")] == ["Fira 13"]
+
+
+def test_the_same_body_again_is_no_new_value(store: SqliteMemoryStore) -> None:
+    store.put("workspace", "make test", key="test.cmd", workspace_id="/ws")
+    store.put("workspace", "make test", key="test.cmd", workspace_id="/ws")
+    assert [r.status for r in store.history("workspace", "test.cmd", "/ws")] == ["approved"]
+
+
+def test_approving_and_editing_keep_the_earlier_value(store: SqliteMemoryStore) -> None:
+    current = store.put("workspace", "tabs", key="indent", workspace_id="/ws")
+    proposal = store.propose("workspace", "spaces", key="indent", workspace_id="/ws")
+    store.update_body(proposal.id, "4 spaces")  # a pending body is no value yet: no history
+    assert [r.body for r in store.history("workspace", "indent", "/ws")] == ["tabs"]
+    store.set_status(proposal.id, "approved")
+    store.update_body(current.id, "2 spaces")
+    assert [(r.body, r.status) for r in store.history("workspace", "indent", "/ws")] == [
+        ("tabs", "superseded"),
+        ("4 spaces", "superseded"),
+        ("2 spaces", "approved"),
+    ]
+    # Another workspace's key of the same name has its own history.
+    store.put("workspace", "tabs", key="indent", workspace_id="/other")
+    assert len(store.history("workspace", "indent", "/other")) == 1
+
+
+def test_superseded_records_cannot_be_decided_and_forgetting_takes_the_history(
+    store: SqliteMemoryStore,
+) -> None:
+    current = store.put("user", "one", key="k")
+    store.put("user", "two", key="k")
+    [old] = store.list(status="superseded")
+    with pytest.raises(ValueError, match="history"):
+        store.set_status(old.id, "approved")
+    with pytest.raises(ValueError, match="not by hand"):
+        store.set_status(current.id, "superseded")
+    assert store.forget(current.id)
+    assert store.list(status=None) == []
+    assert store.history("user", "k") == []
+
+
+def test_a_version_1_database_is_upgraded_with_every_memory_kept(db: Path) -> None:
+    raw = sqlite3.connect(db)
+    raw.executescript(V1_DATABASE.read_text())
+    raw.close()
+
+    with SqliteMemoryStore(db, clock=Clock()) as store:
+        records = {r.id: r for r in store.list(status=None)}
+        assert {i: (r.scope, r.key, r.body, r.status) for i, r in records.items()} == {
+            1: ("user", "editor.font", "JetBrains Mono 14px.", "approved"),
+            2: ("workspace", "test.command", "make test", "approved"),
+            3: ("user", "editor.font", "Fira Code 13px.", "pending"),
+            4: ("user", "tone", "Be chatty.", "rejected"),
+            5: ("session", None, "Explain first.", "approved"),
+        }
+        font = records[1]
+        assert font.created_at == "2026-01-01T10:00:00.000000+00:00"
+        assert font.provenance == {"written_by": "user", "actor": "cli"}
+        # An approved body has been current since it was last written.
+        assert font.valid_from == font.updated_at and font.valid_to is None
+        assert records[3].valid_from is None and records[4].valid_from is None
+
+        # The upgraded table takes the new behaviour: approving the old proposal keeps history.
+        approved = store.set_status(3, "approved")
+        assert approved.id == 1 and approved.body == "Fira Code 13px."
+        assert [(r.body, r.valid_to is not None) for r in store.history("user", "editor.font")] == [
+            ("JetBrains Mono 14px.", True),
+            ("Fira Code 13px.", False),
+        ]
+        # Ids are never reused: memory 6 was forgotten before the upgrade.
+        assert store.put("user", "Short.", key="tone").id > 6
+    raw = sqlite3.connect(db)
+    try:
+        version = raw.execute(
+            "SELECT version FROM kairox_schema WHERE component = 'memory'"
+        ).fetchone()[0]
+        tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    finally:
+        raw.close()
+    assert version == MEMORY_SCHEMA_VERSION == 2
+    assert "memories_v1" not in tables

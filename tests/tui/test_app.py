@@ -467,3 +467,25 @@ def test_a_proposal_over_an_existing_key_says_what_it_replaces(facade, ui):
     assert facade.memory.find("deploy.day", workspace_id=facade.workspace_id).body == (
         "Fridays are frozen."
     )
+
+
+def test_an_oversized_marker_says_why_and_a_restatement_is_noted(facade, ui):
+    facade.memory.set(
+        "workspace", "deploy.day", "Fridays are frozen.", workspace_id=facade.workspace_id
+    )
+    replies = [
+        'Ok.<memory scope="session">' + "y" * 9000 + "</memory>",
+        'Yes.<memory scope="workspace" key="deploy.day">Fridays are frozen</memory>',
+    ]
+    app = KairoxApp(facade, backend=ScriptedModel(replies))
+
+    async def scenario(pilot):
+        await ui.send(pilot, "remember this")
+        assert any(
+            "was not kept: the body is 9000 characters long (at most 8000" in n for n in notes(app)
+        )
+        await ui.send(pilot, "and deploys?")
+        assert any("already known: restates workspace memory #" in n for n in notes(app))
+        assert not app.stream.query(MemoryCard)
+
+    ui.run(app, scenario)

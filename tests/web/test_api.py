@@ -7,9 +7,12 @@ import sys
 import textwrap
 
 import pytest
+from starlette.testclient import TestClient
 
 from kairox.facade import AppFacade
-from kairox.web import MAX_BODY_BYTES
+from kairox.memory.approvals import Proposer
+from kairox.web import CSRF_HEADER, MAX_BODY_BYTES, create_app
+from tests.web.conftest import ORIGIN, csrf_token_of
 
 PROPOSALS = (
     '<memory scope="workspace" key="commit.style">Conventional Commits.</memory>'
@@ -381,3 +384,76 @@ def test_static_files_ship_inside_the_package():
 
     static = resources.files("kairox.web") / "static"
     assert {"index.html", "app.js", "style.css"} <= {p.name for p in static.iterdir()}
+
+
+# -- a key's earlier values, over a real socket ----------------------------------------------
+
+
+def test_history_of_a_memory_over_a_real_socket(workspace, facade, serve_in_thread):
+    import httpx
+
+    from kairox.web import bind_socket
+
+    ws = facade.workspace_id
+    for body in ("Mono 12", "Mono 14", "Fira 13"):
+        current = facade.memory.set("user", "editor.font", body, workspace_id=ws)
+    plain = facade.memory.set("workspace", "test.cmd", "make test", workspace_id=ws)
+    elsewhere = facade.memory.set("workspace", "test.cmd", "tox", workspace_id="/other/ws")
+    facade.memory.set("workspace", "test.cmd", "nox", workspace_id="/other/ws")
+    proposal = facade.memory.propose(
+        "user", "Iosevka", key="editor.font", by=Proposer("chat-1", ws, "api")
+    ).pending[0]
+
+    sock = bind_socket("127.0.0.1", 0)
+    origin = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    app = create_app(lambda: AppFacade(cwd=workspace), token=None, allowed_origin=origin)
+    with serve_in_thread(app, sock), httpx.Client(base_url=origin, timeout=30) as client:
+        listed = client.get("/api/memories").json()["memories"]
+        assert [(m["key"], m["body"], m["earlier_values"]) for m in listed] == [
+            ("editor.font", "Fira 13", 2),
+            ("test.cmd", "make test", 0),
+        ]
+        response = client.get(f"/api/memories/{current.id}/history")
+        assert response.status_code == 200
+        history = response.json()["history"]
+        assert [(h["body"], h["status"]) for h in history] == [
+            ("Mono 12", "superseded"),
+            ("Mono 14", "superseded"),
+            ("Fira 13", "approved"),
+        ]
+        assert history[0]["valid_to"] == history[1]["valid_from"]
+        assert history[1]["valid_to"] == history[2]["valid_from"]
+        assert history[2]["id"] == current.id and history[2]["valid_to"] is None
+        # An earlier value's id leads to the same history.
+        again = client.get(f"/api/memories/{history[0]['id']}/history").json()["history"]
+        assert [h["id"] for h in again] == [h["id"] for h in history]
+        assert [
+            h["body"] for h in client.get(f"/api/memories/{plain.id}/history").json()["history"]
+        ] == ["make test"]
+        # Another workspace's history is not this page's; a proposal has none yet.
+        assert client.get(f"/api/memories/{elsewhere.id}/history").status_code == 404
+        waiting = client.get(f"/api/memories/{proposal.id}/history")
+        assert waiting.status_code == 409 and "pending" in waiting.json()["error"]
+        # The page offers the history of a memory that has one.
+        assert "History (" in client.get("/static/app.js").text
+
+
+def test_a_body_over_the_bound_is_a_400_naming_the_setting(workspace):
+    (workspace / "kairox.toml").write_text("[memory]\nmax_body_chars = 50\n")
+    fresh = create_app(lambda: AppFacade(cwd=workspace), token=None, allowed_origin=ORIGIN)
+    with TestClient(fresh) as client:
+        headers = {"Origin": ORIGIN, CSRF_HEADER: csrf_token_of(client.get("/").text)}
+        refused = client.post(
+            "/api/memories",
+            json={"scope": "user", "key": "k", "body": "x" * 51},
+            headers=headers,
+        )
+        assert refused.status_code == 400
+        assert "(at most 50, [memory] max_body_chars)" in refused.json()["error"]
+        kept = client.post(
+            "/api/memories", json={"scope": "user", "key": "k", "body": "x" * 50}, headers=headers
+        )
+        assert kept.status_code == 200
+        memory_id = kept.json()["memory"]["id"]
+        edited = client.put(f"/api/memories/{memory_id}", json={"body": "y" * 51}, headers=headers)
+        assert edited.status_code == 400 and "max_body_chars" in edited.json()["error"]

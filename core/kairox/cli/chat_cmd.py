@@ -123,7 +123,24 @@ async def chat_loop(session: Any) -> None:
         sys.stdout.write("\n")
         if last.compaction is not None and last.compaction.status != "skipped":
             console.print(f"(history compacted: {last.compaction.status})", markup=False)
+        _report(last.proposals)
         await _review(session, last.proposals.pending)
+
+
+def _report(proposals: Any) -> None:
+    """Why a memory marker of the turn was not kept, and which ones restated a memory."""
+    for _raw, reason in proposals.rejected:
+        console.print(
+            Text("a memory proposal was not kept: ", style="yellow") + Text(printable(reason))
+        )
+    for record in proposals.merged:
+        console.print(
+            Text(
+                f"already {'remembered' if record.status == 'approved' else 'proposed'}: "
+                f"{record.scope} memory {printable(record.key or '')} (#{record.id}), "
+                "not queued again"
+            )
+        )
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -141,12 +142,43 @@ def edit(app: AppContext, key: str, body: str | None, scope: str | None) -> None
 @click.option(
     "--scope", type=click.Choice(["user", "workspace"]), help="Default: workspace, then user."
 )
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def history(app: AppContext, key: str, scope: str | None, as_json: bool) -> None:
+    """The values KEY has had: earlier ones with when they were valid, the current one last."""
+    facade = app.facade()
+    records = facade.memory.history(key, workspace_id=facade.workspace_id, scope=scope)
+    if as_json:
+        print_json([record_json(r) for r in records])
+        return
+    table = Table("id", "body", "valid from", "valid to")
+    fold_long_values(table)
+    for r in records:
+        until = Text("current", style="bold") if r.valid_to is None else Text(r.valid_to)
+        table.add_row(str(r.id), Text(printable(r.body)), r.valid_from or "-", until)
+    console.print(Text(f"{records[-1].scope} memory {printable(records[-1].key or '')}"))
+    console.print(table)
+
+
+@memory.command()
+@click.argument("key")
+@click.option(
+    "--scope", type=click.Choice(["user", "workspace"]), help="Default: workspace, then user."
+)
+@click.option(
+    "--yes", is_flag=True, help="Do not ask for confirmation (needed without a terminal)."
+)
 @click.pass_obj
 def forget(app: AppContext, key: str, scope: str | None, yes: bool) -> None:
-    """Delete the memory under KEY for good."""
+    """Delete the memory under KEY, and its history, for good."""
     facade = app.facade()
     record = facade.memory.find(key, workspace_id=facade.workspace_id, scope=scope)
+    if not yes and not (sys.stdin is not None and sys.stdin.isatty()):
+        # No one can answer the prompt: say how to confirm instead of aborting at it.
+        raise click.UsageError(
+            f"forgetting {record.scope} memory {printable(repr(record.key))} needs confirmation "
+            "and there is no terminal to ask at; add --yes to confirm"
+        )
     if not yes:
         click.confirm(
             printable(f"forget {record.scope} memory {record.key!r}: {record.body!r}?"), abort=True

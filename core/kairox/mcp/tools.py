@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from kairox.errors import KairoxError
-from kairox.memory.approvals import MAX_PROPOSAL_CHARS, Proposer
+from kairox.memory.approvals import Proposer
 from kairox.memory.marker_rules import SCOPES
 from kairox.retrieval.filters import FilterError
 from kairox.retrieval.filters import parse_filter as parse_filter_language
@@ -154,10 +154,18 @@ class KairoxTools:
 
     def remember(self, scope: str, body: str, key: str | None = None) -> dict[str, Any]:
         scope = _scope(scope, MEMORY_SCOPES)
-        body = _text("body", body, MAX_PROPOSAL_CHARS)
+        body = _text("body", body, self.facade.memory.limits.max_body_chars)
         outcome = self.facade.memory.propose(scope, body, key=key, by=self._proposer())
         if outcome.rejected:
             raise ToolInputError(f"not remembered: {outcome.rejected[0][1]}")
+        if outcome.merged:
+            record = outcome.merged[0]
+            return {
+                "status": "merged",
+                "message": f"Already {'known' if record.status == 'approved' else 'proposed'}: "
+                f"this restates {record.scope} memory #{record.id}, so nothing new was queued.",
+                "memory": memory_json(record),
+            }
         if outcome.accepted:
             record = outcome.accepted[0]
             return {

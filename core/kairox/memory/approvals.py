@@ -2,9 +2,14 @@
 
 Session memories are accepted at once (``MemoryProposed`` + ``MemoryAccepted``). User
 and workspace memories wait as pending proposals until a person approves or rejects
-them; pending proposals live in the store, so they survive a restart. Malformed markers
-and proposals over the per-turn cap are rejected with a reason and recorded as
-``MemoryRejected`` events; nothing is silently dropped or downgraded.
+them; pending proposals live in the store, so they survive a restart. Malformed markers,
+bodies over ``[memory] max_body_chars`` and proposals over the per-turn cap are rejected
+with a reason and recorded as ``MemoryRejected`` events; nothing is silently dropped or
+downgraded. A proposal that restates a pending or approved memory
+(:mod:`kairox.memory.restatement`) is merged with it (``MemoryMerged``) instead of queued
+again, and an origin (``chat``, ``mcp``, ``api``) with ``[memory] max_pending_per_origin``
+proposals waiting gets its next one rejected until a person decides some
+(:mod:`kairox.memory.limits`).
 
 A proposal made in a *tainted* turn (its prompt held tool output, or text retrieved from
 the workspace or a knowledge base: the usual routes of indirect prompt injection) carries
@@ -13,108 +18,83 @@ for approval too (``[memory] hold_tainted_session``, default true). Edits and de
 by a person are ``MemoryEdited`` / ``MemoryForgotten`` events naming who (``actor``:
 ``cli``, ``tui``, ``web`` or ``api``) and the previous body. This is the one path every
 surface takes to change memories, and the path proposals from outside a chat take (the MCP
-server, the Python API): :meth:`MemoryApprovals.propose` treats one like a marker, and
-:meth:`MemoryApprovals.propose_forget` asks a person to delete a memory.
+server, the Python API): :meth:`MemoryApprovals.propose` treats one like a marker (within
+the per-session and per-minute bounds), and :meth:`MemoryApprovals.propose_forget` asks a
+person to delete a memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
-from typing import Any, Final
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from kairox.errors import KairoxError
 from kairox.events import (
     MemoryAccepted,
-    MemoryEdited,
     MemoryForgotten,
-    MemoryProposed,
+    MemoryMerged,
     MemoryRejected,
     SqliteEventStore,
 )
 from kairox.memory.base_store import MemoryStore
-from kairox.memory.markers import SCOPES, MemoryMarker, RejectedMarker, normalize_key
+from kairox.memory.edits import MemoryEdits
+from kairox.memory.limits import DEFAULT_LIMITS, ProposalLimits, ProposalRate
+from kairox.memory.markers import MemoryMarker, RejectedMarker
+from kairox.memory.proposals import (
+    FORGET_ACTION,
+    MAX_PROPOSAL_CHARS,
+    USER_ACTIONS_SESSION,
+    MemoryInputError,
+    MemoryNotFound,
+    Proposer,
+    TurnProposals,
+    about,
+    log_of,
+    marker_for,
+    origin_of,
+    proposed_event,
+    too_long,
+)
 from kairox.memory.records import MemoryRecord
-from kairox.storage import Database
+from kairox.memory.restatement import restated
+
+__all__ = [
+    "DEFAULT_MAX_PROPOSALS_PER_TURN",
+    "FORGET_ACTION",
+    "MAX_PROPOSAL_CHARS",
+    "USER_ACTIONS_SESSION",
+    "MemoryApprovals",
+    "MemoryInputError",
+    "MemoryNotFound",
+    "ProposalRefused",
+    "Proposer",
+    "TurnProposals",
+]
 
 DEFAULT_MAX_PROPOSALS_PER_TURN = 5
-# Events of actions a person takes outside any chat session (the CLI, the web page).
-USER_ACTIONS_SESSION = "kairox-user-actions"
-# A memory is a short fact; a proposal from an agent longer than this is a mistake or an attack.
-MAX_PROPOSAL_CHARS: Final = 8000
-# ``provenance["action"]`` of a proposal to delete a memory rather than write one.
-FORGET_ACTION: Final = "forget"
 
 
-class MemoryNotFound(KairoxError, LookupError):
-    """No memory or proposal matches; the message says what was looked for."""
+class ProposalRefused(KairoxError, RuntimeError):
+    """A proposal over the rate or pending bounds; the message says which and what to do."""
 
 
-class MemoryInputError(KairoxError, ValueError):
-    """A key, scope or body a person typed is not valid; the message says why."""
-
-
-def _text(value: str, what: str) -> str:
-    """``value`` if it is valid text; a lone surrogate (from a bad escape or undecodable
-    command-line bytes) could not be stored."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise MemoryInputError(
-            f"the {what} holds a lone surrogate (\\u{ord(value[exc.start]):04x}) at character "
-            f"{exc.start}, which is not text; write it again as plain UTF-8"
-        ) from None
-    return value
-
-
-def _key(key: str) -> str:
-    try:
-        return normalize_key(_text(key, "key"))
-    except ValueError as exc:
-        raise MemoryInputError(
-            f"{exc}; keys are short dotted names such as 'editor.font' or 'commit.style'"
-        ) from exc
-
-
-@dataclass(frozen=True)
-class Proposer:
-    """Who makes a proposal from outside a chat turn (:meth:`MemoryApprovals.propose`).
-
-    :param session_id: the session it is made in (its events go there).
-    :param workspace_id: the workspace it is made in.
-    :param via: the channel (``"mcp"``, ``"api"``), kept in the provenance.
-    :param tainted_by: what unvetted text the proposer has read (``workspace:<source>``,
-        ``tool output``): the proposal then carries the injection warning.
-    """
-
-    session_id: str
-    workspace_id: str
-    via: str
-    tainted_by: Sequence[str] = ()
-
-
-@dataclass
-class TurnProposals:
-    """What became of the markers of one turn."""
-
-    accepted: list[MemoryRecord] = field(default_factory=list)
-    pending: list[MemoryRecord] = field(default_factory=list)
-    rejected: list[tuple[str, str]] = field(default_factory=list)  # (raw text, reason)
-
-
-class MemoryApprovals:
+class MemoryApprovals(MemoryEdits):
     """Applies the approval rules on top of a memory store and the event log.
 
     Every decision is one store write and one event. When the store and the event log
     share one :class:`~kairox.storage.Database` (the facade sees to it) both commit in
-    one transaction: a crash leaves both or neither.
+    one transaction: a crash leaves both or neither. What a person does directly (write,
+    edit, forget, read a key's history) comes from :class:`~kairox.memory.edits.MemoryEdits`.
 
     :param max_proposals_per_turn: markers beyond this many in one turn are rejected
         with a reason (a model that floods proposals is more likely confused or steered).
     :param hold_tainted_session: a session memory proposed in a tainted turn (its prompt
         held tool output or retrieved text) waits for approval like a user or workspace
         one, instead of being accepted at once.
+    :param limits: the bounds on bodies, on proposals per session and per minute from
+        outside a chat turn, and on the pending queue per origin.
+    :param clock: the monotonic clock the per-minute bound reads (tests drive it).
     """
 
     def __init__(
@@ -124,6 +104,8 @@ class MemoryApprovals:
         *,
         max_proposals_per_turn: int = DEFAULT_MAX_PROPOSALS_PER_TURN,
         hold_tainted_session: bool = True,
+        limits: ProposalLimits = DEFAULT_LIMITS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if max_proposals_per_turn < 0:
             raise ValueError("max_proposals_per_turn must be >= 0")
@@ -131,13 +113,8 @@ class MemoryApprovals:
         self.events = events
         self.max_proposals_per_turn = max_proposals_per_turn
         self.hold_tainted_session = hold_tainted_session
-
-    def _atomic(self) -> AbstractContextManager[object]:
-        """One transaction over the store and the log, when they share a database."""
-        shared = getattr(self.store, "database", None)
-        if isinstance(shared, Database) and shared is getattr(self.events, "database", None):
-            return shared.transaction()
-        return nullcontext()
+        self.limits = limits
+        self._rate = ProposalRate(limits, clock=clock)
 
     # -- proposals from a model turn ------------------------------------------------
 
@@ -153,7 +130,7 @@ class MemoryApprovals:
         tainted_by: Sequence[str] = (),
         origin: Mapping[str, Any] | None = None,
     ) -> TurnProposals:
-        """Record one turn's markers: accept, queue or reject each, with events.
+        """Record one turn's markers: accept, queue, merge or reject each, with events.
 
         ``tainted_by`` names what in the turn's prompt nobody vetted (``tool output``,
         ``workspace:<source>``, ``knowledge_base:<source>``); ``context_had_tool_output``
@@ -169,14 +146,60 @@ class MemoryApprovals:
             self._reject_marker(marker.raw, marker.reason, session_id, workspace_id)
             outcome.rejected.append((marker.raw, marker.reason))
         for number, marker in enumerate(markers, start=1):
+            reason = too_long(marker.body, self.limits.max_body_chars)
             if number > self.max_proposals_per_turn:
                 reason = (
                     f"more than {self.max_proposals_per_turn} memory proposals in one turn; "
                     "the rest were not kept"
                 )
+            if reason is None:
+                reason = self._keep(
+                    marker, outcome, session_id, workspace_id, turn_id, taint, origin
+                )
+            if reason is not None:
                 self._reject_marker(marker.raw, reason, session_id, workspace_id, marker)
                 outcome.rejected.append((marker.raw, reason))
-                continue
+        return outcome
+
+    def _keep(
+        self,
+        marker: MemoryMarker,
+        outcome: TurnProposals,
+        session_id: str,
+        workspace_id: str,
+        turn_id: str | None,
+        taint: list[str],
+        origin: Mapping[str, Any] | None,
+    ) -> str | None:
+        """Merge, accept or queue one valid marker; the reason it is refused, or ``None``."""
+        place = {
+            "workspace_id": workspace_id if marker.scope != "user" else None,
+            "session_id": session_id if marker.scope == "session" else None,
+        }
+        accept = marker.scope == "session" and not (taint and self.hold_tainted_session)
+        with self._atomic():
+            target = restated(marker, self._live(marker.scope, **place))
+            if target is not None:
+                self.events.append(
+                    session_id,
+                    workspace_id,
+                    MemoryMerged(
+                        memory_id=target.id,
+                        scope=marker.scope,
+                        body=marker.body,
+                        into=target.status,
+                        key=marker.key,
+                        turn_id=turn_id,
+                        tainted_by=taint,
+                    ),
+                )
+                outcome.merged.append(target)
+                return None
+            via = str((origin or {}).get("via") or "chat")
+            if not accept and self._queue_grows(marker.scope, marker.key, place):
+                full = self._queue_full(via, workspace_id)
+                if full is not None:
+                    return full
             provenance = {
                 **(origin or {}),
                 "session_id": session_id,
@@ -185,25 +208,50 @@ class MemoryApprovals:
                 "injection_warning": bool(taint),
                 "tainted_by": taint,
             }
-            place = {
-                "workspace_id": workspace_id if marker.scope != "user" else None,
-                "session_id": session_id if marker.scope == "session" else None,
-            }
-            accept = marker.scope == "session" and not (taint and self.hold_tainted_session)
             write = self.store.put if accept else self.store.propose
-            with self._atomic():
-                record = write(
-                    marker.scope, marker.body, key=marker.key, provenance=provenance, **place
-                )
-                proposed = _proposed(record, taint, turn_id)
-                decided = MemoryAccepted(
-                    scope="session", key=marker.key, memory_id=record.id, auto=True
-                )
-                self.events.append_many(
-                    session_id, workspace_id, [proposed, decided] if accept else [proposed]
-                )
-            (outcome.accepted if accept else outcome.pending).append(record)
-        return outcome
+            record = write(
+                marker.scope, marker.body, key=marker.key, provenance=provenance, **place
+            )
+            proposed = proposed_event(record, taint, turn_id)
+            decided = MemoryAccepted(
+                scope="session", key=marker.key, memory_id=record.id, auto=True
+            )
+            self.events.append_many(
+                session_id, workspace_id, [proposed, decided] if accept else [proposed]
+            )
+        (outcome.accepted if accept else outcome.pending).append(record)
+        return None
+
+    def _live(
+        self, scope: str, *, workspace_id: str | None, session_id: str | None
+    ) -> list[MemoryRecord]:
+        """The approved memories and pending proposals (not requests to forget) in a place."""
+        where: dict[str, Any] = {"scope": scope}
+        if scope == "workspace":
+            where["workspace_id"] = workspace_id
+        elif scope == "session":
+            where["session_id"] = session_id
+        found = self.store.list(**where, status="approved")
+        found += self.store.list(**where, status="pending")
+        return [r for r in found if r.provenance.get("action") != FORGET_ACTION]
+
+    def _queue_grows(self, scope: str, key: str | None, place: Mapping[str, str | None]) -> bool:
+        """Whether queueing a proposal adds one (a pending one under its key is replaced)."""
+        if key is None:
+            return True
+        return self.store.get_by_key(scope, key, **place, status="pending") is None
+
+    def _queue_full(self, via: str, workspace_id: str) -> str | None:
+        """Why ``via`` may not queue one more proposal here, or ``None``."""
+        limit = self.limits.max_pending_per_origin
+        waiting = sum(1 for r in self.pending(workspace_id) if origin_of(r) == via)
+        if waiting < limit:
+            return None
+        return (
+            f"{waiting} proposals from {via} already wait for the user's decision, the most "
+            f"allowed ([memory] max_pending_per_origin = {limit}); the user reviews them with "
+            "`kairox memory list --pending`"
+        )
 
     def _reject_marker(
         self,
@@ -234,10 +282,15 @@ class MemoryApprovals:
         Session memories are kept at once (held for approval when ``by.tainted_by`` names
         something and ``hold_tainted_session`` is on), user and workspace ones wait for a
         person; a bad scope, key or body comes back in ``rejected`` with the reason (and a
-        ``MemoryRejected`` event), never as a downgraded session memory.
+        ``MemoryRejected`` event), never as a downgraded session memory. Past the bounds
+        per session and per minute a proposal comes back in ``rejected`` too, without an
+        event (a flood writes nothing).
         """
         raw = f"<memory scope={scope!r} key={key!r}> ({len(body)} characters) via {by.via}"
-        marker, reason = _marker(scope, key, body, raw)
+        refused = self._rate.admit(f"{by.via}:{by.session_id}")
+        if refused is not None:
+            return TurnProposals(rejected=[(raw, refused)])
+        marker, reason = marker_for(scope, key, body, raw)
         if marker is None:
             return self.handle_turn(
                 [],
@@ -260,9 +313,10 @@ class MemoryApprovals:
         The request waits as a pending proposal in the memory's scope and key (replacing a
         pending proposal for the same key: the latest request wins); approving it deletes
         the memory, rejecting it keeps the memory. Raises :class:`MemoryNotFound` when no
-        memory has the key.
+        memory has the key, and :class:`ProposalRefused` past the proposal bounds.
         """
         target = self.find(key, workspace_id=by.workspace_id, scope=scope)
+        refused = self._rate.admit(f"{by.via}:{by.session_id}")
         taint = list(dict.fromkeys(by.tainted_by))
         provenance = {
             "via": by.via,
@@ -274,6 +328,11 @@ class MemoryApprovals:
             "tainted_by": taint,
         }
         with self._atomic():
+            place = {"workspace_id": target.workspace_id, "session_id": None}
+            if refused is None and self._queue_grows(target.scope, target.key, place):
+                refused = self._queue_full(by.via, by.workspace_id)
+            if refused is not None:
+                raise ProposalRefused(f"not asked: {refused}")
             record = self.store.propose(
                 target.scope,
                 f"Forget this memory: {target.body}",
@@ -281,7 +340,7 @@ class MemoryApprovals:
                 workspace_id=target.workspace_id,
                 provenance=provenance,
             )
-            self.events.append(by.session_id, by.workspace_id, _proposed(record, taint))
+            self.events.append(by.session_id, by.workspace_id, proposed_event(record, taint))
         return record
 
     # -- decisions by a person ------------------------------------------------------
@@ -315,7 +374,7 @@ class MemoryApprovals:
                 return self._approve_forget(record, actor)
             accepted = self.store.set_status(memory_id, "approved")
             self.events.append(
-                *_log_of(record),
+                *log_of(record),
                 MemoryAccepted(
                     scope=record.scope, key=record.key, memory_id=accepted.id, actor=actor
                 ),
@@ -328,16 +387,16 @@ class MemoryApprovals:
             request.scope, request.key or "", workspace_id=request.workspace_id
         )
         self.store.forget(request.id)
-        decided = [MemoryAccepted(**_about(request), actor=actor)]
+        decided = [MemoryAccepted(**about(request), actor=actor)]
         if target is not None and self.store.forget(target.id):
             decided.append(
                 MemoryForgotten(
-                    **_about(target),
+                    **about(target),
                     previous_body=target.body,
                     actor=actor,
                 )
             )
-        self.events.append_many(*_log_of(request), decided)
+        self.events.append_many(*log_of(request), decided)
         return request
 
     def reject(
@@ -348,175 +407,11 @@ class MemoryApprovals:
             record = self._pending_record(memory_id)
             rejected = self.store.set_status(memory_id, "rejected")
             self.events.append(
-                *_log_of(record),
+                *log_of(record),
                 MemoryRejected(
                     reason=reason,
-                    **_about(record),
+                    **about(record),
                     actor=actor,
                 ),
             )
         return rejected
-
-    # -- memories a person writes, edits or forgets ---------------------------------
-
-    def set(
-        self, scope: str, key: str, body: str, *, workspace_id: str, actor: str = "api"
-    ) -> MemoryRecord:
-        """Write a user or workspace memory directly (the person is the approver)."""
-        if scope not in ("user", "workspace"):
-            raise MemoryInputError(
-                f"a memory you write yourself is 'user' or 'workspace', not {scope!r}"
-            )
-        if not _text(body, "body").strip():
-            raise MemoryInputError("the body is empty; write what should be remembered")
-        with self._atomic():
-            record = self.store.put(
-                scope,
-                body,
-                key=_key(key),
-                workspace_id=workspace_id if scope == "workspace" else None,
-                provenance={"written_by": "user", "actor": actor},
-            )
-            self.events.append(
-                USER_ACTIONS_SESSION,
-                workspace_id,
-                MemoryAccepted(**_about(record), actor=actor),
-            )
-        return record
-
-    def find(self, key: str, *, workspace_id: str, scope: str | None = None) -> MemoryRecord:
-        """The approved memory with ``key``: this workspace's first, then the user's."""
-        normalised = _key(key)
-        scopes = [scope] if scope else ["workspace", "user"]
-        for candidate in scopes:
-            record = self.store.get_by_key(
-                candidate,
-                normalised,
-                workspace_id=workspace_id if candidate == "workspace" else None,
-            )
-            if record is not None:
-                return record
-        where = scope or "workspace or user"
-        raise MemoryNotFound(
-            f"no {where} memory with key {normalised!r}; `kairox memory list` shows the keys"
-        )
-
-    def edit(
-        self,
-        key: str,
-        body: str,
-        *,
-        workspace_id: str,
-        scope: str | None = None,
-        actor: str = "api",
-    ) -> MemoryRecord:
-        """Replace the body stored under ``key``."""
-        if not _text(body, "new body").strip():
-            raise MemoryInputError("the new body is empty; use `forget` to delete a memory")
-        record = self.find(key, workspace_id=workspace_id, scope=scope)
-        return self.edit_by_id(record.id, body, actor=actor)
-
-    def edit_by_id(self, memory_id: int, body: str, *, actor: str = "api") -> MemoryRecord:
-        """Replace the body of memory ``memory_id`` (session memories may have no key)."""
-        if not body.strip():
-            raise MemoryInputError("the new body is empty; use `forget` to delete a memory")
-        with self._atomic():
-            before = self.store.get(memory_id)
-            if before is None:
-                raise MemoryNotFound(f"no memory {memory_id}; `kairox memory list` shows the ids")
-            edited = self.store.update_body(memory_id, body)
-            self.events.append(
-                *_log_of(before, by_person=True),
-                MemoryEdited(
-                    **_about(before),
-                    body=edited.body,
-                    previous_body=before.body,
-                    actor=actor,
-                ),
-            )
-        return edited
-
-    def forget(
-        self, key: str, *, workspace_id: str, scope: str | None = None, actor: str = "api"
-    ) -> MemoryRecord:
-        """Delete the memory stored under ``key``; returns what was deleted."""
-        record = self.find(key, workspace_id=workspace_id, scope=scope)
-        return self.forget_by_id(record.id, actor=actor)
-
-    def forget_by_id(self, memory_id: int, *, actor: str = "api") -> MemoryRecord:
-        """Delete memory ``memory_id``; returns what was deleted."""
-        with self._atomic():
-            before = self.store.get(memory_id)
-            if before is None or not self.store.forget(memory_id):
-                raise MemoryNotFound(f"no memory {memory_id}; `kairox memory list` shows the ids")
-            self.events.append(
-                *_log_of(before, by_person=True),
-                MemoryForgotten(
-                    **_about(before),
-                    previous_body=before.body,
-                    actor=actor,
-                ),
-            )
-        return before
-
-
-def _marker(scope: str, key: str | None, body: str, raw: str) -> tuple[MemoryMarker | None, str]:
-    """The marker a proposal stands for, or ``None`` and the reason it is not valid."""
-    if scope not in SCOPES:
-        return None, f"unknown scope {scope!r}; use one of {', '.join(SCOPES)}"
-    if not isinstance(body, str) or not body.strip():
-        return None, "the body is empty; say what should be remembered"
-    try:
-        _text(body, "body")
-        if key is not None:
-            _text(key, "key")
-    except MemoryInputError as exc:
-        return None, str(exc)
-    if len(body) > MAX_PROPOSAL_CHARS:
-        return None, (
-            f"the body is {len(body)} characters long (at most {MAX_PROPOSAL_CHARS}); "
-            "a memory is one short fact"
-        )
-    normal = None
-    if key is not None and key.strip():
-        try:
-            normal = normalize_key(key)
-        except ValueError as exc:
-            return None, f"{exc}; keys are short dotted names such as 'editor.font'"
-    elif scope != "session":
-        return None, f"a {scope} memory needs a key, so a later proposal can replace it"
-    return MemoryMarker(scope=scope, key=normal, body=body.strip(), raw=raw), ""
-
-
-def _log_of(record: MemoryRecord, *, by_person: bool = False) -> tuple[str, str | None]:
-    """The (session, workspace) whose event log records a decision about ``record``.
-
-    A person's edit or deletion of a user or workspace memory (``by_person``) belongs to no
-    session, so it goes to the user-actions session instead.
-    """
-    session = _session_of(record)
-    if by_person and record.scope != "session":
-        session = USER_ACTIONS_SESSION
-    return session, record.workspace_id or record.provenance.get("workspace_id")
-
-
-def _proposed(record: MemoryRecord, taint: list[str], turn_id: str | None = None) -> MemoryProposed:
-    """The event of a proposal just stored as ``record`` (its body and key as stored)."""
-    return MemoryProposed(
-        scope=record.scope,
-        body=record.body,
-        key=record.key,
-        memory_id=record.id,
-        injection_warning=bool(taint),
-        turn_id=turn_id,
-        tainted_by=taint,
-    )
-
-
-def _about(record: MemoryRecord) -> dict[str, Any]:
-    """The fields every event about a stored record names it by."""
-    return {"memory_id": record.id, "scope": record.scope, "key": record.key}
-
-
-def _session_of(record: MemoryRecord) -> str:
-    return record.session_id or record.provenance.get("session_id") or USER_ACTIONS_SESSION

@@ -46,7 +46,8 @@ class MemoryStore(ABC):
         session_id: str | None = None,
         provenance: dict[str, Any] | None = None,
     ) -> MemoryRecord:
-        """Write an approved memory; the same key in the same place overwrites the body."""
+        """Write an approved memory; under a key that has one in the same place, the new body
+        becomes current and the old one is kept as ``superseded`` history (see :meth:`history`)."""
         return self._write(_new("approved", scope, body, key, workspace_id, session_id, provenance))
 
     def propose(
@@ -68,18 +69,22 @@ class MemoryStore(ABC):
     def set_status(self, memory_id: int, status: str) -> MemoryRecord:
         """Approve or reject a record and return the result.
 
-        Approving a record whose key already has an approved memory in the same place overwrites
-        that memory (keeping its id and ``created_at``) and removes the proposal row; the returned
-        record is the surviving one. Rejecting keeps the row, status ``rejected``. Nothing goes
-        back to ``pending``.
+        Approving a record whose key already has an approved memory in the same place makes
+        its body that memory's current value (the memory keeps its id and ``created_at``; the
+        old body stays as history) and removes the proposal row; the returned record is the
+        surviving one. Rejecting keeps the row, status ``rejected``. Nothing goes back to
+        ``pending``, and nothing is set ``superseded`` by hand.
         """
         status = check_status(status)
         if status == "pending":
             raise ValueError("a memory cannot be set back to pending")
+        if status == "superseded":
+            raise ValueError("a memory is superseded by a newer value, not by hand")
         return self._decide(memory_id, status)
 
     def update_body(self, memory_id: int, body: str) -> MemoryRecord:
-        """Replace the body of any record (an edit in the UI); bumps ``updated_at``."""
+        """Replace the body of any record (an edit in the UI); bumps ``updated_at``. A keyed
+        approved memory keeps its old body as history."""
         return self._replace_body(memory_id, check_body(body))
 
     @abstractmethod
@@ -135,6 +140,21 @@ class MemoryStore(ABC):
             where["status"] = check_status(status)
         return self._select(where)
 
+    def history(
+        self,
+        scope: str,
+        key: str,
+        workspace_id: str | None = None,
+        session_id: str | None = None,
+    ) -> builtins.list[MemoryRecord]:
+        """The values a key has had in this place: the ``superseded`` ones oldest first, each
+        with its ``valid_from`` and ``valid_to``, then the current (``approved``) one."""
+        scope = check_scope(scope)
+        normal = check_key(scope, key)
+        if normal is None:
+            raise ValueError("history() needs a key")
+        return self._history(MemorySlot(scope, normal, *place(scope, workspace_id, session_id)))
+
     def visible_to(
         self, workspace_id: str, session_id: str | None = None
     ) -> builtins.list[MemoryRecord]:
@@ -152,7 +172,7 @@ class MemoryStore(ABC):
     @abstractmethod
     def _write(self, memory: NewMemory) -> MemoryRecord:
         """Insert ``memory``, or overwrite the record of its status in its slot (keeping its
-        id and ``created_at``)."""
+        id and ``created_at``; an approved body it replaces is kept as history)."""
 
     @abstractmethod
     def _find(self, slot: MemorySlot, status: str) -> MemoryRecord | None:
@@ -161,6 +181,10 @@ class MemoryStore(ABC):
     @abstractmethod
     def _select(self, where: Mapping[str, str]) -> builtins.list[MemoryRecord]:
         """The records whose columns equal every value in ``where``, oldest first."""
+
+    @abstractmethod
+    def _history(self, slot: MemorySlot) -> builtins.list[MemoryRecord]:
+        """What :meth:`history` returns, for a checked ``slot``."""
 
     @abstractmethod
     def _visible(self, workspace_id: str, session_id: str | None) -> builtins.list[MemoryRecord]:

@@ -12,16 +12,18 @@ from typing import Any, Final, Literal
 __all__ = ["STATUSES", "MemoryRecord", "MemorySlot", "Scope", "Status"]
 
 Scope = Literal["session", "user", "workspace"]
-Status = Literal["pending", "approved", "rejected"]
-STATUSES: Final = ("pending", "approved", "rejected")
+Status = Literal["pending", "approved", "rejected", "superseded"]
+STATUSES: Final = ("pending", "approved", "rejected", "superseded")
 
 
 @dataclass(frozen=True, slots=True)
 class MemorySlot:
     """Where a memory lives: its scope, its key, and the workspace or session that bounds it.
 
-    Two live records of one status never share a slot (a write to a taken slot overwrites);
-    only the ids a scope is bounded by are set (see :func:`kairox.memory.base_store.place`).
+    Two live (pending or approved) records of one status never share a slot: a new value
+    for a taken slot supersedes the approved one (kept as ``superseded`` history) or replaces
+    the pending one. Only the ids a scope is bounded by are set (see
+    :func:`kairox.memory.base_store.place`).
     """
 
     scope: str
@@ -39,7 +41,8 @@ class MemoryRecord:
     key: str | None
     body: str
     status: str
-    """``pending``, ``approved`` or ``rejected``."""
+    """``pending``, ``approved`` (the current value of its key), ``rejected``, or
+    ``superseded`` (an earlier value of its key, kept as history, never in a prompt)."""
     workspace_id: str | None
     """Set for workspace memories (and session memories whose workspace is known)."""
     session_id: str | None
@@ -47,7 +50,12 @@ class MemoryRecord:
     created_at: str
     updated_at: str
     approved_at: str | None
-    """When a user or workspace memory was approved; ``None`` for session memories."""
+    """When a person approved (or wrote) it; ``None`` while pending or rejected, and for a
+    session memory kept automatically."""
+    valid_from: str | None = None
+    """When this body became the key's current value; ``None`` until approved."""
+    valid_to: str | None = None
+    """When a newer value superseded this body; ``None`` while it is current."""
     provenance: dict[str, Any] = field(default_factory=dict)
     """Where it came from: ``session_id``, ``workspace_id``, ``event_id``/``turn_id``,
     ``injection_warning``."""

@@ -6,15 +6,18 @@ A memory is a short fact the user (or, for session scope, the session) chose to 
 * ``workspace`` memories belong to one workspace and never appear in another;
 * ``session`` memories belong to one session.
 
-Keys make writes stable: a write with a key that already exists in the same place (same scope,
-and the same workspace or session where the scope has one) overwrites the body and bumps
-``updated_at`` but keeps ``created_at``. Keys are normalised with
+Keys make writes stable: a new value for a key that already has an approved memory in the
+same place (same scope, and the same workspace or session where the scope has one) becomes
+the current body, and the old body is kept as history: a ``superseded`` record with its
+validity interval (``valid_from``, ``valid_to``). The current record keeps its id and
+``created_at``; only ``approved`` records ever reach a prompt. Keys are normalised with
 :func:`kairox.memory.markers.normalize_key`, the same rule the marker extractor uses.
 
 Proposals wait in the same table with status ``pending`` (so they survive a restart) and do not
-touch the approved memory with the same key until they are approved: approving one overwrites
+touch the approved memory with the same key until they are approved: approving one supersedes
 that memory (which keeps its id) and the proposal row is consumed. Rejected proposals are kept
-with status ``rejected`` for the record. Listings show approved memories unless asked otherwise.
+with status ``rejected`` for the record. Forgetting a memory deletes its history with it.
+Listings show approved memories unless asked otherwise.
 
 :class:`~kairox.memory.base_store.MemoryStore` (re-exported here) is the API every store offers
 and checks the arguments; :class:`~kairox.memory.records.MemoryRecord` is what comes back.
@@ -46,38 +49,76 @@ __all__ = [
     "Status",
 ]
 
-MEMORY_SCHEMA_VERSION: Final = 1
+MEMORY_SCHEMA_VERSION: Final = 2
 
-
-_MEMORY_DDL: Final = (
-    """CREATE TABLE IF NOT EXISTS memories (
+_TABLE: Final = """(
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         scope TEXT NOT NULL CHECK (scope IN ('session', 'user', 'workspace')),
         workspace_id TEXT,
         session_id TEXT,
         key TEXT,
         body TEXT NOT NULL CHECK (length(trim(body)) > 0),
-        status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'rejected')),
+        status TEXT NOT NULL
+            CHECK (status IN ('pending', 'approved', 'rejected', 'superseded')),
         provenance TEXT NOT NULL DEFAULT '{}',
         created_at TEXT NOT NULL,
         updated_at TEXT NOT NULL,
         approved_at TEXT,
+        valid_from TEXT,
+        valid_to TEXT,
         CHECK (scope = 'session' OR key IS NOT NULL),
         CHECK (scope <> 'workspace' OR workspace_id IS NOT NULL),
         CHECK (scope <> 'session' OR session_id IS NOT NULL),
-        CHECK (scope <> 'user' OR (workspace_id IS NULL AND session_id IS NULL))
-    )""",
-    # One live (approved, or pending) record per key and place; rejected ones are history.
+        CHECK (scope <> 'user' OR (workspace_id IS NULL AND session_id IS NULL)),
+        CHECK (status <> 'superseded' OR (key IS NOT NULL AND valid_to IS NOT NULL))
+    )"""
+
+_MEMORY_DDL: Final = (
+    f"CREATE TABLE IF NOT EXISTS memories {_TABLE}",
+    # One live (approved, or pending) record per key and place; the others are history.
     """CREATE UNIQUE INDEX IF NOT EXISTS memories_user_key ON memories(status, key)
-        WHERE scope = 'user' AND status <> 'rejected'""",
+        WHERE scope = 'user' AND status IN ('approved', 'pending')""",
     """CREATE UNIQUE INDEX IF NOT EXISTS memories_workspace_key
         ON memories(status, workspace_id, key)
-        WHERE scope = 'workspace' AND status <> 'rejected'""",
+        WHERE scope = 'workspace' AND status IN ('approved', 'pending')""",
     """CREATE UNIQUE INDEX IF NOT EXISTS memories_session_key ON memories(status, session_id, key)
-        WHERE scope = 'session' AND key IS NOT NULL AND status <> 'rejected'""",
+        WHERE scope = 'session' AND key IS NOT NULL AND status IN ('approved', 'pending')""",
     "CREATE INDEX IF NOT EXISTS memories_by_workspace ON memories(workspace_id, scope)",
     "CREATE INDEX IF NOT EXISTS memories_by_session ON memories(session_id, scope)",
 )
+
+# Version 1 had no history: the table is rebuilt (SQLite cannot widen a CHECK in place) with
+# every row and id kept; an approved body became current when it was last written.
+_V1_COLUMNS: Final = (
+    "id, scope, workspace_id, session_id, key, body, status, provenance,"
+    " created_at, updated_at, approved_at"
+)
+_MIGRATIONS: Final = {
+    2: (
+        *(
+            f"DROP INDEX IF EXISTS {index}"
+            for index in (
+                "memories_user_key",
+                "memories_workspace_key",
+                "memories_session_key",
+                "memories_by_workspace",
+                "memories_by_session",
+            )
+        ),
+        "ALTER TABLE memories RENAME TO memories_v1",
+        f"CREATE TABLE memories {_TABLE}",
+        f"INSERT INTO memories({_V1_COLUMNS}, valid_from)"
+        f" SELECT {_V1_COLUMNS}, CASE WHEN status = 'approved' THEN updated_at END"
+        " FROM memories_v1 ORDER BY id",
+        # Ids of deleted memories are never handed out again.
+        "INSERT INTO sqlite_sequence(name, seq) SELECT 'memories', seq FROM sqlite_sequence"
+        " WHERE name = 'memories_v1'"
+        " AND NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'memories')",
+        "UPDATE sqlite_sequence SET seq = (SELECT max(seq) FROM sqlite_sequence"
+        " WHERE name IN ('memories', 'memories_v1')) WHERE name = 'memories'",
+        "DROP TABLE memories_v1",
+    )
+}
 
 # The record's fields, in order: a row unpacks straight into a MemoryRecord.
 _COLUMNS: Final = ", ".join(f.name for f in fields(MemoryRecord))
@@ -104,6 +145,7 @@ class SqliteMemoryStore(SqliteComponentStore, MemoryStore):
     component = "memory"
     schema_version = MEMORY_SCHEMA_VERSION
     schema = _MEMORY_DDL
+    migrations = _MIGRATIONS
 
     # ----------------------------------------------------------------------------- writes
 
@@ -113,24 +155,29 @@ class SqliteMemoryStore(SqliteComponentStore, MemoryStore):
         now = self._now()
         approved_at = now if status == "approved" and slot.scope != "session" else None
         with self.database.transaction():
-            existing = None
-            if slot.key is not None:
-                clause, params = _same_slot(slot)
-                existing = self._conn.execute(
-                    f"SELECT id FROM memories WHERE {clause} AND status = ?", (*params, status)
-                ).fetchone()
+            existing = self._live_locked(slot, status) if slot.key is not None else None
             if existing is not None:
-                memory_id = existing[0]
+                valid_from = self._take_over_locked(existing, memory.body, now)
                 self._conn.execute(
                     "UPDATE memories SET body = ?, provenance = ?, updated_at = ?,"
-                    " approved_at = ?, workspace_id = COALESCE(?, workspace_id) WHERE id = ?",
-                    (memory.body, provenance_json, now, approved_at, slot.workspace_id, memory_id),
+                    " approved_at = ?, valid_from = ?, workspace_id = COALESCE(?, workspace_id)"
+                    " WHERE id = ?",
+                    (
+                        memory.body,
+                        provenance_json,
+                        now,
+                        approved_at,
+                        valid_from,
+                        slot.workspace_id,
+                        existing.id,
+                    ),
                 )
+                memory_id = existing.id
             else:
                 cursor = self._conn.execute(
                     "INSERT INTO memories(scope, workspace_id, session_id, key, body, status,"
-                    " provenance, created_at, updated_at, approved_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " provenance, created_at, updated_at, approved_at, valid_from)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         slot.scope,
                         slot.workspace_id,
@@ -142,6 +189,7 @@ class SqliteMemoryStore(SqliteComponentStore, MemoryStore):
                         now,
                         now,
                         approved_at,
+                        now if status == "approved" else None,
                     ),
                 )
                 memory_id = cursor.lastrowid
@@ -157,6 +205,8 @@ class SqliteMemoryStore(SqliteComponentStore, MemoryStore):
                 raise KeyError(f"no memory with id {memory_id}")
             if record.status == status:
                 return record
+            if record.status == "superseded":
+                raise ValueError(f"memory {memory_id} is an earlier value kept as history")
             if status == "rejected":
                 self._conn.execute(
                     "UPDATE memories SET status = 'rejected', updated_at = ?, approved_at = NULL"
@@ -165,56 +215,90 @@ class SqliteMemoryStore(SqliteComponentStore, MemoryStore):
                 )
                 result = self._get_locked(memory_id)
             else:
-                approved_at = None if record.scope == "session" else now
-                target = None
-                if record.key is not None:
-                    clause, params = _same_slot(record.slot)
-                    target = self._conn.execute(
-                        f"SELECT id FROM memories WHERE {clause}"
-                        " AND status = 'approved' AND id <> ?",
-                        (*params, memory_id),
-                    ).fetchone()
-                if target is not None:
+                # A person decided, whatever the scope: the record says when.
+                target = self._live_locked(record.slot, "approved") if record.key else None
+                if target is not None and target.id != memory_id:
+                    valid_from = self._take_over_locked(target, record.body, now)
                     self._conn.execute(
                         "UPDATE memories SET body = ?, provenance = ?, updated_at = ?,"
-                        " approved_at = ? WHERE id = ?",
+                        " approved_at = ?, valid_from = ? WHERE id = ?",
                         (
                             record.body,
                             _provenance_json(record.provenance),
                             now,
-                            approved_at,
-                            target[0],
+                            now,
+                            valid_from,
+                            target.id,
                         ),
                     )
                     self._conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
-                    result = self._get_locked(target[0])
+                    result = self._get_locked(target.id)
                 else:
                     self._conn.execute(
-                        "UPDATE memories SET status = 'approved', updated_at = ?, approved_at = ?"
-                        " WHERE id = ?",
-                        (now, approved_at, memory_id),
+                        "UPDATE memories SET status = 'approved', updated_at = ?, approved_at = ?,"
+                        " valid_from = ? WHERE id = ?",
+                        (now, now, now, memory_id),
                     )
                     result = self._get_locked(memory_id)
         assert result is not None
         return result
 
     def _replace_body(self, memory_id: int, body: str) -> MemoryRecord:
+        now = self._now()
         with self.database.transaction():
-            cursor = self._conn.execute(
-                "UPDATE memories SET body = ?, updated_at = ? WHERE id = ?",
-                (body, self._now(), memory_id),
-            )
-            if cursor.rowcount == 0:
+            record = self._get_locked(memory_id)
+            if record is None:
                 raise KeyError(f"no memory with id {memory_id}")
+            valid_from = record.valid_from
+            if record.status == "approved" and record.key is not None:
+                valid_from = self._take_over_locked(record, body, now)
+            self._conn.execute(
+                "UPDATE memories SET body = ?, updated_at = ?, valid_from = ? WHERE id = ?",
+                (body, now, valid_from, memory_id),
+            )
             record = self._get_locked(memory_id)
         assert record is not None
         return record
 
     def forget(self, memory_id: int) -> bool:
-        """Delete a record for good (an explicit user action); ``False`` if it did not exist."""
+        """Delete a record for good (an explicit user action); ``False`` if it did not exist.
+
+        Forgetting a key's current memory deletes its earlier values too.
+        """
         with self.database.transaction():
-            cursor = self._conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
-        return cursor.rowcount > 0
+            record = self._get_locked(memory_id) if 0 <= memory_id < 2**63 else None
+            if record is None:
+                return False
+            if record.status == "approved" and record.key is not None:
+                clause, params = _same_slot(record.slot)
+                self._conn.execute(
+                    f"DELETE FROM memories WHERE {clause} AND status = 'superseded'", params
+                )
+            self._conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+        return True
+
+    def _live_locked(self, slot: MemorySlot, status: str) -> MemoryRecord | None:
+        """The pending or approved record in a keyed ``slot``, if any."""
+        clause, params = _same_slot(slot)
+        row = self._conn.execute(
+            f"SELECT {_COLUMNS} FROM memories WHERE {clause} AND status = ?", (*params, status)
+        ).fetchone()
+        return None if row is None else _row_to_record(row)
+
+    def _take_over_locked(self, current: MemoryRecord, body: str, now: str) -> str | None:
+        """Before ``current`` takes ``body``: keep its old body as history when it is the
+        key's approved value and the body changes. Returns ``current``'s new ``valid_from``."""
+        if current.status != "approved" or current.body == body:
+            return current.valid_from
+        self._conn.execute(
+            "INSERT INTO memories(scope, workspace_id, session_id, key, body, status,"
+            " provenance, created_at, updated_at, approved_at, valid_from, valid_to)"
+            " SELECT scope, workspace_id, session_id, key, body, 'superseded', provenance,"
+            " created_at, updated_at, approved_at, COALESCE(valid_from, updated_at), ?"
+            " FROM memories WHERE id = ?",
+            (now, current.id),
+        )
+        return now
 
     # ----------------------------------------------------------------------------- reads
 
@@ -242,6 +326,17 @@ class SqliteMemoryStore(SqliteComponentStore, MemoryStore):
             sql += " WHERE " + " AND ".join(f"{column} = ?" for column in where)
         with self._lock:
             rows = self._conn.execute(sql + " ORDER BY id", list(where.values())).fetchall()
+        return [_row_to_record(row) for row in rows]
+
+    def _history(self, slot: MemorySlot) -> builtins.list[MemoryRecord]:
+        clause, params = _same_slot(slot)
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE {clause}"
+                " AND status IN ('superseded', 'approved')"
+                " ORDER BY status = 'approved', valid_from, id",
+                params,
+            ).fetchall()
         return [_row_to_record(row) for row in rows]
 
     def _visible(self, workspace_id: str, session_id: str | None) -> builtins.list[MemoryRecord]:

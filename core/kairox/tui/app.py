@@ -277,6 +277,8 @@ class KairoxApp(App[None]):
             widgets.append(Note(f"session memory noted{key}: {record.body}"))
         for _raw, reason in result.proposals.rejected:
             widgets.append(Note(f"a memory proposal was not kept: {reason}", style="italic red"))
+        for record in result.proposals.merged:
+            widgets.append(Note(f"already known: restates {record.scope} memory #{record.id}"))
         cards = [
             MemoryCard(self.facade, record.id, session_id=self.session.session_id)
             for record in result.proposals.pending

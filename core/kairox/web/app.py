@@ -8,7 +8,11 @@ API (all JSON; errors are ``{"error": message}``):
 
 ``GET /api/memories?scope=user|workspace|session&status=approved|pending&q=text``
     ``{"memories": [...], "count": n}``. Without ``scope``: user and workspace memories.
-    ``q`` keeps records whose key or body contains it, ignoring case.
+    ``q`` keeps records whose key or body contains it, ignoring case. Each approved memory
+    says how many ``earlier_values`` its key has had.
+``GET /api/memories/{id}/history``
+    ``{"history": [...], "count": n}``: the values the memory's key has had, superseded ones
+    oldest first (each with ``valid_from`` and ``valid_to``), the current one last.
 ``POST /api/memories`` ``{"scope": "user"|"workspace", "key", "body"}``
     Write (or overwrite) a memory; the person is the approver.
 ``POST /api/memories/{id}/approve`` and ``POST /api/memories/{id}/reject`` ``{"reason"?}``
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -46,6 +51,7 @@ from kairox.web.security import CSRF_HEADER, Origin, SecurityGuard, new_csrf_tok
 
 if TYPE_CHECKING:
     from kairox.facade import AppFacade
+    from kairox.memory.records import MemorySlot
     from kairox.memory.store import MemoryRecord
 
 __all__ = ["MAX_BODY_BYTES", "create_app"]
@@ -118,12 +124,27 @@ def create_app(
             raise ApiError(400, f"unknown scope {scope!r}; use one of {', '.join(LIST_SCOPES)}")
         if status not in LIST_STATUSES:
             raise ApiError(400, f"unknown status {status!r}; use one of {', '.join(LIST_STATUSES)}")
-        records = await call(
-            lambda facade: facade.memories(scope=scope, pending=status == "pending")
+        records, earlier = await call(
+            lambda facade: (
+                facade.memories(scope=scope, pending=status == "pending"),
+                _earlier_values(facade),
+            )
         )
         if query:
             records = [r for r in records if _contains(r, query)]
-        return JSONResponse({"memories": [r.as_json() for r in records], "count": len(records)})
+        shown = [
+            {
+                **r.as_json(),
+                **({"earlier_values": earlier[r.slot]} if r.status == "approved" else {}),
+            }
+            for r in records
+        ]
+        return JSONResponse({"memories": shown, "count": len(records)})
+
+    async def history(request: Request) -> Response:
+        memory_id = request.path_params["memory_id"]
+        records = await call(lambda facade: _history(facade, memory_id))
+        return JSONResponse({"history": [r.as_json() for r in records], "count": len(records)})
 
     async def create_memory(request: Request) -> Response:
         data = await _json_object(request, required=True)
@@ -163,6 +184,7 @@ def create_app(
         Route("/api/memories", create_memory, methods=["POST"]),
         Route("/api/memories/{memory_id:int}/approve", approve, methods=["POST"]),
         Route("/api/memories/{memory_id:int}/reject", reject, methods=["POST"]),
+        Route("/api/memories/{memory_id:int}/history", history, methods=["GET"]),
         Route("/api/memories/{memory_id:int}", edit, methods=["PUT"]),
         Route("/api/memories/{memory_id:int}", forget, methods=["DELETE"]),
     ]
@@ -231,6 +253,23 @@ def _forget(facade: AppFacade, memory_id: int) -> MemoryRecord:
         return facade.memory.forget_by_id(memory_id, actor=ACTOR)
     except MemoryNotFound as exc:
         raise ApiError(404, f"memory #{memory_id} no longer exists; reload the page") from exc
+
+
+def _history(facade: AppFacade, memory_id: int) -> list[MemoryRecord]:
+    """The values of the key memory ``memory_id`` holds (or held, for an earlier value)."""
+    record = _visible_record(facade, memory_id)
+    if record.status not in ("approved", "superseded"):
+        raise ApiError(409, f"memory #{memory_id} is {record.status}; only memories have a history")
+    if record.key is None:
+        return [record]
+    return facade.memory.store.history(
+        record.scope, record.key, workspace_id=record.workspace_id, session_id=record.session_id
+    )
+
+
+def _earlier_values(facade: AppFacade) -> Counter[MemorySlot]:
+    """How many superseded values each key has, by the slot its current memory occupies."""
+    return Counter(r.slot for r in facade.memory.store.list(status="superseded"))
 
 
 def _contains(record: MemoryRecord, query: str) -> bool:

@@ -11,7 +11,8 @@
   // Only what the page is showing; it is re-read from the server on every load().
   // `current` holds the unfiltered user and workspace memories while a search narrows the
   // lists, so a proposal can still show which body it would replace.
-  const state = { tab: "user", query: "", editing: null, approved: {}, current: {}, busy: false };
+  // `history` holds the earlier values of the memories whose history is open, by id.
+  const state = { tab: "user", query: "", editing: null, approved: {}, current: {}, history: {}, busy: false };
 
   // -- the API -------------------------------------------------------------------------
 
@@ -174,11 +175,46 @@
           "div",
           { class: "actions" },
           el("button", { type: "button", class: "ghost", "data-action": "edit", text: "Edit", onclick: () => { state.editing = record.id; render(); } }),
+          record.earlier_values
+            ? el("button", { type: "button", class: "ghost", "data-action": "history", "aria-expanded": String(record.id in state.history), text: `History (${record.earlier_values})`, onclick: () => toggleHistory(record) })
+            : null,
           el("button", { type: "button", class: "danger", "data-action": "forget", text: "Forget", onclick: () => forget(record) })
-        )
+        ),
+        ...(record.id in state.history ? [historyList(state.history[record.id])] : [])
       );
     }
     return card;
+  }
+
+  // -- a key's earlier values ------------------------------------------------------------
+
+  function historyList(records) {
+    const earlier = records.filter((r) => r.status === "superseded").reverse();
+    return el(
+      "ol",
+      { class: "history", "aria-label": "Earlier values, newest first" },
+      ...earlier.map((r) =>
+        el(
+          "li",
+          { "data-id": r.id },
+          el("span", { class: "body", text: r.body }),
+          el("span", { class: "meta", text: ` valid ${when(r.valid_from)} – ${when(r.valid_to)}` })
+        )
+      )
+    );
+  }
+
+  async function toggleHistory(record) {
+    if (record.id in state.history) {
+      delete state.history[record.id];
+    } else {
+      try {
+        state.history[record.id] = (await api("GET", `/api/memories/${record.id}/history`)).history;
+      } catch (error) {
+        notice(error.message, "error");
+      }
+    }
+    render();
   }
 
   async function save(record, body) {
@@ -281,6 +317,12 @@
       ]);
       pending = waiting.memories;
       SCOPES.forEach((scope, i) => { state.approved[scope] = lists[i].memories; });
+      // An open history is read again with the list: another process may have changed it.
+      const open = Object.keys(state.history);
+      const histories = await Promise.all(
+        open.map((id) => api("GET", `/api/memories/${id}/history`).then((r) => r.history, () => null))
+      );
+      open.forEach((id, i) => { if (histories[i]) state.history[id] = histories[i]; else delete state.history[id]; });
       state.current = { user: state.approved.user, workspace: state.approved.workspace };
       if (state.query && pending.length) {
         const [user, workspace] = await Promise.all(
