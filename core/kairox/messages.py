@@ -48,12 +48,14 @@ __all__ = [
     "MessageError",
     "RecordedMessage",
     "SessionMessage",
+    "SessionSummary",
     "history_message",
     "message_event",
     "messages_from",
     "parse_time",
     "read_messages",
     "recorded_message",
+    "session_summaries",
 ]
 
 ROLES: Final[tuple[Role, ...]] = get_args(Role)
@@ -255,4 +257,28 @@ def messages_from(items: Iterable[SessionMessage | Mapping[str, Any]]) -> list[S
             )
         except MessageError as exc:
             raise MessageError(f"message {number}: {exc}") from None
+    return found
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """One session of a workspace: how many messages it holds, and when the first and
+    the last were said (or recorded, see :attr:`RecordedMessage.when`)."""
+
+    session_id: str
+    messages: int
+    first: str
+    last: str
+
+
+def session_summaries(events: SqliteEventStore, workspace_id: str | None) -> list[SessionSummary]:
+    """The sessions holding messages (of ``workspace_id``; all when ``None``), the most
+    recently active first."""
+    found = []
+    for session_id, count, first_id, last_id in events.sessions(
+        MESSAGE_EVENTS, workspace_id=workspace_id
+    ):
+        ends = [events.get(first_id), events.get(last_id)]
+        first, last = (recorded_message(e) for e in ends if e is not None)
+        found.append(SessionSummary(session_id, count, first.when, last.when))
     return found
