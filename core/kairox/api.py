@@ -42,6 +42,7 @@ from kairox.messages import (
     read_messages,
     session_summaries,
 )
+from kairox.session_recording import PendingPrompts
 
 if TYPE_CHECKING:
     from kairox.context.assembler import Assembly
@@ -126,9 +127,7 @@ class Kairox:
         self.facade = facade
         self.profile = facade.resolve_profile(profile)
         self.session = session or f"api-{uuid.uuid4().hex[:12]}"
-        # Per session: the prompt of the last context() no reply was recorded for, and
-        # the assembly the model was given for it (its taint goes with the reply).
-        self._asked: dict[str, tuple[str, Assembly]] = {}
+        self._pending = PendingPrompts()
 
     def __repr__(self) -> str:
         return f"Kairox({str(self.facade.workspace_root)!r}, profile={self.profile!r})"
@@ -210,7 +209,7 @@ class Kairox:
         session = session or self.session
         async with open_session(self.facade, session, profile=profile or self.profile) as live:
             assembly = await live.assemble(prompt)
-        self._asked[session] = (prompt, assembly)
+        self._pending.asked(session, prompt, assembly)
         return assembly
 
     # -- sessions ---------------------------------------------------------------------
@@ -303,20 +302,16 @@ class Kairox:
         from kairox.session import open_session
 
         session = session or self.session
-        message = SessionMessage("assistant", reply, name, time)
-        asked, assembly = self._asked.get(session, (None, None))
-        if prompt is not None and prompt != asked:
-            assembly = None  # the model was not given the assembly context() made
-        prompt = prompt if prompt is not None else asked
+        asked, assembly = self._pending.for_reply(session, prompt)
         async with open_session(self.facade, session, profile=self.profile) as live:
             result = await live.record_reply(
-                message,
-                prompt=None if prompt is None else SessionMessage("user", prompt),
+                SessionMessage("assistant", reply, name, time),
+                prompt=asked,
                 assembly=assembly,
                 model=model,
                 tainted_by=tainted_by,
             )
-        self._asked.pop(session, None)  # the turn is over, whichever prompt it had
+        self._pending.answered(session)
         return result
 
     def messages(self, session: str | None = None) -> list[RecordedMessage]:

@@ -63,6 +63,37 @@ class TurnResult:
     compaction: CompactionResult | None = None
 
 
+class PendingPrompts:
+    """The prompt each session's model was last given, for recording its reply.
+
+    A surface that assembles a prompt (``context``) and later records the reply to it
+    remembers here what it assembled, so the reply gets the prompt's user message and
+    the taint of what the prompt held.
+    """
+
+    def __init__(self) -> None:
+        self._asked: dict[str, tuple[str, Assembly]] = {}
+
+    def asked(self, session_id: str, prompt: str, assembly: Assembly) -> None:
+        """``prompt`` was assembled into ``assembly`` for session ``session_id``."""
+        self._asked[session_id] = (prompt, assembly)
+
+    def for_reply(
+        self, session_id: str, prompt: str | None
+    ) -> tuple[SessionMessage | None, Assembly | None]:
+        """The user message and assembly a reply in ``session_id`` answers: ``prompt``
+        when given (with the assembly only if it was this prompt's), else the last prompt
+        assembled."""
+        asked, assembly = self._asked.get(session_id, (None, None))
+        if prompt is not None and prompt != asked:
+            asked, assembly = prompt, None  # the model was not given that assembly
+        return (None if asked is None else SessionMessage("user", asked)), assembly
+
+    def answered(self, session_id: str) -> None:
+        """A reply was recorded: the session's turn is over."""
+        self._asked.pop(session_id, None)
+
+
 class RecordingMixin:
     """The recording commands of :class:`~kairox.session.Session` (which provides the
     attributes declared here)."""
