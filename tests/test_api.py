@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import subprocess
 import sys
@@ -207,3 +208,47 @@ def test_a_busy_session_refuses_a_second_recorder(notes: Path):
     assert kx.messages("busy") == []
     kx.record_reply("hello", session="busy", prompt="hi")  # free again
     assert len(kx.messages("busy")) == 2
+
+
+def test_the_documented_agent_loop_runs_against_an_openai_server(notes: Path):
+    """docs/python-api.md's OpenAI SDK loop, run as pasted, against the loopback server."""
+    from kairox.testing.openai_server import OpenAITestServer
+
+    pytest.importorskip("openai", reason="the agent loop example needs the openai package")
+    section = DOC.read_text().split("## Sessions from your own agent loop", 1)[1]
+    example = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    assert len(example.strip().splitlines()) <= 16
+    kairox.open(notes).index()
+    replies = [
+        'Three times. <memory scope="user" key="uploads.retry">Three retries.</memory>',
+        "Then the upload is marked failed.",
+    ]
+    with OpenAITestServer(replies, api_key="sk-test", models=["gpt-4o-mini"]) as server:
+        env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test"}
+        result = subprocess.run(
+            [sys.executable, "-c", example],
+            cwd=notes,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        requests = [r.json["messages"] for r in server.chat_requests]
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "Three times. ",
+        "proposed: uploads.retry Three retries.",
+        "Then the upload is marked failed.",
+    ]
+    # The second request carried the first turn as history, its marker already removed.
+    assert {"role": "assistant", "content": "Three times. "} in requests[1]
+    assert "retry with backoff" in requests[0][0]["content"]  # the workspace's hit
+    said = [
+        (r.message.role, r.message.content) for r in kairox.open(notes).messages("support-chat")
+    ]
+    assert said == [
+        ("user", "How do failed uploads retry?"),
+        ("assistant", "Three times. "),
+        ("user", "And after the last retry?"),
+        ("assistant", "Then the upload is marked failed."),
+    ]
