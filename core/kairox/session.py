@@ -31,7 +31,6 @@ from kairox.context.tokens import TokenCounter
 from kairox.events import (
     AssistantMessageCompleted,
     CompactionSummary,
-    ContextAssembled,
     ModelTokenDelta,
     ProfileSwitched,
     UserMessageAdded,
@@ -50,7 +49,6 @@ from kairox.session_compaction import (
     COMPACT_AT_SHARE,
     KEEP_RECENT_TURNS,
     SUMMARY_SHARE,
-    CompactionMixin,
     CompactionResult,
     History,
 )
@@ -60,6 +58,7 @@ from kairox.session_recording import (
     SessionBusyError,
     SessionError,
     TurnResult,
+    assembled_event,
 )
 
 if TYPE_CHECKING:
@@ -124,7 +123,7 @@ class _Command:
     )
 
 
-class Session(RecordingMixin, CompactionMixin):
+class Session(RecordingMixin):
     """One conversation: an actor that owns its queue of commands.
 
     :param facade: the application facade (config, stores, retrieval).
@@ -350,12 +349,7 @@ class Session(RecordingMixin, CompactionMixin):
             workspace,
             [
                 UserMessageAdded(prompt, turn_id=turn_id),
-                ContextAssembled(
-                    trace=assembly.trace(),
-                    total_tokens=assembly.used_tokens,
-                    budget=assembly.budget,
-                    turn_id=turn_id,
-                ),
+                assembled_event(assembly, turn_id),
             ],
         )
         extractor = MarkerExtractor()
@@ -401,28 +395,6 @@ class Session(RecordingMixin, CompactionMixin):
             assembly.tainted_by,
             history,
         )
-
-    async def _conclude(
-        self,
-        result: TurnResult,
-        extractor: MarkerExtractor,
-        tainted_by: Sequence[str],
-        history: History,
-    ) -> TurnResult:
-        """The end of every turn, however its reply arrived: the reply's markers go to
-        the approval flow, then the automatic compaction runs if the next turn would
-        overflow (``history`` holds this turn)."""
-        result.proposals = self.facade.memory.handle_turn(
-            extractor.markers,
-            extractor.rejected,
-            session_id=self.session_id,
-            workspace_id=self.facade.workspace_id,
-            turn_id=result.turn_id,
-            tainted_by=tainted_by,
-        )
-        if self._needs_compaction(history.turns):
-            result.compaction = await self._compact("auto", history)
-        return result
 
     async def _switch(self, profile: str) -> str:
         name = self.facade.resolve_profile(profile)

@@ -22,12 +22,11 @@ from kairox.memory import MarkerExtractor
 from kairox.memory.approvals import TurnProposals
 from kairox.messages import SessionMessage, message_event, recorded_message
 from kairox.paths import state_lock
-from kairox.session_compaction import CompactionResult, History
+from kairox.session_compaction import CompactionMixin, CompactionResult, History
 
 if TYPE_CHECKING:
     from kairox.context.assembler import Assembly
-    from kairox.events import Event, SqliteEventStore
-    from kairox.facade import AppFacade
+    from kairox.events import Event
 
 
 class SessionError(KairoxError, RuntimeError):
@@ -63,6 +62,16 @@ class TurnResult:
     compaction: CompactionResult | None = None
 
 
+def assembled_event(assembly: Assembly, turn_id: str) -> ContextAssembled:
+    """The event that records the trace of a turn's assembled prompt."""
+    return ContextAssembled(
+        trace=assembly.trace(),
+        total_tokens=assembly.used_tokens,
+        budget=assembly.budget,
+        turn_id=turn_id,
+    )
+
+
 class PendingPrompts:
     """The prompt each session's model was last given, for recording its reply.
 
@@ -94,30 +103,33 @@ class PendingPrompts:
         self._asked.pop(session_id, None)
 
 
-class RecordingMixin:
+class RecordingMixin(CompactionMixin):
     """The recording commands of :class:`~kairox.session.Session` (which provides the
-    attributes declared here)."""
+    attributes declared here and in :class:`CompactionMixin`)."""
 
-    facade: AppFacade
-    session_id: str
     profile_name: str
 
-    if TYPE_CHECKING:
-
-        @property
-        def events(self) -> SqliteEventStore: ...
-
-        def _read(self) -> History: ...
-
-        async def _compact_as_recorded(self) -> list[CompactionResult]: ...
-
-        async def _conclude(
-            self,
-            result: TurnResult,
-            extractor: MarkerExtractor,
-            tainted_by: Sequence[str],
-            history: History,
-        ) -> TurnResult: ...
+    async def _conclude(
+        self,
+        result: TurnResult,
+        extractor: MarkerExtractor,
+        tainted_by: Sequence[str],
+        history: History,
+    ) -> TurnResult:
+        """The end of every turn, however its reply arrived: the reply's markers go to
+        the approval flow, then the automatic compaction runs if the next turn would
+        overflow (``history`` holds this turn)."""
+        result.proposals = self.facade.memory.handle_turn(
+            extractor.markers,
+            extractor.rejected,
+            session_id=self.session_id,
+            workspace_id=self.facade.workspace_id,
+            turn_id=result.turn_id,
+            tainted_by=tainted_by,
+        )
+        if self._needs_compaction(history.turns):
+            result.compaction = await self._compact("auto", history)
+        return result
 
     async def _guarded(self, run: Callable[[], Awaitable[Any]]) -> Any:
         """``run()`` while no other actor records into this session (the busy guard).
@@ -157,14 +169,7 @@ class RecordingMixin:
         else:  # the reply answers the last message, which may open this turn
             turn_id = (unanswered and unanswered[0]) or uuid.uuid4().hex[:12]
         if assembly is not None:
-            recorded.append(
-                ContextAssembled(
-                    trace=assembly.trace(),
-                    total_tokens=assembly.used_tokens,
-                    budget=assembly.budget,
-                    turn_id=turn_id,
-                )
-            )
+            recorded.append(assembled_event(assembly, turn_id))
         extractor = MarkerExtractor()
         text = extractor.feed(reply.content) + extractor.close()
         recorded.append(
