@@ -150,7 +150,7 @@ class RecordingMixin(CompactionMixin):
                 ) from None
             return await run()
 
-    # -- public commands ------------------------------------------------------------
+    # -- the commands Session.record_reply and Session.append queue ------------------
 
     async def _record_reply(
         self,

@@ -101,3 +101,17 @@ def test_import_compacts_and_proposes_only_when_asked(invoke, workspace):
     marked = invoke("session", "import", str(path), "--session", "b", "--markers")
     assert marked.exit_code == 0 and "kairox memory approve" in marked.output
     assert [r.key for r in AppFacade(cwd=workspace).memories(pending=True)] == ["plan"]
+
+
+def test_import_reads_stdin_and_names_a_line_that_is_not_utf8(invoke, workspace):
+    lines = json.dumps(TRANSCRIPT[1]) + "\n" + json.dumps(TRANSCRIPT[3]) + "\n"
+    piped = invoke("session", "import", "-", "--session", "piped", input=lines)
+    assert piped.exit_code == 0 and "imported 2 messages" in piped.output
+    with open(workspace / "latin1.jsonl", "wb") as handle:
+        handle.write(lines.encode() + b'{"role": "user", "content": "caf\xe9"}\n')
+    bad = invoke("session", "import", str(workspace / "latin1.jsonl"), "--session", "s2")
+    assert bad.exit_code == 2 and "line 3: not UTF-8" in bad.output
+    assert invoke("session", "import", "missing.jsonl", "--session", "s3").exit_code == 2
+    assert [s["session"] for s in json.loads(invoke("session", "list", "--json").output)] == [
+        "piped"
+    ]

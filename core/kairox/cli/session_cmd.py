@@ -42,7 +42,9 @@ def session() -> None:
 
 
 @session.command("import")
-@click.argument("file", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
+@click.argument(
+    "file", type=click.Path(path_type=Path, exists=True, dir_okay=False, allow_dash=True)
+)
 @click.option("--session", "session_id", required=True, help="The session to append to.")
 @click.option("--profile", help="The profile whose window compaction follows (default profile).")
 @click.option(
@@ -97,7 +99,7 @@ def _read(file: Path) -> list[SessionMessage]:
     try:
         with open(file, "rb") as handle:
             return read_transcript(handle, str(file))
-    except OSError as exc:
+    except OSError as exc:  # unreadable, or gone since click checked it
         raise click.FileError(str(file), hint=exc.strerror) from None
 
 
