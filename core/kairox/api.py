@@ -220,6 +220,7 @@ class Kairox:
         *,
         session: str | None = None,
         markers: bool = False,
+        profile: str | None = None,
     ) -> AppendResult:
         """Append messages to a session's history (this handle's session by default).
 
@@ -228,12 +229,15 @@ class Kairox:
         (the speaker, or the tool) and ``time`` (ISO 8601). All are checked before any is
         written and a :class:`~kairox.messages.MessageError` names the first bad one;
         then they are appended in one transaction, and the automatic compaction runs as
-        it would have in a live chat. ``<memory>`` markers in assistant messages are
+        it would have in a live chat (in ``profile``'s window; this handle's by default).
+        ``<memory>`` markers in assistant messages are
         kept verbatim unless ``markers=True`` (then they are proposed, as in a chat).
         Inside a running event loop, use :meth:`aappend_messages`.
         """
         _outside_event_loop("append_messages", "aappend_messages")
-        return asyncio.run(self.aappend_messages(messages, session=session, markers=markers))
+        return asyncio.run(
+            self.aappend_messages(messages, session=session, markers=markers, profile=profile)
+        )
 
     async def aappend_messages(
         self,
@@ -241,10 +245,11 @@ class Kairox:
         *,
         session: str | None = None,
         markers: bool = False,
+        profile: str | None = None,
     ) -> AppendResult:
         """:meth:`append_messages` for ``async`` callers."""
         return await self.facade.append_messages(
-            session or self.session, messages, profile=self.profile, markers=markers
+            session or self.session, messages, profile=profile or self.profile, markers=markers
         )
 
     def record_reply(
@@ -257,6 +262,7 @@ class Kairox:
         time: str | None = None,
         model: str | None = None,
         tainted_by: Sequence[str] = (),
+        profile: str | None = None,
     ) -> TurnResult:
         """Record your model's reply as a Kairox chat turn would.
 
@@ -264,8 +270,9 @@ class Kairox:
         proposed through the approval flow; a proposal is flagged as possible injection
         when the prompt held unvetted text (tool output, retrieved text) or
         ``tainted_by`` names some. Then the session compacts if the next turn would
-        overflow (``result.compaction``). While another turn is being recorded in the
-        session, :class:`~kairox.session.SessionBusyError` is raised.
+        overflow ``profile``'s window (this handle's by default; ``result.compaction``).
+        While another turn is being recorded in the session,
+        :class:`~kairox.session.SessionBusyError` is raised.
 
         The turn's user message is recorded exactly once: it is ``prompt`` if given,
         else the prompt of this session's last :meth:`context` call on this handle that
@@ -284,6 +291,7 @@ class Kairox:
                 time=time,
                 model=model,
                 tainted_by=tainted_by,
+                profile=profile,
             )
         )
 
@@ -297,13 +305,14 @@ class Kairox:
         time: str | None = None,
         model: str | None = None,
         tainted_by: Sequence[str] = (),
+        profile: str | None = None,
     ) -> TurnResult:
         """:meth:`record_reply` for ``async`` callers."""
         from kairox.session import open_session
 
         session = session or self.session
         asked, assembly = self._pending.for_reply(session, prompt)
-        async with open_session(self.facade, session, profile=self.profile) as live:
+        async with open_session(self.facade, session, profile=profile or self.profile) as live:
             result = await live.record_reply(
                 SessionMessage("assistant", reply, name, time),
                 prompt=asked,
