@@ -53,6 +53,7 @@ __all__ = [
     "SessionSummary",
     "TranscriptError",
     "history_message",
+    "message_at",
     "message_event",
     "messages_from",
     "parse_time",
@@ -214,6 +215,12 @@ def recorded_message(stored: StoredEvent) -> RecordedMessage | None:
 _MESSAGE_TYPE_NAMES: Final = frozenset(cls.type for cls in MESSAGE_EVENTS)
 
 
+def message_at(events: SqliteEventStore, event_id: int) -> RecordedMessage | None:
+    """The message event ``event_id`` records (``None``: no such event, or not a message)."""
+    stored = events.get(event_id)
+    return None if stored is None else recorded_message(stored)
+
+
 def read_messages(
     events: SqliteEventStore,
     session_id: str | None,
@@ -283,8 +290,8 @@ def session_summaries(events: SqliteEventStore, workspace_id: str | None) -> lis
     for session_id, count, first_id, last_id in events.sessions(
         MESSAGE_EVENTS, workspace_id=workspace_id
     ):
-        ends = [events.get(first_id), events.get(last_id)]
-        first, last = (recorded_message(e) for e in ends if e is not None)
+        first, last = message_at(events, first_id), message_at(events, last_id)
+        assert first is not None and last is not None  # message events, never deleted
         found.append(SessionSummary(session_id, count, first.when, last.when))
     return found
 

@@ -20,7 +20,7 @@ from kairox.errors import KairoxError
 from kairox.events import AssistantMessageCompleted, ContextAssembled
 from kairox.memory import MarkerExtractor
 from kairox.memory.approvals import TurnProposals
-from kairox.messages import SessionMessage, message_event, recorded_message
+from kairox.messages import SessionMessage, message_at, message_event
 from kairox.paths import state_lock
 from kairox.session_compaction import CompactionMixin, CompactionResult, History
 
@@ -202,8 +202,7 @@ class RecordingMixin(CompactionMixin):
         """``(turn_id, text)`` of the session's last message if it is a user message."""
         if not history.turns:
             return None
-        stored = self.events.get(history.turns[-1].event_ids[-1])
-        found = None if stored is None else recorded_message(stored)
+        found = message_at(self.events, history.turns[-1].event_ids[-1])
         if found is None or found.message.role != "user":
             return None
         return found.turn_id, found.message.content
