@@ -64,6 +64,11 @@ def import_(
 ) -> None:
     """Append the transcript FILE (JSON Lines; - for stdin) to a session as its history.
 
+    \b
+    One message a line, e.g.
+      {"role": "user", "content": "Hi!", "name": "Ann", "time": "2024-05-08T13:56:00Z"}
+    role: user, assistant, system or tool; name (the speaker) and time (ISO 8601) optional.
+
     Nothing is imported if any line is bad: each bad line is named, and the exit status
     is 2. The history is compacted as a live conversation would have been.
     """
