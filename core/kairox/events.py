@@ -58,6 +58,7 @@ __all__ = [
     "SqliteComponentStore",
     "SqliteEventStore",
     "StoredEvent",
+    "SystemMessageAdded",
     "ToolInvocationCompleted",
     "UserMessageAdded",
     "connect_database",
@@ -115,6 +116,20 @@ class UserMessageAdded(Event):
 
     text: str
     turn_id: str | None = None
+    name: str | None = None
+    """Who spoke, when the conversation names its speakers (see :mod:`kairox.messages`)."""
+    time: str | None = None
+    """When it was said (ISO 8601, as given); ``None``: when it was recorded."""
+
+
+@dataclass(frozen=True)
+class SystemMessageAdded(Event):
+    """A system message the agent put into the conversation (not the profile's prompt)."""
+
+    text: str
+    turn_id: str | None = None
+    name: str | None = None
+    time: str | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +148,8 @@ class AssistantMessageCompleted(Event):
     turn_id: str | None = None
     model: str | None = None
     profile: str | None = None
+    name: str | None = None
+    time: str | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +163,7 @@ class ToolInvocationCompleted(Event):
     error: str | None = None
     call_id: str | None = None
     turn_id: str | None = None
+    time: str | None = None
 
 
 @dataclass(frozen=True)
@@ -484,6 +502,21 @@ class SqliteEventStore(SqliteComponentStore):
         with self._lock:
             rows = self._conn.execute(sql, params).fetchall()
         return [_row_to_event(row) for row in rows]
+
+    def sessions(
+        self, types: Iterable[str | type[Event]], *, workspace_id: str | None = None
+    ) -> builtins.list[tuple[str, int, int, int]]:
+        """``(session_id, count, first_id, last_id)`` of each session holding events of
+        ``types``, the most recently active first."""
+        names = [t if isinstance(t, str) else t.type for t in types]
+        where, params = where_equal(workspace_id=workspace_id)
+        where.append(f"type IN ({', '.join('?' * len(names))})")
+        sql = (
+            "SELECT session_id, count(*), min(id), max(id) FROM events"
+            f" WHERE {' AND '.join(where)} GROUP BY session_id ORDER BY max(id) DESC"
+        )
+        with self._lock:
+            return self._conn.execute(sql, [*params, *names]).fetchall()
 
 
 # The events table's columns, named as StoredEvent's fields are.

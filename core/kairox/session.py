@@ -6,7 +6,9 @@ turn rebuilds the prompt from scratch (memories, summaries, retrieval, history) 
 :class:`~kairox.context.assembler.ContextAssembler`, streams the model's reply through
 the marker extractor, records everything as events, and hands proposed memories to the
 approval flow. When the next turn would overflow the window, the oldest tier of history
-is compacted into a summary; original events are never deleted.
+is compacted into a summary (:mod:`kairox.session_compaction`); original events are never
+deleted. Another agent loop feeds the same pipeline by appending messages and recording
+its model's replies (:mod:`kairox.session_recording`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,83 +27,62 @@ from kairox.context.assembler import (
     ContextAssembler,
     HistoryTurn,
 )
-from kairox.context.summarizer import ReportingSummarizer, Summarizer, SummaryReport
 from kairox.context.tokens import TokenCounter
-from kairox.errors import KairoxError
 from kairox.events import (
     AssistantMessageCompleted,
     CompactionSummary,
-    ContextAssembled,
-    ContextCompactionCompleted,
-    ContextCompactionFailed,
-    ContextCompactionSkipped,
-    ContextCompactionStarted,
     ModelTokenDelta,
     ProfileSwitched,
-    StoredEvent,
-    ToolInvocationCompleted,
     UserMessageAdded,
 )
 from kairox.memory import MarkerExtractor
+from kairox.memory.approvals import TurnProposals
+from kairox.messages import (
+    MESSAGE_EVENTS,
+    SessionMessage,
+    history_message,
+    messages_from,
+    recorded_message,
+)
 from kairox.models import ChatMessage, ModelBackend
+from kairox.session_compaction import (
+    COMPACT_AT_SHARE,
+    KEEP_RECENT_TURNS,
+    SUMMARY_SHARE,
+    CompactionResult,
+    History,
+)
+from kairox.session_recording import (
+    AppendResult,
+    RecordingMixin,
+    SessionBusyError,
+    SessionError,
+    TurnResult,
+    assembled_event,
+)
 
 if TYPE_CHECKING:
     from kairox.config import ProfileConfig
     from kairox.events import Event, SqliteEventStore
     from kairox.facade import AppFacade
-    from kairox.memory.approvals import TurnProposals
 
-# The most recent turns always stay verbatim; compaction summarises what is older.
-KEEP_RECENT_TURNS = 2
-# Compact when history alone would take more than this share of the budget next turn,
-# leaving room for the prompt, memories and retrieval hits.
-COMPACT_AT_SHARE = 0.6
-# A summary may use at most this share of the budget.
-SUMMARY_SHARE = 0.2
+__all__ = [
+    "COMPACT_AT_SHARE",
+    "DELTA_BATCH",
+    "KEEP_RECENT_TURNS",
+    "SUMMARY_SHARE",
+    "AppendResult",
+    "CompactionResult",
+    "Session",
+    "SessionBusyError",
+    "SessionError",
+    "TurnResult",
+    "open_session",
+]
+
 # Streamed text is written to the event log in batches of this many deltas, off the
 # event loop; the completed message is still written once, whole.
 DELTA_BATCH = 32
-
-
-class SessionError(KairoxError, RuntimeError):
-    """The session cannot do what was asked (closed, no model backend...)."""
-
-
-@dataclass
-class TurnResult:
-    """What one turn produced."""
-
-    turn_id: str
-    text: str
-    assembly: Assembly
-    proposals: TurnProposals
-    compaction: CompactionResult | None = None
-
-
-@dataclass
-class CompactionResult:
-    """What a compaction did (or why it did nothing)."""
-
-    status: str  # "completed", "failed", "skipped"
-    reason: str = ""
-    summary: str = ""
-    summarizer: str | None = None
-    fallback: bool = False
-    events_summarised: int = 0
-    tokens_before: int = 0
-    tokens_after: int = 0
-    kept: tuple[str, ...] = ()
-    """The kept facts the summary holds (see :class:`~kairox.context.summarizer.SummaryReport`)."""
-    dropped: tuple[tuple[str, str], ...] = ()
-    """``(fact, why)`` for each fact the summary left out."""
-
-
-@dataclass
-class _History:
-    """What the session's events say about the conversation, read once per command."""
-
-    summaries: list[StoredEvent]
-    turns: list[HistoryTurn]
 
 
 class _DeltaWriter:
@@ -142,7 +123,7 @@ class _Command:
     )
 
 
-class Session:
+class Session(RecordingMixin):
     """One conversation: an actor that owns its queue of commands.
 
     :param facade: the application facade (config, stores, retrieval).
@@ -226,27 +207,64 @@ class Session:
                 if not command.done.cancelled():
                     command.done.set_result(result)
 
-    async def _submit(self, run: Callable[[], Awaitable[Any]]) -> Any:
+    async def _submit(self, run: Callable[[], Awaitable[Any]], *, records: bool = False) -> Any:
+        """Queue ``run``; one that ``records`` into the session runs under the busy guard."""
         if self._task is None:
             raise SessionError("the session is not running; use `async with Session(...)`")
-        command = _Command(run)
+        command = _Command((lambda: self._guarded(run)) if records else run)
         await self._queue.put(command)
         return await command.done
-
-    # -- public commands ------------------------------------------------------------
 
     async def turn(
         self, prompt: str, *, on_text: Callable[[str], None] | None = None
     ) -> TurnResult:
         """Queue a turn; ``on_text`` receives visible text as it streams."""
-        return await self._submit(lambda: self._turn(prompt, on_text))
+        return await self._submit(lambda: self._turn(prompt, on_text), records=True)
+
+    async def append(
+        self, messages: Iterable[SessionMessage | Mapping[str, Any]], *, markers: bool = False
+    ) -> AppendResult:
+        """Queue appending ``messages`` as the session's history, in one transaction.
+
+        Every message is checked first (a :class:`~kairox.messages.MessageError` names the
+        first bad one and nothing is appended). After the append, the automatic
+        compaction runs at each turn's end where a live conversation would have run it.
+        Markers in assistant messages are stripped and proposed only with ``markers``;
+        otherwise the text is kept verbatim and nothing is proposed.
+        """
+        checked = messages_from(messages)
+        return await self._submit(lambda: self._append(checked, markers), records=True)
+
+    async def record_reply(
+        self,
+        reply: SessionMessage,
+        *,
+        prompt: SessionMessage | None = None,
+        assembly: Assembly | None = None,
+        model: str | None = None,
+        tainted_by: Sequence[str] = (),
+    ) -> TurnResult:
+        """Queue recording a reply the caller's own model gave: a chat turn's pipeline.
+
+        The reply's markers are stripped and go through approval, with the taint of the
+        ``assembly`` the model was given (its tool output and retrieved text) and of
+        ``tainted_by``; the events are the ones a chat turn appends; the automatic
+        compaction runs at the end. ``prompt`` is the turn's user message: recorded
+        unless it is already the session's last message (so a turn's prompt is recorded
+        once however the caller reached here); ``None`` answers the last message.
+        """
+        if reply.role != "assistant":
+            raise SessionError(f"a reply is an assistant message, not a {reply.role} one")
+        return await self._submit(
+            lambda: self._record_reply(reply, prompt, assembly, model, tainted_by), records=True
+        )
 
     async def compact(self) -> CompactionResult:
         """Queue a manual compaction (skipped if one is already queued)."""
         if self._compaction_queued:
             return await self._submit(lambda: self._skip("a compaction is already queued"))
         self._compaction_queued = True
-        return await self._submit(lambda: self._compact("manual"))
+        return await self._submit(lambda: self._compact("manual"), records=True)
 
     async def switch_profile(self, profile: str) -> str:
         """Queue a profile switch; it waits for anything queued before it."""
@@ -258,15 +276,11 @@ class Session:
 
     # -- history from events ----------------------------------------------------------
 
-    def _read(self) -> _History:
+    def _read(self) -> History:
         """Summaries and whole turns after the last summarised event, oldest first."""
         summaries = self.events.list(session_id=self.session_id, types=[CompactionSummary])
         after = summaries[-1].payload["last_event_id"] if summaries else None
-        stored = self.events.list(
-            session_id=self.session_id,
-            types=[UserMessageAdded, AssistantMessageCompleted, ToolInvocationCompleted],
-            after_id=after,
-        )
+        stored = self.events.list(session_id=self.session_id, types=MESSAGE_EVENTS, after_id=after)
         turns: list[HistoryTurn] = []
         messages: list[ChatMessage] = []
         ids: list[int] = []
@@ -277,26 +291,16 @@ class Session:
                 turns.append(HistoryTurn(tuple(messages), tuple(ids), tools))
 
         for event in stored:
-            if event.type == "UserMessageAdded":
+            found = recorded_message(event)
+            assert found is not None  # only message events were asked for
+            if found.message.role == "user":
                 close_turn()
                 messages, ids, tools = [], [], False
-                messages.append(ChatMessage("user", event.payload["text"]))
-            elif event.type == "ToolInvocationCompleted":
-                tools = True
-                # Folded into an assistant message: chat APIs reject a bare "tool" role
-                # without the call id that produced it, and a tool's text must not gain
-                # the authority of a user or system message.
-                messages.append(
-                    ChatMessage(
-                        "assistant",
-                        f"[tool {event.payload['tool']} returned]\n{event.payload.get('output', '')}",
-                    )
-                )
-            else:
-                messages.append(ChatMessage("assistant", event.payload["text"]))
+            tools = tools or found.message.role == "tool"
+            messages.append(history_message(found.message))
             ids.append(event.id)
         close_turn()
-        return _History(summaries, turns)
+        return History(summaries, turns)
 
     def _history(self) -> list[HistoryTurn]:
         """Whole turns after the last summarised event, oldest first."""
@@ -304,7 +308,7 @@ class Session:
 
     # -- turns ----------------------------------------------------------------------
 
-    async def _assemble(self, prompt: str, history: _History | None = None) -> Assembly:
+    async def _assemble(self, prompt: str, history: History | None = None) -> Assembly:
         history = history or self._read()
         result = await self.facade.search(prompt, profile=self.profile_name, k=self.retrieval_k)
         data = AssemblyInput(
@@ -345,12 +349,7 @@ class Session:
             workspace,
             [
                 UserMessageAdded(prompt, turn_id=turn_id),
-                ContextAssembled(
-                    trace=assembly.trace(),
-                    total_tokens=assembly.used_tokens,
-                    budget=assembly.budget,
-                    turn_id=turn_id,
-                ),
+                assembled_event(assembly, turn_id),
             ],
         )
         extractor = MarkerExtractor()
@@ -381,17 +380,6 @@ class Session:
                     text, turn_id=turn_id, model=self.profile.model, profile=self.profile_name
                 ),
             )
-        # Only what the model actually saw counts: tool output and retrieved text that
-        # made it into the prompt.
-        proposals = self.facade.memory.handle_turn(
-            extractor.markers,
-            extractor.rejected,
-            session_id=self.session_id,
-            workspace_id=workspace,
-            turn_id=turn_id,
-            tainted_by=assembly.tainted_by,
-        )
-        result = TurnResult(turn_id, text, assembly, proposals)
         # This turn joins the history read at its start: no second read.
         history.turns.append(
             HistoryTurn(
@@ -399,163 +387,14 @@ class Session:
                 (asked.id, answered.id),
             )
         )
-        if self._needs_compaction(history.turns):
-            result.compaction = await self._compact("auto", history)
-        return result
-
-    def _history_tokens(self, turns: Sequence[HistoryTurn]) -> int:
-        return self._assembler().history_tokens(turns)
-
-    def _budget(self) -> int:
-        return self.profile.context_window - self.profile.headroom
-
-    def _summary_tokens(self, summaries: Sequence[StoredEvent]) -> int:
-        assembler = self._assembler()
-        return sum(
-            assembler.summary_tokens(
-                CompactionSummaryItem(
-                    e.payload["summary"], e.payload["first_event_id"], e.payload["last_event_id"]
-                )
-            )
-            for e in summaries
+        # Only what the model actually saw counts: tool output and retrieved text that
+        # made it into the prompt.
+        return await self._conclude(
+            TurnResult(turn_id, text, assembly, TurnProposals()),
+            extractor,
+            assembly.tainted_by,
+            history,
         )
-
-    def _needs_compaction(self, turns: Sequence[HistoryTurn]) -> bool:
-        if len(turns) <= KEEP_RECENT_TURNS:
-            return False
-        return self._history_tokens(turns) > COMPACT_AT_SHARE * self._budget()
-
-    # -- compaction -----------------------------------------------------------------
-
-    async def _skip(self, reason: str, **details: Any) -> CompactionResult:
-        self.events.append(
-            self.session_id, self.facade.workspace_id, ContextCompactionSkipped(reason)
-        )
-        return CompactionResult("skipped", reason=reason, **details)
-
-    async def _compact(self, trigger: str, history: _History | None = None) -> CompactionResult:
-        try:
-            return await self._compact_now(trigger, history)
-        finally:
-            if trigger == "manual":
-                self._compaction_queued = False
-
-    async def _compact_now(self, trigger: str, history: _History | None) -> CompactionResult:
-        if trigger == "auto" and not self.profile.auto_compact:
-            return await self._skip("auto_compact is off for this profile")
-        history = history or self._read()
-        turns = history.turns
-        older = turns[:-KEEP_RECENT_TURNS] if len(turns) > KEEP_RECENT_TURNS else []
-        if not older:
-            return await self._skip(
-                f"nothing to compact: the last {KEEP_RECENT_TURNS} turns always stay verbatim"
-            )
-        workspace = self.facade.workspace_id
-        # What the prompt pays now for history and the summary compaction would replace:
-        # the same ledger as ``after`` below, so the two compare like for like.
-        before = self._history_tokens(turns) + self._summary_tokens(history.summaries[-1:])
-        self.events.append(
-            self.session_id,
-            workspace,
-            ContextCompactionStarted(trigger=trigger, tokens_before=before),
-        )
-        # Rolling summary: the previous summary is summarised again together with the
-        # turns after it, so one summary stands for everything before the live history.
-        # Separate summaries would pile up until they crowd out the history itself.
-        previous = history.summaries
-        carried = (
-            [ChatMessage("assistant", previous[-1].payload["summary"], name="summary")]
-            if previous
-            else []
-        )
-        messages = carried + [m for turn in older for m in turn.messages]
-        first = (
-            previous[-1].payload["first_event_id"]
-            if previous
-            else min(i for turn in older for i in turn.event_ids)
-        )
-        last = max(i for turn in older for i in turn.event_ids)
-        limit = max(64, int(SUMMARY_SHARE * self._budget()))
-        name = self.profile.summarizer
-        fallback = False
-        try:
-            summarizer = self.facade.summarizer(name, self.profile, self._backend)
-            summary, report = await _summarize(
-                summarizer, messages, max_tokens=limit, encoding=self.profile.encoding
-            )
-        except Exception as exc:
-            self.events.append(
-                self.session_id,
-                workspace,
-                ContextCompactionFailed(
-                    error=f"{type(exc).__name__}: {exc}; falling back to a sliding window",
-                    summarizer=name,
-                ),
-            )
-            fallback = True
-            name = "sliding-window"
-            try:
-                window = self.facade.summarizer(name, self.profile, None)
-                summary, report = await _summarize(
-                    window, messages, max_tokens=limit, encoding=self.profile.encoding
-                )
-            except Exception as second:  # even the fallback failed: the session goes on
-                self.events.append(
-                    self.session_id,
-                    workspace,
-                    ContextCompactionFailed(
-                        error=f"{type(second).__name__}: {second}", summarizer=name
-                    ),
-                )
-                return CompactionResult("failed", reason=str(second), summarizer=name)
-        # The same ledger as the prompt's: the turns kept verbatim, plus the summary with
-        # the framing it gets there.
-        after = self._history_tokens(turns[-KEEP_RECENT_TURNS:]) + self._assembler().summary_tokens(
-            CompactionSummaryItem(summary, first, last)
-        )
-        if after >= before:
-            # A summary no smaller than what it replaces only loses detail: keep the history.
-            return await self._skip(
-                f"the summary would not shrink the history ({before:,} -> {after:,} tokens); "
-                "history kept as it was",
-                summarizer=name,
-                fallback=fallback,
-                tokens_before=before,
-                tokens_after=before,
-            )
-        stored = self.events.append(
-            self.session_id,
-            workspace,
-            CompactionSummary(
-                summary,
-                first,
-                last,
-                summarizer=name,
-                fallback=fallback,
-                kept=list(report.kept),
-                dropped=[{"fact": fact, "why": why} for fact, why in report.dropped],
-            ),
-        )
-        self.events.append(
-            self.session_id,
-            workspace,
-            ContextCompactionCompleted(
-                summary_event_id=stored.id, tokens_before=before, tokens_after=after
-            ),
-        )
-        return CompactionResult(
-            "completed",
-            summary=summary,
-            summarizer=name,
-            fallback=fallback,
-            events_summarised=sum(len(t.event_ids) for t in older),
-            tokens_before=before,
-            tokens_after=after,
-            kept=report.kept,
-            dropped=report.dropped,
-        )
-
-    # -- profiles -------------------------------------------------------------------
 
     async def _switch(self, profile: str) -> str:
         name = self.facade.resolve_profile(profile)
@@ -569,19 +408,6 @@ class Session:
             ProfileSwitched(to_profile=name, from_profile=previous),
         )
         return name
-
-
-async def _summarize(
-    summarizer: Summarizer, messages: list[ChatMessage], *, max_tokens: int, encoding: str
-) -> tuple[str, SummaryReport]:
-    """The summary, and what it kept and dropped when the summariser says so."""
-    if isinstance(summarizer, ReportingSummarizer):
-        return await summarizer.summarize_with_report(
-            messages, max_tokens=max_tokens, encoding=encoding
-        )
-    return await summarizer.summarize(messages, max_tokens=max_tokens, encoding=encoding), (
-        SummaryReport()
-    )
 
 
 @contextlib.asynccontextmanager
