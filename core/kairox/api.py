@@ -226,11 +226,13 @@ class Kairox:
         it would have in a live chat (in ``profile``'s window; this handle's by default).
         ``<memory>`` markers in assistant messages are
         kept verbatim unless ``markers=True`` (then they are proposed, as in a chat).
-        Inside a running event loop, use :meth:`aappend_messages`.
+        Inside a running event loop (a notebook) it runs on a worker thread while the loop
+        waits; ``await`` :meth:`aappend_messages` to keep the loop running.
         """
-        _outside_event_loop("append_messages", "aappend_messages")
-        return asyncio.run(
-            self.aappend_messages(messages, session=session, markers=markers, profile=profile)
+        return run_blocking(
+            lambda: asyncio.run(
+                self.aappend_messages(messages, session=session, markers=markers, profile=profile)
+            )
         )
 
     async def aappend_messages(
@@ -273,19 +275,21 @@ class Kairox:
         no reply was recorded for (whose assembly also gives the reply its taint); it is
         not recorded again when it is already the session's last message (appended with
         :meth:`append_messages`, say). With neither, the reply answers the session's
-        last message. Inside a running event loop, use :meth:`arecord_reply`.
+        last message. Inside a running event loop (a notebook) it runs on a worker thread
+        while the loop waits; ``await`` :meth:`arecord_reply` to keep the loop running.
         """
-        _outside_event_loop("record_reply", "arecord_reply")
-        return asyncio.run(
-            self.arecord_reply(
-                reply,
-                session=session,
-                prompt=prompt,
-                name=name,
-                time=time,
-                model=model,
-                tainted_by=tainted_by,
-                profile=profile,
+        return run_blocking(
+            lambda: asyncio.run(
+                self.arecord_reply(
+                    reply,
+                    session=session,
+                    prompt=prompt,
+                    name=name,
+                    time=time,
+                    model=model,
+                    tainted_by=tainted_by,
+                    profile=profile,
+                )
             )
         )
 

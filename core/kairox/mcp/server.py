@@ -124,8 +124,9 @@ _RECORDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_wo
 Session = Annotated[
     str | None,
     Field(
-        description="The Kairox session id (letters, digits, - _ . :); this server's own "
-        "session when omitted. Use the same id in `context` to get its history back.",
+        description="The Kairox session id (letters, digits, - _ . :, at most 128 "
+        "characters); use the same id in `context` to get its history back. Default: this "
+        "server's own session.",
         max_length=128,
     ),
 ]
@@ -136,16 +137,24 @@ class MessageIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    role: Literal["user", "assistant", "system", "tool"] = Field(description="Who said it.")
-    content: str = Field(description="The text, verbatim.", max_length=MAX_MESSAGE_CHARS)
+    role: Literal["user", "assistant", "system", "tool"] = Field(
+        description='Who said it: "user", "assistant", "system" or "tool". Required.'
+    )
+    content: str = Field(
+        description=f"The message's text, verbatim, at most {MAX_MESSAGE_CHARS} characters. "
+        "Required.",
+        max_length=MAX_MESSAGE_CHARS,
+    )
     name: str | None = Field(
         default=None,
-        description="The speaker's name, or the tool's name for a tool message.",
+        description="The speaker's name, or the tool's name for a tool message, at most 128 "
+        "characters. Default: none.",
         max_length=128,
     )
     time: str | None = Field(
         default=None,
-        description='When it was said, ISO 8601 (e.g. "2024-05-08T13:56:00Z").',
+        description='When it was said, in ISO 8601 (e.g. "2024-05-08T13:56:00Z"). '
+        "Default: the time it is recorded.",
         max_length=64,
     )
 
@@ -297,7 +306,12 @@ def build_server(facade: AppFacade, *, session_id: str | None = None) -> MCPServ
     async def append_messages(
         messages: Annotated[
             list[MessageIn],
-            Field(description="The messages, oldest first.", min_length=1, max_length=MAX_MESSAGES),
+            Field(
+                description=f"The messages to append, oldest first, 1 to {MAX_MESSAGES} of them, "
+                "each with role, content and optional name and time. Required.",
+                min_length=1,
+                max_length=MAX_MESSAGES,
+            ),
         ],
         session: Session = None,
         profile: Profile = None,
@@ -310,20 +324,30 @@ def build_server(facade: AppFacade, *, session_id: str | None = None) -> MCPServ
     @_tool_errors
     async def record_reply(
         reply: Annotated[
-            str, Field(description="Your model's whole reply.", max_length=MAX_MESSAGE_CHARS)
+            str,
+            Field(
+                description=f"Your model's whole reply, verbatim, at most {MAX_MESSAGE_CHARS} "
+                "characters. Required.",
+                max_length=MAX_MESSAGE_CHARS,
+            ),
         ],
         prompt: Annotated[
             str | None,
             Field(
-                description="The user message you answered; the last `context` prompt of "
-                "this session when omitted.",
+                description="The user message your reply answers, recorded once before it. "
+                "Default: the last `context` prompt of this session.",
                 max_length=MAX_PROMPT_CHARS,
             ),
         ] = None,
         session: Session = None,
         profile: Profile = None,
         model: Annotated[
-            str | None, Field(description="The model that wrote the reply.", max_length=128)
+            str | None,
+            Field(
+                description="The name of the model that wrote the reply, at most 128 "
+                "characters. Default: none.",
+                max_length=128,
+            ),
         ] = None,
     ) -> dict[str, Any]:
         return await tools.record_reply(reply, prompt, session, profile, model)
