@@ -87,6 +87,13 @@ def test_explicit_config_path(invoke, tmp_path):
     assert "nope.toml" in missing.output
 
 
+def test_config_path_that_is_not_a_regular_file_is_refused(kairox_process):
+    # /dev/zero would be read forever: refused before reading, in a real process.
+    result = kairox_process("--config", "/dev/zero", "config", "check")
+    assert result.returncode == 2, result.stderr
+    assert "/dev/zero: is not a regular file" in result.stderr
+
+
 def test_toml_syntax_error_exits_2(invoke, workspace):
     write(workspace, "[profiles.default\nmodel = 1\n")
     result = invoke("config", "check")
