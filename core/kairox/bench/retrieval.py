@@ -65,7 +65,7 @@ import numpy as np
 from kairox.bench import BENCH_EXTRA, BenchError
 from kairox.bench.beir import BeirDataset
 from kairox.bench.isolation import can_isolate, run_isolated
-from kairox.bench.judgments import IdMatcher, check_returned
+from kairox.bench.judgments import IdMatcher, check_returned, judged_ids
 from kairox.bench.metrics import DEPTH, METRICS, _need_ir_measures, per_query
 from kairox.bench.peers import PEER_CLASSES, PEERS, _PeerSource
 from kairox.bench.profile import (
@@ -543,7 +543,10 @@ def benchmark(
     return {
         "dataset": str(dataset.path),
         "split": dataset.split,
-        "documents": len(dataset.corpus),
+        # Your --queries/--qrels against a profile's own sources: no corpus was loaded, so
+        # the judged documents are what is known (`documents` then is None).
+        "documents": len(dataset.corpus) if dataset.corpus else None,
+        "judged_documents": len(judged_ids(dataset)),
         "queries": len(dataset.queries),
         "depth": DEPTH,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
