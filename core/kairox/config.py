@@ -91,6 +91,12 @@ KNOWN_KIND_PACKAGES: dict[str, str] = {
     "weaviate": "kairox-weaviate",
 }
 
+#: First-party embedding backends and the package that provides each (for the install hint).
+KNOWN_EMBEDDING_PACKAGES: dict[str, str] = dict.fromkeys(
+    ("minilm", "minilm-fp32", "minilm-int8", "minilm-int8-ort", "minilm-st"),
+    "kairox-sentence-transformers",
+)
+
 #: A key whose (lower-cased) name ends in one of these, but not in ``_env``, is a secret.
 SECRET_KEY_SUFFIXES: tuple[str, ...] = (
     "api_key",

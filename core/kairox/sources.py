@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kairox.config import KNOWN_EMBEDDING_PACKAGES
 from kairox.errors import KairoxError
 from kairox.registry import BuildContext, SourceGroup
 
@@ -31,10 +32,6 @@ if TYPE_CHECKING:
     from kairox.retrieval.composite import CompositeWorkspaceRetriever
     from kairox.retrieval.stages import StagedRetrieval
     from kairox.workspace.convert.converters import Converters
-
-
-#: First-party embedding backends and the package that provides each (for the install hint).
-KNOWN_EMBEDDING_PACKAGES: dict[str, str] = {"minilm": "kairox-sentence-transformers"}
 
 
 class SourceError(KairoxError, RuntimeError):

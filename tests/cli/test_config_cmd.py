@@ -99,3 +99,13 @@ def test_toml_syntax_error_exits_2(invoke, workspace):
     result = invoke("config", "check")
     assert result.exit_code == 2
     assert "kairox.toml" in result.output
+
+
+def test_a_missing_embedding_backend_names_the_package_to_install(kairox_process, workspace):
+    # No entry-point plugins load, so kairox-sentence-transformers is as good as missing.
+    write(workspace, '[workspace]\nembedding_backend = "minilm"\n')
+    result = kairox_process("index", ".", env={"KAIROX_LOAD_PLUGINS": ""})
+    assert result.returncode == 2, result.stderr
+    flat = " ".join(result.stderr.split())
+    assert "minilm is provided by kairox-sentence-transformers" in flat
+    assert "kairox install kairox-sentence-transformers" in flat

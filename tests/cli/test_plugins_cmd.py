@@ -130,3 +130,38 @@ def test_a_first_party_plugin_with_extras_installs_by_that_name(kairox_process, 
     assert result.returncode == 0, result.stderr
     assert "Would install kairox-sentence-transformers" in result.stdout
     assert "plugins/sentence-transformers[onnx" in result.stderr
+
+
+HIDE_DOCUMENT_LIBRARIES = (
+    "import runpy, sys\n"
+    "sys.modules.update(dict.fromkeys(['bs4', 'pypdf', 'docx', 'pptx', 'openpyxl']))\n"
+    "sys.argv = ['kairox', *sys.argv[1:]]\n"
+    "runpy.run_module('kairox', run_name='__main__')\n"
+)
+
+
+def test_plugins_lists_converters_whose_library_is_missing_as_not_installed(workspace):
+    # A real process where the documents extra's libraries cannot be imported.
+    result = subprocess.run(
+        [sys.executable, "-c", HIDE_DOCUMENT_LIBRARIES, "plugins"],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    [line] = [line for line in result.stdout.splitlines() if "document converters" in line]
+    available, _, missing = line.partition("; not installed: ")
+    assert "markdown" in available and "notebook" in available
+    for name in ("html", "pdf", "docx", "pptx", "xlsx"):
+        assert name not in available and f"{name} (" in missing
+    assert "pip install 'kairox[documents]'" in missing
+    # with the libraries there (this environment), nothing is listed as missing
+    shown = subprocess.run(
+        [sys.executable, "-m", "kairox", "plugins"],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "document converters" in shown.stdout and "not installed: html" not in shown.stdout

@@ -64,12 +64,22 @@ def print_converters(registry: Any) -> None:
 
     specs = [registry.converters[name] for name in registry.converters]
     winners = Converters(specs).by_suffix
-    parts = []
+    parts, missing, hints = [], [], []
     for spec in specs:
         claimed = [s for s in spec.suffixes if winners.get(s.lower()) is spec]
-        if claimed:
-            parts.append(f"{spec.name} ({' '.join(claimed)})")
+        if not claimed:
+            continue
+        named = f"{spec.name} ({' '.join(claimed)})"
+        if spec.installed():
+            parts.append(named)
+        else:
+            missing.append(named)
+            if spec.install and spec.install not in hints:
+                hints.append(spec.install)
     line = "document converters (file types read as text): " + (", ".join(parts) or "none")
+    if missing:
+        # Listed apart: their files are skipped as "converter not installed" until then.
+        line += f"; not installed: {', '.join(missing)} ({'; '.join(hints) or 'see its plugin'})"
     console.print(printable(line), markup=False)
 
 
