@@ -109,6 +109,15 @@ def test_the_export_is_made_once_into_kairox_home(onnx_fp32, kairox_home):
     assert (folder / FP32_FILE).stat().st_mtime_ns == stamp
 
 
+def test_the_loading_note_names_the_one_time_export_while_there_is_none(
+    onnx_fp32, tmp_path, monkeypatch
+):
+    # Shown by `kairox index` as its own step (tests/cli/test_progress_lines.py).
+    assert OnnxMiniLMEmbedder().loading_note == "loading the model"  # exported already
+    monkeypatch.setenv("KAIROX_HOME", str(tmp_path / "fresh"))
+    assert OnnxMiniLMEmbedder().loading_note == "preparing the model (one-time export)"
+
+
 def test_rejects_an_unknown_precision():
     with pytest.raises(ValueError, match="precision"):
         OnnxMiniLMEmbedder(precision="bf16")

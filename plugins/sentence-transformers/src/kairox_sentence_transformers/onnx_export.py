@@ -74,6 +74,11 @@ def export_folder(model_path: Path) -> Path:
     return kairox_home() / "models" / "minilm-onnx" / export_key(model_path)
 
 
+def is_exported(model_path: Path, precision: str) -> bool:
+    """Whether :func:`ensure_export` has the file for ``precision`` already."""
+    return (export_folder(model_path) / FILES[precision]).is_file()
+
+
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
     # Two processes asking for the first export at once: one exports, the other waits.
