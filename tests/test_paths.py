@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 
 import pytest
 from click.testing import CliRunner
 
 from kairox.cli import build_cli
-from kairox.paths import StateError, database_path, kairox_home
+from kairox.paths import (
+    DiskFullError,
+    StateError,
+    database_path,
+    disk_full_errors,
+    is_disk_full,
+    kairox_home,
+)
 from kairox.plugins import build_plugin_manager
 from kairox.testing.unprivileged import require_permissions, run_unprivileged
 
@@ -49,3 +57,18 @@ def test_an_unwritable_kairox_home_is_a_message(tmp_path):
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     assert f"cannot open Kairox's database {home / 'kairox.db'}" in done.stderr
+
+
+def test_a_full_disk_is_recognised_from_the_os_and_from_sqlite(tmp_path):
+    assert is_disk_full(OSError(28, "No space left on device"))
+    assert not is_disk_full(OSError(13, "Permission denied"))
+    # SQLite's own error, from a database that may not grow past one page
+    db = sqlite3.connect(tmp_path / "small.db")
+    db.execute("CREATE TABLE t (x)")
+    db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0]}")
+    full = pytest.raises(DiskFullError, match=rf"the disk holding {tmp_path} is full")
+    with full as info, disk_full_errors(tmp_path):
+        db.execute("INSERT INTO t VALUES (?)", ("x" * 100_000,))
+    assert is_disk_full(info.value.__cause__)
+    with pytest.raises(sqlite3.OperationalError), disk_full_errors(tmp_path):
+        db.execute("SELECT * FROM no_such_table")  # other errors pass through
