@@ -270,6 +270,13 @@ class KnowledgeBaseConfig(BaseModel):
 
     _kb_overlap_below_chunk = _smaller_than("chunk_overlap", "chunk_tokens")
 
+    def own_paths(self) -> tuple[str, ...]:
+        """The files and folders this knowledge base keeps its data in, as the table writes
+        them (relative ones resolve from the config file's folder, ``~`` expanded): the
+        workspace index never reads them as workspace files. Kinds that keep local files
+        (``path``, ``index_dir``...) override this; remote kinds keep none."""
+        return ()
+
 
 class WorkspaceConfig(BaseModel):
     """Workspace-wide settings: ``[workspace]``."""

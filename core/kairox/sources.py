@@ -127,13 +127,14 @@ class SourceFactory:
         )
 
     def _owned_paths(self) -> tuple[Path, ...]:
-        """$KAIROX_HOME and every knowledge base's ``path`` (resolved as its kind does)."""
+        """$KAIROX_HOME and every knowledge base's own files and folders, as its kind's
+        schema declares them (``own_paths``), resolved as its factory resolves them."""
         owned = [self.state_dir]
         for entry in self.config.knowledge_bases.values():
-            path = entry.raw.get("path")
-            if isinstance(path, str) and path.strip():
-                where = Path(path).expanduser()
-                owned.append(where if where.is_absolute() else entry.origin.parent / where)
+            for path in entry.config.own_paths():
+                if path.strip():
+                    where = Path(path).expanduser()
+                    owned.append(where if where.is_absolute() else entry.origin.parent / where)
         return tuple(owned)
 
     def workspace_retriever(self, name: str) -> Source:

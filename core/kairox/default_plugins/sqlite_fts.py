@@ -313,6 +313,9 @@ class SqliteFtsConfig(KnowledgeBaseConfig):
     vector_weight: float = Field(default=1.0, ge=0)
     vector_pack: StrictBool = True
 
+    def own_paths(self) -> tuple[str, ...]:
+        return (self.path,)
+
 
 class SqliteFtsSource:
     """A knowledge base served from a :class:`SqliteFtsIndex`."""
