@@ -55,6 +55,7 @@ from pydantic import (
 )
 
 from kairox.paths import WORKSPACE_CONFIG_NAME
+from kairox.workspace.convert.limits import DEFAULT_MAX_UNPACKED_BYTES
 
 if TYPE_CHECKING:
     pass
@@ -288,6 +289,8 @@ class WorkspaceConfig(BaseModel):
     chunk_tokens: StrictInt = Field(default=256, ge=16, le=8192)
     chunk_overlap: StrictInt = Field(default=32, ge=0)
     max_file_bytes: StrictInt = Field(default=2_000_000, gt=0)
+    # What one Office file (a ZIP of XML parts) may unpack to: a ZIP bomb is skipped.
+    max_unpacked_bytes: StrictInt = Field(default=DEFAULT_MAX_UNPACKED_BYTES, gt=0)
     timeout_ms: StrictInt = Field(default=2000, gt=0, le=600000)
     # kairox.retrieval.vectors.SENTENCE_WEIGHT (not imported: config stays free of numpy)
     sentence_weight: float = Field(default=0.5, ge=0, le=1)
@@ -365,6 +368,7 @@ _FIELD_FIXES: dict[str, str] = {
     "chunk_tokens": "use a whole number of tokens from 16 to 8192, e.g. chunk_tokens = 256",
     "chunk_overlap": "use a whole number of tokens below chunk_tokens, e.g. chunk_overlap = 32",
     "max_file_bytes": "use a whole number of bytes, e.g. max_file_bytes = 2000000",
+    "max_unpacked_bytes": "use a whole number of bytes, e.g. max_unpacked_bytes = 67108864",
     "sentence_weight": (
         "use a number from 0 (whole chunks only) to 1 (best sentence only), "
         "e.g. sentence_weight = 0.5"

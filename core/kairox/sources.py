@@ -106,11 +106,16 @@ class SourceFactory:
     def converters(self) -> Converters:
         """The registered document converters (a later plugin's claim on a suffix wins)."""
         from kairox.workspace.convert.converters import Converters
+        from kairox.workspace.convert.limits import ConversionLimits
 
         with self._lock:
             if self._converters is None:
+                limits = ConversionLimits(
+                    max_unpacked_bytes=self.config.workspace.max_unpacked_bytes
+                )
                 self._converters = Converters(
-                    self.registry.converters[name] for name in self.registry.converters
+                    (self.registry.converters[name] for name in self.registry.converters),
+                    limits=limits,
                 )
             return self._converters
 
