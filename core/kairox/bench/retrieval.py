@@ -80,6 +80,7 @@ from kairox.bench.profile import (
     record_failures,
 )
 from kairox.bench.report import machine, percentile, write_runs
+from kairox.paths import private_file, private_folder
 from kairox.registry import BuildContext, Registry
 from kairox.retrieval import Query, Source
 from kairox.retrieval.vectors import SentenceVectors, VectorSource
@@ -360,8 +361,9 @@ class Bench:
             self._report(what, start + EMBED_BATCH, len(texts))
         matrix = np.vstack(parts) if parts else np.zeros((0, backend.dim), np.float32)
         seconds = time.perf_counter() - started
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        partial = cache.with_suffix(".partial.npz")
+        # A cache of Kairox's (under $KAIROX_HOME/cache): owner-only, as its state is.
+        private_folder(cache.parent)
+        partial = private_file(cache.with_suffix(".partial.npz"))
         np.savez(partial, ids=np.asarray(ids), matrix=matrix, seconds=np.float64(seconds))
         partial.replace(cache)  # never leave a half-written cache behind
         return matrix, seconds, False

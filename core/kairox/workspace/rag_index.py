@@ -23,7 +23,7 @@ import numpy as np
 
 from kairox.embed_progress import EmbedProgress
 from kairox.embedding import EmbeddingBackend, model_loaded, release_model
-from kairox.paths import disk_full_errors
+from kairox.paths import disk_full_errors, private_file, private_folder
 from kairox.retrieval.fts5_common import CommonTerms
 from kairox.retrieval.fts5_merge import merge_segments, worth_merging
 from kairox.retrieval.vectors import SENTENCE_WEIGHT, SentenceVectors, check_sentence_weight
@@ -142,10 +142,9 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
 
     @contextlib.contextmanager
     def _exclusive(self, wait: bool) -> Iterator[None]:
-        lock_dir = self.database.parent / "locks"
-        lock_dir.mkdir(parents=True, exist_ok=True)
+        lock_dir = private_folder(self.database.parent / "locks")
         name = hashlib.sha256(self.workspace_id.encode()).hexdigest()[:16]
-        with open(lock_dir / f"index-{name}.lock", "a+") as handle:
+        with open(private_file(lock_dir / f"index-{name}.lock"), "a+") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
             except BlockingIOError:

@@ -25,6 +25,7 @@ import numpy as np
 
 from kairox import LazyImport
 from kairox.errors import KairoxError
+from kairox.paths import private_tree
 from kairox_sentence_transformers.onnx_backend import OnnxMiniLMEmbedder, check_batch_size
 from kairox_sentence_transformers.onnx_qdq import QDQ_VERSION
 
@@ -214,6 +215,9 @@ class OpenVinoMiniLMEmbedder(OnnxMiniLMEmbedder):
         # The path, not a read model: with CACHE_DIR set, a cached blob is loaded
         # without parsing the ONNX file at all.
         model = _core().compile_model(str(model_file), "CPU", self.compile_config(threads))
+        cache = self.cache_dir()
+        if cache is not None and cache.is_dir():
+            private_tree(cache)  # OpenVINO writes its cached blobs with the umask's mode
         return _Compiled(model=model, request=model.create_infer_request())
 
     def execution_precision(self) -> str:
