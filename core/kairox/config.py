@@ -420,6 +420,17 @@ class KnowledgeBaseEntry:
     available: bool
     unavailable_reason: str | None = None
 
+    def own_paths(self) -> tuple[Path, ...]:
+        """The files and folders this knowledge base keeps its data in
+        (:meth:`KnowledgeBaseConfig.own_paths`), absolute: ``~`` expanded, relative ones
+        taken from the folder of the file that defined the table."""
+        found = []
+        for path in self.config.own_paths():
+            if path.strip():
+                where = Path(path).expanduser()
+                found.append(where if where.is_absolute() else self.origin.parent / where)
+        return tuple(found)
+
 
 @dataclass
 class KairoxConfig:

@@ -428,21 +428,25 @@ class AppFacade:
         """
         from kairox.ingest import ingest
 
-        settings = self._knowledge_base_entry(kb_id).config
-        return ingest(
-            self.ingestable(kb_id),
-            inputs,
-            root=self.workspace_root,
-            prune=prune,
-            progress=progress,
-            planned=planned,
-            stage=stage,
-            max_bytes=self.config.workspace.max_file_bytes,
-            chunk=settings.chunk if chunk is None else chunk,
-            chunk_tokens=settings.chunk_tokens,
-            chunk_overlap=settings.chunk_overlap,
-            converters=self.sources.converters(),
-        )
+        entry = self._knowledge_base_entry(kb_id)
+        settings = entry.config
+        # A full disk names where the knowledge base keeps its files (else $KAIROX_HOME).
+        stored = entry.own_paths()
+        with paths.disk_full_errors(stored[0].parent if stored else self.state_dir):
+            return ingest(
+                self.ingestable(kb_id),
+                inputs,
+                root=self.workspace_root,
+                prune=prune,
+                progress=progress,
+                planned=planned,
+                stage=stage,
+                max_bytes=self.config.workspace.max_file_bytes,
+                chunk=settings.chunk if chunk is None else chunk,
+                chunk_tokens=settings.chunk_tokens,
+                chunk_overlap=settings.chunk_overlap,
+                converters=self.sources.converters(),
+            )
 
     def sync(
         self,

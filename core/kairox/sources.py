@@ -136,10 +136,7 @@ class SourceFactory:
         schema declares them (``own_paths``), resolved as its factory resolves them."""
         owned = [self.state_dir]
         for entry in self.config.knowledge_bases.values():
-            for path in entry.config.own_paths():
-                if path.strip():
-                    where = Path(path).expanduser()
-                    owned.append(where if where.is_absolute() else entry.origin.parent / where)
+            owned.extend(entry.own_paths())
         return tuple(owned)
 
     def workspace_retriever(self, name: str) -> Source:

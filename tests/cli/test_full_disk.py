@@ -43,11 +43,15 @@ def tiny_disk_available(tmp_path: Path) -> None:
         pytest.skip(f"cannot mount a private tmpfs here ({probe.stderr.strip()[:200]})")
 
 
-def test_index_on_a_full_disk_says_so_in_one_line(tiny_disk_available, workspace, tmp_path):
+def _fill_with_words(workspace: Path) -> None:
     rng = random.Random(7)
-    for number in range(40):  # ~400 KB of words that do not compress into the index
+    for number in range(40):  # ~400 KB of words that do not compress into an index
         words = ("".join(rng.choices(string.ascii_lowercase, k=7)) for _ in range(12 * 120))
         (workspace / f"notes-{number}.md").write_text(" ".join(words) + "\n")
+
+
+def test_index_on_a_full_disk_says_so_in_one_line(tiny_disk_available, workspace, tmp_path):
+    _fill_with_words(workspace)
     disk = tmp_path / "disk"
     disk.mkdir()
     home = disk / "home"
@@ -73,3 +77,31 @@ def test_index_on_a_full_disk_says_so_in_one_line(tiny_disk_available, workspace
     [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert f"the disk holding {home} is full; free some space on it" in line
     assert "KAIROX_HOME" in line
+
+
+def test_kb_ingest_on_a_full_disk_names_the_knowledge_bases_folder(
+    tiny_disk_available, workspace, tmp_path
+):
+    _fill_with_words(workspace)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    (workspace / "kairox.toml").write_text(
+        f'[knowledge_bases.papers]\nkind = "sqlite-fts"\npath = "{disk / "kb" / "papers.db"}"\n'
+    )
+    result = _on_tiny_disk(
+        disk,
+        "320k",
+        sys.executable,
+        "-m",
+        "kairox",
+        "kb",
+        "ingest",
+        "papers",
+        ".",
+        cwd=workspace,
+        env={**os.environ, "KAIROX_HOME": str(tmp_path / "state")},
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert f"the disk holding {disk / 'kb'} is full" in line
