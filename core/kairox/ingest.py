@@ -342,10 +342,10 @@ def ingest(
     input changes nothing. ``chunk=False`` stores every document whole (for data that is
     already passage-sized, such as a BEIR corpus); a JSONL record's own ``"chunk":
     false`` does the same for that record. ``planned(n)`` is called once with the number
-    of chunks to write, ``progress(n)`` with the number of chunks written, ``stage(what)``
-    with a step before the first write (loading the target's model) and ``""`` after. Files over
-    ``max_bytes`` are skipped and counted, as by ``kairox index``; counts are of
-    documents, ``chunks_written`` of what was written.
+    of chunks to write, ``progress(n)`` with the number of chunks written, and
+    ``stage(what)`` with a step before the first write (loading the target's model), then
+    with ``""``. Files over ``max_bytes`` are skipped and counted, as by ``kairox index``;
+    counts are of documents, ``chunks_written`` of what was written.
     """
     stats = IngestStats()
     # As a workspace index run does: a model this run loads is released before the

@@ -88,7 +88,8 @@ class AppContext:
 
 class KairoxGroup(click.Group):
     """Turns known errors into a clear message: configuration errors exit 2, others 1;
-    a full disk anywhere is one line naming ``$KAIROX_HOME``, not a traceback."""
+    a full disk no store has named a folder for is one line naming ``$KAIROX_HOME``, not a
+    traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
         from kairox.config import ConfigError
