@@ -56,6 +56,7 @@ from pydantic import (
 
 from kairox.memory.limits import DEFAULT_LIMITS, ProposalLimits
 from kairox.paths import WORKSPACE_CONFIG_NAME
+from kairox.workspace.convert.limits import DEFAULT_MAX_UNPACKED_BYTES
 
 if TYPE_CHECKING:
     pass
@@ -91,6 +92,12 @@ KNOWN_KIND_PACKAGES: dict[str, str] = {
     "pinecone": "kairox-pinecone",
     "weaviate": "kairox-weaviate",
 }
+
+#: First-party embedding backends and the package that provides each (for the install hint).
+KNOWN_EMBEDDING_PACKAGES: dict[str, str] = dict.fromkeys(
+    ("minilm", "minilm-fp32", "minilm-int8", "minilm-int8-ort", "minilm-st"),
+    "kairox-sentence-transformers",
+)
 
 #: A key whose (lower-cased) name ends in one of these, but not in ``_env``, is a secret.
 SECRET_KEY_SUFFIXES: tuple[str, ...] = (
@@ -265,6 +272,13 @@ class KnowledgeBaseConfig(BaseModel):
 
     _kb_overlap_below_chunk = _smaller_than("chunk_overlap", "chunk_tokens")
 
+    def own_paths(self) -> tuple[str, ...]:
+        """The files and folders this knowledge base keeps its data in, as the table writes
+        them (relative ones resolve from the config file's folder, ``~`` expanded): the
+        workspace index never reads them as workspace files. Kinds that keep local files
+        (``path``, ``index_dir``...) override this; remote kinds keep none."""
+        return ()
+
 
 class WorkspaceConfig(BaseModel):
     """Workspace-wide settings: ``[workspace]``."""
@@ -276,6 +290,8 @@ class WorkspaceConfig(BaseModel):
     chunk_tokens: StrictInt = Field(default=256, ge=16, le=8192)
     chunk_overlap: StrictInt = Field(default=32, ge=0)
     max_file_bytes: StrictInt = Field(default=2_000_000, gt=0)
+    # What one Office file (a ZIP of XML parts) may unpack to: a ZIP bomb is skipped.
+    max_unpacked_bytes: StrictInt = Field(default=DEFAULT_MAX_UNPACKED_BYTES, gt=0)
     timeout_ms: StrictInt = Field(default=2000, gt=0, le=600000)
     # kairox.retrieval.vectors.SENTENCE_WEIGHT (not imported: config stays free of numpy)
     sentence_weight: float = Field(default=0.5, ge=0, le=1)
@@ -374,6 +390,7 @@ _FIELD_FIXES: dict[str, str] = {
     "chunk_tokens": "use a whole number of tokens from 16 to 8192, e.g. chunk_tokens = 256",
     "chunk_overlap": "use a whole number of tokens below chunk_tokens, e.g. chunk_overlap = 32",
     "max_file_bytes": "use a whole number of bytes, e.g. max_file_bytes = 2000000",
+    "max_unpacked_bytes": "use a whole number of bytes, e.g. max_unpacked_bytes = 67108864",
     "sentence_weight": (
         "use a number from 0 (whole chunks only) to 1 (best sentence only), "
         "e.g. sentence_weight = 0.5"
@@ -430,6 +447,17 @@ class KnowledgeBaseEntry:
     provider: str | None
     available: bool
     unavailable_reason: str | None = None
+
+    def own_paths(self) -> tuple[Path, ...]:
+        """The files and folders this knowledge base keeps its data in
+        (:meth:`KnowledgeBaseConfig.own_paths`), absolute: ``~`` expanded, relative ones
+        taken from the folder of the file that defined the table."""
+        found = []
+        for path in self.config.own_paths():
+            if path.strip():
+                where = Path(path).expanduser()
+                found.append(where if where.is_absolute() else self.origin.parent / where)
+        return tuple(found)
 
 
 @dataclass

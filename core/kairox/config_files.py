@@ -46,6 +46,16 @@ class ConfigFileReader:
                 f"{WORKSPACE_CONFIG_NAME}",
             )
             return None
+        if path.exists() and not path.is_file():
+            # A device, FIFO or socket (`--config /dev/zero`) would be read forever.
+            self.add(
+                path,
+                None,
+                None,
+                "is not a regular file (a device, pipe or socket)",
+                "point --config at a TOML file",
+            )
+            return None
         try:
             text = path.read_bytes().decode("utf-8")
         except FileNotFoundError:

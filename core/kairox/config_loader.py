@@ -25,6 +25,7 @@ from kairox.config import (
     _PROFILE_KEYS,
     _URL_CREDENTIALS_RE,
     DEFAULT_PROFILE,
+    KNOWN_EMBEDDING_PACKAGES,
     KNOWN_KIND_PACKAGES,
     SECRET_KEY_SUFFIXES,
     ConfigError,
@@ -421,6 +422,18 @@ class _Loader(ConfigFileReader):
             ]
         for key, name, specs, what in named:
             if name not in specs:
+                package = (
+                    KNOWN_EMBEDDING_PACKAGES.get(name) if what == "embedding backend" else None
+                )
+                if package is not None:
+                    self.add(
+                        t.origin,
+                        "workspace",
+                        key,
+                        f"{name} is provided by {package}, which is not installed",
+                        f"kairox install {package}",
+                    )
+                    continue
                 problem = f"no installed plugin provides the {what} {name!r}"
                 self.not_installed(t.origin, "workspace", key, problem, name, specs)
         return ws

@@ -34,7 +34,8 @@ class EmbedProgress:
     sentences: int = 0
     texts: int = 0
     documents: int = 0
-    #: What the run does before any embedding ("reading files 12/85"); shown until then.
+    #: What the run does before any embedding ("reading files 12/85", "loading the
+    #: model..."); shown until the first batch is counted.
     stage: str = ""
     started: float = field(default_factory=time.monotonic)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -105,8 +106,10 @@ class EmbedProgress:
             parts.append(f"{self.documents}/{self.documents_planned} {self.unit}")
         if self.texts:
             parts.append(f"{self.texts} texts")
-        if not parts and self.stage:
-            return f"{self.stage} · {_clock(self.elapsed)} elapsed"
+        if self.stage and not self.embedded and not self.documents:
+            # Work before the first batch (reading files, loading the model): said as
+            # such, not as a rate of 0.0/s that looks like a hang.
+            return " · ".join([self.stage, *parts, f"{_clock(self.elapsed)} elapsed"])
         verb = "embedded" if self.embedded or not self.documents else self.verb
         line = (", ".join(parts) or "nothing to embed yet") + f" {verb} · {self.rate:.1f}/s"
         eta = self.eta

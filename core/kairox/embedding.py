@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -21,7 +21,10 @@ class EmbeddingBackend(Protocol):
     memory) and ``release()`` (drop it; the next ``embed`` loads it again). An index or
     ingest run that loaded the model itself releases it after its last batch, so the
     work that follows (merging the words' index, writing the vector pack) does not sit
-    next to it (:func:`model_loaded`, :func:`release_model`).
+    next to it (:func:`model_loaded`, :func:`release_model`). With ``load()`` too, a run
+    loads the model as a step of its own, shown in its progress as the backend's
+    ``loading_note`` ("preparing the model (one-time export)"), else "loading the model"
+    (:func:`load_model`), instead of as a first batch that seems to hang.
     """
 
     name: str
@@ -34,6 +37,17 @@ def model_loaded(embedder: object) -> bool:
     """Whether ``embedder``'s model is in memory (``True`` for a backend that does not
     say, so that nothing is released that the caller did not load)."""
     return getattr(embedder, "loaded", True) is not False
+
+
+def load_model(embedder: object, stage: Callable[[str], None]) -> None:
+    """Load ``embedder``'s model now when it says it is not loaded and offers ``load()``,
+    telling ``stage`` what that involves first (the backend's ``loading_note``)."""
+    load = getattr(embedder, "load", None)
+    if model_loaded(embedder) or not callable(load):
+        return
+    note = getattr(embedder, "loading_note", None) or "loading the model"
+    stage(f"{note}...")
+    load()
 
 
 def release_model(embedder: object) -> None:

@@ -446,29 +446,36 @@ class AppFacade:
         progress: Callable[[int], None] | None = None,
         chunk: bool | None = None,
         planned: Callable[[int], None] | None = None,
+        stage: Callable[[str], None] | None = None,
     ) -> IngestStats:
         """Fill knowledge base ``kb_id`` from files, folders and JSONL, incrementally.
 
         Documents are chunked as the knowledge base's ``chunk``, ``chunk_tokens`` and
         ``chunk_overlap`` say; ``chunk=False`` stores them whole this once.
-        ``planned(n)``: the chunks to write, once known; ``progress(n)``: written.
+        ``planned(n)``: the chunks to write, once known; ``progress(n)``: written;
+        ``stage(what)``: a step before the first write ("" when it is over).
         """
         from kairox.ingest import ingest
 
-        settings = self._knowledge_base_entry(kb_id).config
-        return ingest(
-            self.ingestable(kb_id),
-            inputs,
-            root=self.workspace_root,
-            prune=prune,
-            progress=progress,
-            planned=planned,
-            max_bytes=self.config.workspace.max_file_bytes,
-            chunk=settings.chunk if chunk is None else chunk,
-            chunk_tokens=settings.chunk_tokens,
-            chunk_overlap=settings.chunk_overlap,
-            converters=self.sources.converters(),
-        )
+        entry = self._knowledge_base_entry(kb_id)
+        settings = entry.config
+        # A full disk names where the knowledge base keeps its files (else $KAIROX_HOME).
+        stored = entry.own_paths()
+        with paths.disk_full_errors(stored[0].parent if stored else self.state_dir):
+            return ingest(
+                self.ingestable(kb_id),
+                inputs,
+                root=self.workspace_root,
+                prune=prune,
+                progress=progress,
+                planned=planned,
+                stage=stage,
+                max_bytes=self.config.workspace.max_file_bytes,
+                chunk=settings.chunk if chunk is None else chunk,
+                chunk_tokens=settings.chunk_tokens,
+                chunk_overlap=settings.chunk_overlap,
+                converters=self.sources.converters(),
+            )
 
     def sync(
         self,

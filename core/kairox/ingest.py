@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kairox.context.tokens import DEFAULT_ENCODING
-from kairox.embedding import model_loaded, release_model
+from kairox.embedding import load_model, model_loaded, release_model
 from kairox.errors import KairoxError
 from kairox.retrieval import Document, IngestableSource
 from kairox.run_stats import PATH_WHYS, TALLY, ChangeCounts
@@ -334,6 +334,7 @@ def ingest(
     encoding: str = DEFAULT_ENCODING,
     converters: Converters | None = None,
     planned: Callable[[int], None] | None = None,
+    stage: Callable[[str], None] | None = None,
 ) -> IngestStats:
     """Write the documents of ``paths`` into ``target``; only changed chunks are written.
 
@@ -341,9 +342,10 @@ def ingest(
     input changes nothing. ``chunk=False`` stores every document whole (for data that is
     already passage-sized, such as a BEIR corpus); a JSONL record's own ``"chunk":
     false`` does the same for that record. ``planned(n)`` is called once with the number
-    of chunks to write, ``progress(n)`` with the number of chunks written. Files over
-    ``max_bytes`` are skipped and counted, as by ``kairox index``; counts are of
-    documents, ``chunks_written`` of what was written.
+    of chunks to write, ``progress(n)`` with the number of chunks written, and
+    ``stage(what)`` with a step before the first write (loading the target's model), then
+    with ``""``. Files over ``max_bytes`` are skipped and counted, as by ``kairox index``;
+    counts are of documents, ``chunks_written`` of what was written.
     """
     stats = IngestStats()
     # As a workspace index run does: a model this run loads is released before the
@@ -390,6 +392,10 @@ def ingest(
             stats.added += 1
     if planned is not None:
         planned(len(changed))
+    if stage is not None:
+        if embedder is not None and changed:
+            load_model(embedder, stage)  # a step of its own, not a first batch that hangs
+        stage("")
     for start in range(0, len(changed), BATCH_SIZE):
         part = changed[start : start + BATCH_SIZE]
         target.upsert(part)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kairox.blocking import run_blocking
+from kairox.config import KNOWN_EMBEDDING_PACKAGES
 from kairox.errors import KairoxError
 from kairox.registry import BuildContext, SourceGroup
 
@@ -32,10 +33,6 @@ if TYPE_CHECKING:
     from kairox.retrieval.composite import CompositeWorkspaceRetriever
     from kairox.retrieval.stages import StagedRetrieval
     from kairox.workspace.convert.converters import Converters
-
-
-#: First-party embedding backends and the package that provides each (for the install hint).
-KNOWN_EMBEDDING_PACKAGES: dict[str, str] = {"minilm": "kairox-sentence-transformers"}
 
 
 class SourceError(KairoxError, RuntimeError):
@@ -110,11 +107,16 @@ class SourceFactory:
     def converters(self) -> Converters:
         """The registered document converters (a later plugin's claim on a suffix wins)."""
         from kairox.workspace.convert.converters import Converters
+        from kairox.workspace.convert.limits import ConversionLimits
 
         with self._lock:
             if self._converters is None:
+                limits = ConversionLimits(
+                    max_unpacked_bytes=self.config.workspace.max_unpacked_bytes
+                )
                 self._converters = Converters(
-                    self.registry.converters[name] for name in self.registry.converters
+                    (self.registry.converters[name] for name in self.registry.converters),
+                    limits=limits,
                 )
             return self._converters
 
@@ -131,13 +133,11 @@ class SourceFactory:
         )
 
     def _owned_paths(self) -> tuple[Path, ...]:
-        """$KAIROX_HOME and every knowledge base's ``path`` (resolved as its kind does)."""
+        """$KAIROX_HOME and every knowledge base's own files and folders, as its kind's
+        schema declares them (``own_paths``), resolved as its factory resolves them."""
         owned = [self.state_dir]
         for entry in self.config.knowledge_bases.values():
-            path = entry.raw.get("path")
-            if isinstance(path, str) and path.strip():
-                where = Path(path).expanduser()
-                owned.append(where if where.is_absolute() else entry.origin.parent / where)
+            owned.extend(entry.own_paths())
         return tuple(owned)
 
     def workspace_retriever(self, name: str) -> Source:

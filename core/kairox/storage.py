@@ -30,7 +30,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, ClassVar, Final, Protocol, Self
 
-from kairox.paths import state_errors
+from kairox.paths import SQLITE_COMPANIONS, private_file, private_folder, state_errors
 
 __all__ = [
     "DATABASE_FORMAT_VERSION",
@@ -74,7 +74,9 @@ def connect_database(
     target = str(path)
     with state_errors(target):
         if target != ":memory:" and not target.startswith("file:"):
-            Path(target).parent.mkdir(parents=True, exist_ok=True)
+            # Memories and events: owner-only, the -wal and -shm files too (kairox.paths).
+            private_folder(Path(target).parent)
+            private_file(target, companions=SQLITE_COMPANIONS)
         conn = sqlite3.connect(
             target,
             timeout=busy_timeout_ms / 1000,

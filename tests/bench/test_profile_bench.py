@@ -119,6 +119,22 @@ def test_your_queries_and_qrels_without_a_beir_folder(kb_workspace, invoke, tmp_
     assert result.exit_code == 0, result.output
     assert report["queries"] == 2
     assert report["systems"][0]["ndcg@10"] == pytest.approx(1.0)
+    assert report["documents"] is None and report["judged_documents"] == 2
+    # the header says what was judged, not "0 documents" (no corpus was loaded)
+    shown = invoke(
+        "bench",
+        "retrieval",
+        "--no-isolate",
+        "--profile",
+        "default",
+        "--queries",
+        queries,
+        "--qrels",
+        qrels,
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "2 judged documents in your sources · 2 queries" in shown.output
+    assert "0 documents" not in shown.output
     # built-in systems need a corpus to build on
     result = invoke(
         "bench", "retrieval", "--systems", "sqlite-fts", "--queries", queries, "--qrels", qrels

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -30,8 +30,10 @@ def invoke() -> Callable[..., Result]:
 def kairox_process(workspace: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run ``python -m kairox ARGS`` as a new process in the test workspace."""
 
-    def run(*args: str, pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
-        env = dict(os.environ)
+    def run(
+        *args: str, pythonpath: Path | None = None, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, **(env or {})}
         if pythonpath is not None:
             env["PYTHONPATH"] = os.pathsep.join(
                 filter(None, [str(pythonpath), env.get("PYTHONPATH")])

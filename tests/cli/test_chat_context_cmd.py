@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from kairox.facade import AppFacade
 from kairox.memory.approvals import Proposer
@@ -230,3 +234,27 @@ def test_superseded_memories_never_reach_the_prompt(invoke, workspace):
     assert "Fira Code 13px." in prompt and "Deploy on Wednesdays." in prompt
     for old in ("JetBrains Mono", "Mondays", "Tuesdays"):
         assert old not in prompt
+
+
+def test_the_readme_chat_script_example_runs_as_written(workspace):
+    # The README documents the --script file format with a runnable example: run it.
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("`--script FILE` (in `kairox chat`") :]
+    block = section[section.index("```bash\n") + len("```bash\n") : section.index("\n```\n")]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    ran = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "You edit in Vim, as you told me." in ran.stdout
+    facade = AppFacade(cwd=workspace)
+    try:
+        [memory] = facade.memories()
+    finally:
+        facade.close()
+    assert (memory.key, memory.body) == ("editor", "The user edits in Vim.")

@@ -87,8 +87,25 @@ def test_explicit_config_path(invoke, tmp_path):
     assert "nope.toml" in missing.output
 
 
+def test_config_path_that_is_not_a_regular_file_is_refused(kairox_process):
+    # /dev/zero would be read forever: refused before reading, in a real process.
+    result = kairox_process("--config", "/dev/zero", "config", "check")
+    assert result.returncode == 2, result.stderr
+    assert "/dev/zero: is not a regular file" in result.stderr
+
+
 def test_toml_syntax_error_exits_2(invoke, workspace):
     write(workspace, "[profiles.default\nmodel = 1\n")
     result = invoke("config", "check")
     assert result.exit_code == 2
     assert "kairox.toml" in result.output
+
+
+def test_a_missing_embedding_backend_names_the_package_to_install(kairox_process, workspace):
+    # No entry-point plugins load, so kairox-sentence-transformers is as good as missing.
+    write(workspace, '[workspace]\nembedding_backend = "minilm"\n')
+    result = kairox_process("index", ".", env={"KAIROX_LOAD_PLUGINS": ""})
+    assert result.returncode == 2, result.stderr
+    flat = " ".join(result.stderr.split())
+    assert "minilm is provided by kairox-sentence-transformers" in flat
+    assert "kairox install kairox-sentence-transformers" in flat

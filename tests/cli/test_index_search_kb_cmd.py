@@ -203,3 +203,28 @@ def test_an_empty_query_is_a_usage_error(invoke, workspace_with_kb, query):
     result = invoke("search", query)
     assert result.exit_code == 2
     assert "the query is empty" in result.output
+
+
+def test_a_zip_bomb_is_skipped_by_name_in_index_and_kb_ingest(kairox_process, workspace):
+    from tests.workspace.convert.conftest import make_bomb, make_docx
+
+    # 3 MB of XML in a few KB; the bound lowered in the config keeps the bomb small.
+    bomb = make_bomb(make_docx(), "word/document.xml", padding=3_000_000)
+    (workspace / "docs").mkdir()
+    (workspace / "docs" / "bomb.docx").write_bytes(bomb)
+    (workspace / "docs" / "rocket.md").write_text("The rocket engine burns liquid oxygen.\n")
+    (workspace / "kairox.toml").write_text(
+        "[workspace]\nmax_unpacked_bytes = 1000000\n"
+        '[knowledge_bases.papers]\nkind = "sqlite-fts"\npath = "papers.db"\n'
+    )
+    why = "skipped docs/bomb.docx: conversion failed (docx: unpacks to"
+    indexed = kairox_process("index")
+    assert indexed.returncode == 0, indexed.stderr
+    assert why in indexed.stderr and "over the limit of 1,000,000" in indexed.stderr
+    assert "2 added" in indexed.stdout and "1 skipped (1 conversion failed)" in indexed.stdout
+    ingested = kairox_process("kb", "ingest", "papers", "docs")
+    assert ingested.returncode == 0, ingested.stderr
+    assert f"skipped {workspace / 'docs' / 'bomb.docx'}: conversion failed (docx: unpacks to" in (
+        ingested.stderr
+    )
+    assert "1 added" in ingested.stdout and "1 skipped (1 conversion failed)" in ingested.stdout

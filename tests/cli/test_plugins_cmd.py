@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+
+import pytest
 
 from kairox import __version__
 from kairox.cli import plugins_cmd
@@ -104,3 +107,61 @@ def test_install_first_party_plugin_from_source_checkout(monkeypatch, invoke, tm
 
 def test_unknown_packages_are_not_resolved_to_folders():
     assert plugins_cmd.source_checkout_plugin("requests") is None
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["kairox-sentence-transformers[onnx,openvino]", "Kairox_Sentence.Transformers[onnx]"],
+)
+def test_a_first_party_plugin_with_extras_installs_by_that_name(kairox_process, spelling):
+    # The README's spelling; pip itself decides, in a dry run that needs no network.
+    if plugins_cmd.source_checkout_plugin("kairox-sentence-transformers") is None:
+        pytest.skip("not a source checkout: first-party plugins come from the package index")
+    # No index, no dependencies, no isolated build environment (hatchling is installed),
+    # and this machine's pip configuration left out.
+    dry_run = {
+        "PIP_DRY_RUN": "1",
+        "PIP_NO_DEPS": "1",
+        "PIP_NO_INDEX": "1",
+        "PIP_NO_BUILD_ISOLATION": "0",
+        "PIP_CONFIG_FILE": os.devnull,
+    }
+    result = kairox_process("install", spelling, env=dry_run)
+    assert result.returncode == 0, result.stderr
+    assert "Would install kairox-sentence-transformers" in result.stdout
+    assert "plugins/sentence-transformers[onnx" in result.stderr
+
+
+HIDE_DOCUMENT_LIBRARIES = (
+    "import runpy, sys\n"
+    "sys.modules.update(dict.fromkeys(['bs4', 'pypdf', 'docx', 'pptx', 'openpyxl']))\n"
+    "sys.argv = ['kairox', *sys.argv[1:]]\n"
+    "runpy.run_module('kairox', run_name='__main__')\n"
+)
+
+
+def test_plugins_lists_converters_whose_library_is_missing_as_not_installed(workspace):
+    # A real process where the documents extra's libraries cannot be imported.
+    result = subprocess.run(
+        [sys.executable, "-c", HIDE_DOCUMENT_LIBRARIES, "plugins"],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    [line] = [line for line in result.stdout.splitlines() if "document converters" in line]
+    available, _, missing = line.partition("; not installed: ")
+    assert "markdown" in available and "notebook" in available
+    for name in ("html", "pdf", "docx", "pptx", "xlsx"):
+        assert name not in available and f"{name} (" in missing
+    assert "pip install 'kairox[documents]'" in missing
+    # with the libraries there (this environment), nothing is listed as missing
+    shown = subprocess.run(
+        [sys.executable, "-m", "kairox", "plugins"],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "document converters" in shown.stdout and "not installed: html" not in shown.stdout

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -49,3 +52,70 @@ def test_plain_progress_lines_start_throttle_and_end_once(capsys, every_s, steps
             advance("embedding", done, total)
     lines = capsys.readouterr().err.splitlines()
     assert [line.split(" · ")[0] for line in lines] == shown
+
+
+GATED_MODEL_PLUGIN = """
+import os
+
+from kairox import EmbeddingBackendSpec, hookimpl
+from kairox.testing import ModelHoldingEmbedder
+
+
+class GatedModel(ModelHoldingEmbedder):
+    # Its load blocks on a FIFO until the test opens it: an export that takes as long
+    # as the test wants, with no clock involved.
+    loading_note = "preparing the model (one-time export)"
+
+    def load(self):
+        with open(os.environ["GATE_FIFO"], "rb") as gate:
+            gate.read()
+        with self._lock:
+            self.loaded = True
+
+
+@hookimpl
+def kairox_register_embedding_backends(register):
+    register(EmbeddingBackendSpec(name="gated", factory=lambda: GatedModel(dim=32)))
+"""
+
+
+def test_piped_index_shows_the_model_export_as_its_own_step(make_distribution, workspace, tmp_path):
+    site = make_distribution("kairox-gated", "gated_model", GATED_MODEL_PLUGIN)
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    (workspace / "notes.md").write_text("Rockets burn oxygen. Gardens need water.\n")
+    (workspace / "kairox.toml").write_text('[workspace]\nembedding_backend = "gated"\n')
+    env = {
+        **os.environ,
+        "GATE_FIFO": str(gate),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
+    }
+    with subprocess.Popen(
+        [sys.executable, "-m", "kairox", "index"],
+        cwd=workspace,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as process:
+        assert process.stderr is not None
+        before: list[str] = []
+        released = False
+        # The ticker's lines while the load is held: wait for the one naming the step
+        # (or, were it missing, for the rate line that would stand in its place).
+        for line in process.stderr:
+            before.append(line)
+            if "preparing the model (one-time export)..." in line:
+                with open(gate, "wb"):
+                    released = True  # the load reads to the end: it finishes
+                break
+            if "0.0/s" in line:
+                break
+        if not released:
+            process.kill()
+        rest = process.stderr.read()
+        assert process.wait(timeout=120) == 0, "".join(before) + rest
+    step = before[-1]
+    assert re.search(r"preparing the model \(one-time export\)\.\.\. · 0/2 chunks", step), step
+    assert not any("0.0/s" in line for line in before), before
+    assert re.search(r": 2/2 chunks(, \d+/\d+ sentences)? embedded", rest), rest

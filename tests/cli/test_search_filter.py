@@ -82,6 +82,10 @@ def test_config_check_shows_filter_support(invoke, papers):
         ("'; DROP TABLE documents; --", "unexpected"),
         ('{"$and": []}', "non-empty list"),
         ("(" * 50 + "a" + ")" * 50, "nested deeper"),
+        ("not " * 5000 + "a", "nested deeper"),
+        ('{"$not": ' * 5000 + '{"a": 1}' + "}" * 5000, "nested deeper"),
+        ("[]", "expected a field name"),
+        ("null", "expected a field name"),
     ],
 )
 def test_bad_filters_exit_2_naming_the_problem(invoke, papers, given, says):

@@ -6,12 +6,13 @@ import subprocess
 import sys
 import textwrap
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
 from kairox.facade import AppFacade
 from kairox.memory.approvals import Proposer
-from kairox.web import CSRF_HEADER, MAX_BODY_BYTES, create_app
+from kairox.web import CSRF_HEADER, MAX_BODY_BYTES, bind_socket, create_app
 from tests.web.conftest import ORIGIN, csrf_token_of
 
 PROPOSALS = (
@@ -173,6 +174,20 @@ def test_bad_json_is_400(web, facade, raw):
     response = web.send("POST", "/api/memories", content=raw)
     assert response.status_code == 400
     assert "error" in response.json()
+    assert facade.memories() == []
+
+
+def test_deeply_nested_json_is_400_over_a_real_socket(workspace, facade, serve_in_thread, csrf_of):
+    # Found over HTTP: json.loads raised RecursionError and uvicorn answered 500.
+    sock = bind_socket("127.0.0.1", 0)
+    origin = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    app = create_app(lambda: facade, token=None, allowed_origin=origin)
+    with serve_in_thread(app, sock), httpx.Client(base_url=origin) as client:
+        headers = {"Origin": origin, CSRF_HEADER: csrf_of(client.get("/").text)}
+        nested = '{"scope": "user", "key": "k", "body": ' + "[" * 20_000 + "]" * 20_000 + "}"
+        response = client.post("/api/memories", content=nested, headers=headers)
+    assert response.status_code == 400
+    assert "nests its JSON too deeply" in response.json()["error"]
     assert facade.memories() == []
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from kairox.bench import BenchError
 from kairox.bench.metrics import METRICS
 from kairox.bench.plots import _pyplot
+from kairox.bench.report import corpus_size
 
 GENERATED_NOTE = (
     "These judgments were generated: one question per sampled passage, that passage judged "
@@ -145,7 +146,7 @@ def render(paths: Sequence[Path], out: Path) -> Path:
     for label, run in runs:
         parts.append(
             f"<p>{html.escape(label)}: {html.escape(str(run.get('dataset')))} · split "
-            f"{html.escape(str(run.get('split')))} · {run.get('documents')} documents · "
+            f"{html.escape(str(run.get('split')))} · {corpus_size(run)} · "
             f"{run.get('queries')} queries · {html.escape(str(run.get('created', '')))}</p>"
         )
         judgments = run.get("judgments") or {}

@@ -58,6 +58,15 @@ def percentile(values: Sequence[float], q: float) -> float:
     return float(ordered[low] + (ordered[high] - ordered[low]) * (position - low))
 
 
+def corpus_size(report: Mapping[str, Any]) -> str:
+    """``"5,183 documents"``, or, for your own queries over a profile's sources (no corpus
+    loaded), ``"4 judged documents"``."""
+    documents = report.get("documents")
+    if documents is None:
+        return f"{report.get('judged_documents', 0):,} judged documents in your sources"
+    return f"{documents:,} documents"
+
+
 def write_runs(runs: Mapping[str, SystemRun], folder: Path) -> None:
     """One TREC run file per system: ``qid Q0 docid rank score system``."""
     folder.mkdir(parents=True, exist_ok=True)

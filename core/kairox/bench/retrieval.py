@@ -65,7 +65,7 @@ import numpy as np
 from kairox.bench import BENCH_EXTRA, BenchError
 from kairox.bench.beir import BeirDataset
 from kairox.bench.isolation import can_isolate, run_isolated
-from kairox.bench.judgments import IdMatcher, check_returned
+from kairox.bench.judgments import IdMatcher, check_returned, judged_ids
 from kairox.bench.metrics import DEPTH, METRICS, _need_ir_measures, per_query
 from kairox.bench.peers import PEER_CLASSES, PEERS, _PeerSource
 from kairox.bench.profile import (
@@ -80,6 +80,7 @@ from kairox.bench.profile import (
     record_failures,
 )
 from kairox.bench.report import machine, percentile, write_runs
+from kairox.paths import private_file, private_folder
 from kairox.registry import BuildContext, Registry
 from kairox.retrieval import Query, Source
 from kairox.retrieval.vectors import SentenceVectors, VectorSource
@@ -360,8 +361,9 @@ class Bench:
             self._report(what, start + EMBED_BATCH, len(texts))
         matrix = np.vstack(parts) if parts else np.zeros((0, backend.dim), np.float32)
         seconds = time.perf_counter() - started
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        partial = cache.with_suffix(".partial.npz")
+        # A cache of Kairox's (under $KAIROX_HOME/cache): owner-only, as its state is.
+        private_folder(cache.parent)
+        partial = private_file(cache.with_suffix(".partial.npz"))
         np.savez(partial, ids=np.asarray(ids), matrix=matrix, seconds=np.float64(seconds))
         partial.replace(cache)  # never leave a half-written cache behind
         return matrix, seconds, False
@@ -543,7 +545,10 @@ def benchmark(
     return {
         "dataset": str(dataset.path),
         "split": dataset.split,
-        "documents": len(dataset.corpus),
+        # Your --queries/--qrels against a profile's own sources: no corpus was loaded, so
+        # the judged documents are what is known (`documents` then is None).
+        "documents": len(dataset.corpus) if dataset.corpus else None,
+        "judged_documents": len(judged_ids(dataset)),
         "queries": len(dataset.queries),
         "depth": DEPTH,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),

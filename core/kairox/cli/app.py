@@ -87,11 +87,14 @@ class AppContext:
 
 
 class KairoxGroup(click.Group):
-    """Turns known errors into a clear message: configuration errors exit 2, others 1."""
+    """Turns known errors into a clear message: configuration errors exit 2, others 1;
+    a full disk no store has named a folder for is one line naming ``$KAIROX_HOME``, not a
+    traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
         from kairox.config import ConfigError
         from kairox.errors import KairoxError
+        from kairox.paths import disk_full_message, is_disk_full, kairox_home
 
         try:
             return super().invoke(ctx)
@@ -102,6 +105,13 @@ class KairoxGroup(click.Group):
         except KairoxError as exc:
             console_err.print("[bold red]error:[/] ", end="")
             console_err.print(str(exc), markup=False)
+            ctx.exit(1)
+        except Exception as exc:
+            if not is_disk_full(exc):
+                raise
+            # Where no store said which folder (kairox index does): Kairox's own home.
+            console_err.print("[bold red]error:[/] ", end="")
+            console_err.print(disk_full_message(kairox_home()), markup=False)
             ctx.exit(1)
 
 

@@ -101,7 +101,7 @@ def retrieval(
     """
     from kairox.bench.generate import NOTE, generated_judgments
     from kairox.bench.profile import BenchUsageError
-    from kairox.bench.report import write_report
+    from kairox.bench.report import corpus_size, write_report
     from kairox.bench.retrieval import benchmark
     from kairox.bench.selection import select
     from kairox.paths import kairox_home
@@ -159,7 +159,7 @@ def retrieval(
             "-" if peak is None else f"{peak:.0f}",
         )
     console.print(
-        f"{report['dataset']} · split {report['split']} · {report['documents']} documents · "
+        f"{report['dataset']} · split {report['split']} · {corpus_size(report)} · "
         f"{report['queries']} queries",
         markup=False,
     )

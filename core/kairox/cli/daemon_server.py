@@ -33,6 +33,7 @@ from typing import Any
 from kairox.cli.app import AppContext
 from kairox.daemon import protocol
 from kairox.errors import KairoxError
+from kairox.paths import private_folder
 
 #: Warm facades kept at once (one per workspace; the least recently used is closed).
 MAX_FACADES = 4
@@ -281,7 +282,10 @@ def prepare_run_dir() -> Path:
     from kairox.daemon import client
 
     folder = Path(protocol.run_dir())
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_folder(folder.parent)  # $KAIROX_HOME, owner-only like all of Kairox's state
+    # Made 0700 if missing, never widened or tightened here: a run/ folder others can
+    # reach is refused below, as someone may have tampered with it.
+    folder.mkdir(exist_ok=True, mode=0o700)
     try:
         protocol.check_owned(str(folder), socket_file=False)
     except protocol.DaemonUnsafe as exc:

@@ -55,6 +55,7 @@ def ingest(
             prune=prune,
             progress=lambda n: counts.advance(documents=n),
             planned=lambda n: counts.plan(documents=n),
+            stage=counts.set_stage,
             chunk=False if no_chunk else None,
         )
     if as_json:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -63,12 +64,22 @@ def print_converters(registry: Any) -> None:
 
     specs = [registry.converters[name] for name in registry.converters]
     winners = Converters(specs).by_suffix
-    parts = []
+    parts, missing, hints = [], [], []
     for spec in specs:
         claimed = [s for s in spec.suffixes if winners.get(s.lower()) is spec]
-        if claimed:
-            parts.append(f"{spec.name} ({' '.join(claimed)})")
+        if not claimed:
+            continue
+        named = f"{spec.name} ({' '.join(claimed)})"
+        if spec.installed():
+            parts.append(named)
+        else:
+            missing.append(named)
+            if spec.install and spec.install not in hints:
+                hints.append(spec.install)
     line = "document converters (file types read as text): " + (", ".join(parts) or "none")
+    if missing:
+        # Listed apart: their files are skipped as "converter not installed" until then.
+        line += f"; not installed: {', '.join(missing)} ({'; '.join(hints) or 'see its plugin'})"
     console.print(printable(line), markup=False)
 
 
@@ -88,6 +99,13 @@ def print_grammars() -> None:
     console.print(line, markup=False)
 
 
+# A distribution name with optional extras (PEP 508, no version or marker):
+# `kairox-sentence-transformers[onnx,openvino]`.
+_NAME_WITH_EXTRAS = re.compile(
+    r"\s*(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?P<extras>\[[^\]]*\])?\s*"
+)
+
+
 def source_checkout_plugin(package: str) -> Path | None:
     """The folder of a first-party plugin when kairox runs from a source checkout."""
     folder = FIRST_PARTY_PLUGINS.get(package)
@@ -95,6 +113,21 @@ def source_checkout_plugin(package: str) -> Path | None:
         return None
     candidate = Path(__file__).resolve().parents[3] / "plugins" / folder
     return candidate if (candidate / "pyproject.toml").is_file() else None
+
+
+def checkout_target(requirement: str) -> str | None:
+    """What pip installs for ``requirement`` when it names a first-party plugin in this
+    source checkout, extras kept (``/checkout/plugins/sentence-transformers[onnx]``);
+    ``None`` for anything else (pip then resolves it as given)."""
+    match = _NAME_WITH_EXTRAS.fullmatch(requirement)
+    if match is None:
+        return None
+    # Names compare normalised (PEP 503): Kairox_Tantivy and kairox.tantivy are one.
+    local = source_checkout_plugin(re.sub(r"[-_.]+", "-", match["name"]).lower())
+    if local is None:
+        return None
+    extras = (match["extras"] or "").replace(" ", "")
+    return f"{local}{extras if extras != '[]' else ''}"
 
 
 @click.command()
@@ -105,10 +138,10 @@ def install(packages: tuple[str, ...], upgrade: bool, editable: bool) -> None:
     """Install plugins with pip into the environment kairox runs in."""
     targets: list[str] = []
     for package in packages:
-        local = source_checkout_plugin(package)
+        local = checkout_target(package)
         if local is not None:
             console_err.print(f"installing {package} from {local}", markup=False)
-            targets.extend(["-e", str(local)] if editable else [str(local)])
+            targets.extend(["-e", local] if editable else [local])
         elif editable:
             targets.extend(["-e", package])
         else:

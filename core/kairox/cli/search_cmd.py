@@ -113,7 +113,7 @@ def print_result(result: RetrievalResult, query: str, root: Path | None = None) 
 
 def parse_cli_filter(text: str | None) -> Any:
     """``--filter`` as a parsed expression (``None`` without one); bad input exits 2."""
-    from kairox.retrieval.filters import FilterError, parse_filter
+    from kairox.retrieval.filters import MAX_DEPTH, FilterError, parse_filter
 
     if text is None or not text.strip():
         return None
@@ -121,7 +121,11 @@ def parse_cli_filter(text: str | None) -> Any:
     if text.lstrip().startswith("{"):
         try:
             spec = json.loads(text)
-        except (ValueError, RecursionError) as exc:
+        except RecursionError:
+            raise click.BadParameter(
+                f"nested deeper than {MAX_DEPTH} levels; flatten it", param_hint="'--filter'"
+            ) from None
+        except ValueError as exc:
             raise click.BadParameter(
                 f"not valid JSON ({exc}); write a JSON object or the text form",
                 param_hint="'--filter'",

@@ -25,6 +25,7 @@ from kairox.config import KnowledgeBaseConfig
 from kairox.default_plugins.sqlite_vectors import DocumentVectors
 from kairox.embedding import EmbeddingBackend
 from kairox.errors import KairoxError
+from kairox.paths import SQLITE_COMPANIONS, in_kairox_home, private_file, private_folder
 from kairox.registry import BuildContext, KnowledgeBaseKind, registers
 from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind, sqlite_engine
 from kairox.retrieval.filters import ALL_OPERATORS, FilterExpr, parse_filter
@@ -93,7 +94,11 @@ class SqliteFtsIndex:
         self.path = Path(path)
         if not create and not self.path.exists():
             raise SqliteFtsError(f"index file {self.path} does not exist")
-        if create:
+        if create and in_kairox_home(self.path):
+            # Inside Kairox's own state: owner-only like the rest of it (kairox.paths).
+            private_folder(self.path.parent)
+            private_file(self.path, companions=SQLITE_COMPANIONS)
+        elif create:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         # One connection shared by the worker threads of asyncio.to_thread; the lock
         # serialises use of it (SQLite would serialise the writes anyway).
@@ -312,6 +317,9 @@ class SqliteFtsConfig(KnowledgeBaseConfig):
     # How much meaning counts against words in the fused ranking (1: alike, as the workspace).
     vector_weight: float = Field(default=1.0, ge=0)
     vector_pack: StrictBool = True
+
+    def own_paths(self) -> tuple[str, ...]:
+        return (self.path,)
 
 
 class SqliteFtsSource:

@@ -295,6 +295,10 @@ async def _json_object(request: Request, *, required: bool) -> dict[str, Any]:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ApiError(400, f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(
+            400, "the request body nests its JSON too deeply; send a flat JSON object"
+        ) from None
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object")
     return data

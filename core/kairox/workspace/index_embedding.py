@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Container, Mapping, Sequence
 
 from kairox.embed_progress import EmbedProgress
+from kairox.embedding import load_model
 from kairox.retrieval.vectors import EMBED_BATCH, embed_unit
 from kairox.workspace.index_types import (
     EMBED_TEXT_SQL,
@@ -65,6 +66,12 @@ class EmbeddingMixin:
         sentences (``sentences=True``, or the hashes in ``sentences``) or chunks."""
         rows: list[tuple[str, str, int, bytes]] = []
         hashes = sorted(texts_by_hash)
+        if self._progress is not None and hashes:
+            # The model loads (or is exported, once) as a step of its own, not inside a
+            # first batch that would show 0 chunks at 0.0/s for half a minute.
+            load_model(self.embedder, self._progress.set_stage)
+            if self._progress.stage:
+                self._progress.set_stage("")
         for start in range(0, len(hashes), EMBED_BATCH):
             part = hashes[start : start + EMBED_BATCH]
             texts = [texts_by_hash[h] for h in part]

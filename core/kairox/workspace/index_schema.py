@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from kairox.paths import state_errors
+from kairox.paths import SQLITE_COMPANIONS, private_file, private_folder, state_errors
 from kairox.storage import enable_wal, ensure_component_schema
 from kairox.workspace.failed_files import FAILED_SCHEMA
 from kairox.workspace.filtering import register as register_filter_functions
@@ -125,7 +125,8 @@ def _add_context(db: sqlite3.Connection) -> bool:
 def open_database(path: Path) -> sqlite3.Connection:
     """Open (creating if needed) the state database with the RAG tables in place."""
     with state_errors(path):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(path.parent)
+        private_file(path, companions=SQLITE_COMPANIONS)
         db = sqlite3.connect(path, check_same_thread=False, timeout=30)
         register_filter_functions(db)
     try:

@@ -21,7 +21,7 @@ import numpy as np
 
 from kairox.embed_progress import EmbedProgress
 from kairox.embedding import EmbeddingBackend, model_loaded, release_model
-from kairox.paths import state_lock
+from kairox.paths import disk_full_errors, state_lock
 from kairox.retrieval.fts5_common import CommonTerms
 from kairox.retrieval.fts5_merge import merge_segments, worth_merging
 from kairox.retrieval.vectors import SENTENCE_WEIGHT, SentenceVectors, check_sentence_weight
@@ -173,7 +173,7 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
         :param embedding: counts the chunks and sentences to embed, then each batch
             embedded (for a rate and an ETA).
         """
-        with self._exclusive(wait), self._lock:
+        with disk_full_errors(self.database.parent), self._exclusive(wait), self._lock:
             self._progress = embedding
             try:
                 return self._index(progress)

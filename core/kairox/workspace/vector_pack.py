@@ -6,7 +6,8 @@ microseconds each. A pack holds the same arrays the index would assemble from th
 (chunk ids, each chunk's and each sentence's row in one matrix of distinct vectors), as
 ``.npy`` files memory-mapped on load.
 
-A pack is only ever a copy. The database records which pack (a random token) matches its
+A pack is only ever a copy; its folder and files are owner-only (0700, 0600) whatever the
+umask, like the database it copies. The database records which pack (a random token) matches its
 current contents; every transaction that changes a workspace's chunks, sentences or
 vectors drops that record first, and ``kairox index`` writes a new pack at the end of a
 run. A reader that finds no record, or files it cannot read, loads from the database.
@@ -22,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from kairox.paths import private_file, private_folder
 
 __all__ = [
     "PackWriter",
@@ -76,14 +79,14 @@ class PackWriter:
     """
 
     def __init__(self, folder: Path, key: str, *, rows: int, dim: int) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
+        private_folder(folder)
         self.token = secrets.token_hex(8)
         self._paths = _paths(folder, key, self.token)
         self._aside = tuple(path.with_name(path.name + ".tmp") for path in self._paths)
         self._rows, self._dim, self._written = rows, dim, 0
         self._finished = False
         # The handle outlives this call: __exit__ closes it, whatever happens.
-        self._handle = open(self._aside[0], "wb")  # noqa: SIM115
+        self._handle = open(private_file(self._aside[0]), "wb")  # noqa: SIM115
         header = {"descr": "<f4", "fortran_order": False, "shape": (rows, dim)}
         try:
             np.lib.format.write_array_header_1_0(self._handle, header)
@@ -107,7 +110,7 @@ class PackWriter:
         if self._written != self._rows:
             raise ValueError(f"{self._written} vectors added, {self._rows} expected")
         self._handle.close()
-        with open(self._aside[1], "wb") as handle:
+        with open(private_file(self._aside[1]), "wb") as handle:
             np.savez(
                 handle, **{name: np.asarray(getattr(pack, name), np.int64) for name in _ARRAYS}
             )

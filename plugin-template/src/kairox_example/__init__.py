@@ -119,6 +119,10 @@ class ExampleJsonlConfig(KnowledgeBaseConfig):
     k1: float = Field(default=1.2, gt=0, description="BM25 term-frequency saturation.")
     b: float = Field(default=0.75, ge=0, le=1, description="BM25 length normalisation.")
 
+    def own_paths(self) -> tuple[str, ...]:
+        # The JSONL file is this knowledge base's data: never indexed as a workspace file.
+        return (self.path,)
+
 
 class JsonlBm25Source:
     """BM25 (Okapi) over the records of a JSONL file, reloaded when the file changes."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 
@@ -104,9 +105,21 @@ def test_the_export_is_made_once_into_kairox_home(onnx_fp32, kairox_home):
     folder = export_folder(kairox_sentence_transformers.bundled_model_path())
     assert folder.is_relative_to(kairox_home)
     assert (folder / FP32_FILE).is_file() and (folder / INT8_FILE).is_file()
+    # Kairox's state is owner-only whatever the umask: the models folder and the export too
+    for path in [folder.parent, folder, *folder.rglob("*")]:
+        assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
     stamp = (folder / FP32_FILE).stat().st_mtime_ns
     OnnxMiniLMEmbedder().load()
     assert (folder / FP32_FILE).stat().st_mtime_ns == stamp
+
+
+def test_the_loading_note_names_the_one_time_export_while_there_is_none(
+    onnx_fp32, tmp_path, monkeypatch
+):
+    # Shown by `kairox index` as its own step (tests/cli/test_progress_lines.py).
+    assert OnnxMiniLMEmbedder().loading_note == "loading the model"  # exported already
+    monkeypatch.setenv("KAIROX_HOME", str(tmp_path / "fresh"))
+    assert OnnxMiniLMEmbedder().loading_note == "preparing the model (one-time export)"
 
 
 def test_rejects_an_unknown_precision():

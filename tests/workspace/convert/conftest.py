@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import zipfile
 
 import pytest
 
@@ -127,6 +128,23 @@ HTML_PAGE = b"""<!doctype html>
 <aside>Sponsored: buy boats</aside>
 <footer>Copyright footer text</footer>
 </body></html>"""
+
+
+def make_bomb(container: bytes, member: str, padding: int) -> bytes:
+    """``container`` (a DOCX, PPTX or XLSX) with ``padding`` spaces inside ``member``
+    before its closing tag: still valid XML, and it compresses about a thousandfold."""
+    out = io.BytesIO()
+    with (
+        zipfile.ZipFile(io.BytesIO(container)) as source,
+        zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as bomb,
+    ):
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == member:
+                cut = data.rindex(b"</")
+                data = data[:cut] + b" " * padding + data[cut:]
+            bomb.writestr(info.filename, data)
+    return out.getvalue()
 
 
 @pytest.fixture

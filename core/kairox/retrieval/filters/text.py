@@ -36,6 +36,13 @@ _TOKEN = re.compile(
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _OPS = {"=": "$eq", "==": "$eq", "!=": "$ne", ">": "$gt", ">=": "$gte", "<": "$lt", "<=": "$lte"}
 _KEYWORDS = {"and", "or", "not", "in", "contains", "exists", "missing"}
+#: JSON literals: never a bare field name.
+_LITERALS = {"null", "true", "false"}
+
+
+def _check_depth(depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise FilterError(f"nested deeper than {MAX_DEPTH} levels; flatten it", "filter")
 
 
 class _Token:
@@ -110,8 +117,7 @@ class _TextParser:
         return FilterError(f"expected {wanted}, found {found}", "filter")
 
     def expr(self, depth: int) -> FilterExpr:
-        if depth > MAX_DEPTH:
-            raise FilterError(f"nested deeper than {MAX_DEPTH} levels; flatten it", "filter")
+        _check_depth(depth)
         return self.joined("or", self.conj, Or, depth)
 
     def conj(self, depth: int) -> FilterExpr:
@@ -137,6 +143,9 @@ class _TextParser:
             raise self.error("a condition")
         if token.keyword("not"):
             self.pos += 1
+            # Checked here too: a chain of thousands of `not` would otherwise exhaust
+            # Python's recursion limit before any `(` is reached.
+            _check_depth(depth + 1)
             return Not(self.unary(depth + 1))
         if token.kind == "punct" and token.text == "(":
             self.pos += 1
@@ -156,6 +165,15 @@ class _TextParser:
         if token.kind != "word" or (not token.quoted and token.text.casefold() in _KEYWORDS):
             self.pos -= 1
             raise self.error("a field name")
+        if not token.quoted and (
+            token.text.casefold() in _LITERALS or token.text.startswith(("[", "{"))
+        ):
+            # `--filter '[]'` or `--filter null` would otherwise test a field named so.
+            self.pos -= 1
+            raise self.error(
+                "a field name (a filter is a JSON object or the text form such as "
+                "year >= 2020; quote a field with this name)"
+            )
         field = token.text
         nxt = self.peek()
         if (

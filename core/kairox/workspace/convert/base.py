@@ -63,6 +63,9 @@ class ConverterSpec:
         (with the install hint, see :class:`kairox.lazy_imports.LazyImport`) when its
         library is missing.
     :param install: how to install what it needs, for ``kairox plugins`` and errors.
+    :param installed: whether what it needs can be imported, checked without importing it
+        (``LazyImport.available``); ``kairox plugins`` lists a converter whose library is
+        missing as not installed, with :attr:`install`.
     """
 
     name: str
@@ -70,3 +73,4 @@ class ConverterSpec:
     convert: Callable[[bytes, str], Converted]
     description: str = ""
     install: str = ""
+    installed: Callable[[], bool] = field(default=lambda: True, compare=False)

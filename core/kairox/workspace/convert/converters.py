@@ -2,7 +2,9 @@
 
 A file no converter claims is read as UTF-8 text (binary files are skipped), exactly as
 before converters existed; a claimed file is read as bytes and converted. A converter
-that fails skips that one file with the reason, so one bad PDF never stops a run.
+that fails skips that one file with the reason, so one bad PDF never stops a run. A
+claimed file that would unpack (a ZIP bomb) or convert into more than its bounds
+(:mod:`kairox.workspace.convert.limits`) is skipped the same way, before it is parsed.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from kairox.workspace.convert.base import ConversionError, Converted, ConverterSpec
+from kairox.workspace.convert.limits import ConversionLimits, check_text, check_unpacked
 from kairox.workspace.convert.text import plain
 from kairox.workspace.files import (
     DEFAULT_MAX_BYTES,
@@ -29,18 +32,21 @@ CONVERTER_MISSING = "converter not installed"
 class Converters:
     """Converters by suffix; a later spec's claim on a suffix replaces an earlier one's."""
 
-    def __init__(self, specs: Iterable[ConverterSpec] = ()) -> None:
+    def __init__(
+        self, specs: Iterable[ConverterSpec] = (), *, limits: ConversionLimits | None = None
+    ) -> None:
+        self.limits = limits or ConversionLimits()
         self.by_suffix: dict[str, ConverterSpec] = {}
         for spec in specs:
             for suffix in spec.suffixes:
                 self.by_suffix[suffix.lower()] = spec
 
     @classmethod
-    def builtin(cls) -> Converters:
+    def builtin(cls, *, limits: ConversionLimits | None = None) -> Converters:
         """The built-in converters, for callers with no plugin registry at hand."""
         from kairox.workspace.convert.builtin import BUILTIN_CONVERTERS
 
-        return cls(BUILTIN_CONVERTERS)
+        return cls(BUILTIN_CONVERTERS, limits=limits)
 
     def claiming(self, path: Path | str) -> ConverterSpec | None:
         """The converter for ``path``'s suffix, if any."""
@@ -56,7 +62,10 @@ class Converters:
         if isinstance(data, Skipped):
             return data
         try:
-            return spec.convert(data, path.name)
+            check_unpacked(data, self.limits)
+            converted = spec.convert(data, path.name)
+            check_text(converted.text, self.limits)
+            return converted
         except ImportError as exc:
             return Skipped(CONVERTER_MISSING, str(exc))
         except ConversionError as exc:

@@ -25,9 +25,17 @@ def documents_converter(
     suffixes: tuple[str, ...],
     convert: Callable[[bytes, str], Converted],
     description: str,
+    library: LazyImport,
 ) -> ConverterSpec:
-    """A converter whose library comes with the ``documents`` extra."""
-    return ConverterSpec(name, suffixes, convert, description, install=DOCUMENTS_EXTRA)
+    """A converter whose ``library`` comes with the ``documents`` extra."""
+    return ConverterSpec(
+        name,
+        suffixes,
+        convert,
+        description,
+        install=DOCUMENTS_EXTRA,
+        installed=library.available,
+    )
 
 
 BS4 = LazyImport(
@@ -164,4 +172,5 @@ HTML = documents_converter(
     (".html", ".htm", ".xhtml"),
     convert_html,
     "HTML main content (no scripts or navigation), a section per heading.",
+    BS4,
 )

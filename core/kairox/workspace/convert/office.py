@@ -167,10 +167,10 @@ def convert_xlsx(data: bytes, filename: str) -> Converted:
 
 
 DOCX_CONVERTER, PPTX_CONVERTER, XLSX_CONVERTER = (
-    documents_converter(name, suffixes, convert, description)
-    for name, suffixes, convert, description in [
-        ("docx", (".docx",), convert_docx, "Word documents (python-docx): paragraphs and tables, headings as sections."),
-        ("pptx", (".pptx",), convert_pptx, "PowerPoint (python-pptx): slide text, tables and notes; slide numbers in hits."),
-        ("xlsx", (".xlsx", ".xlsm"), convert_xlsx, "Excel (openpyxl): rows with their header names; sheet names in hits."),
+    documents_converter(name, suffixes, convert, description, library)
+    for name, suffixes, convert, description, library in [
+        ("docx", (".docx",), convert_docx, "Word documents (python-docx): paragraphs and tables, headings as sections.", DOCX),
+        ("pptx", (".pptx",), convert_pptx, "PowerPoint (python-pptx): slide text, tables and notes; slide numbers in hits.", PPTX),
+        ("xlsx", (".xlsx", ".xlsm"), convert_xlsx, "Excel (openpyxl): rows with their header names; sheet names in hits.", OPENPYXL),
     ]
 )  # fmt: skip

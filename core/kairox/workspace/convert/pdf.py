@@ -43,5 +43,5 @@ def convert_pdf(data: bytes, filename: str) -> Converted:
 
 
 PDF = documents_converter(
-    "pdf", (".pdf",), convert_pdf, "PDF text layer (pypdf); page numbers in hits."
+    "pdf", (".pdf",), convert_pdf, "PDF text layer (pypdf); page numbers in hits.", PYPDF
 )

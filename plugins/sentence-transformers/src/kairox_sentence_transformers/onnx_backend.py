@@ -155,11 +155,29 @@ class OnnxMiniLMEmbedder:
         self._sessions[threads] = session
         return session
 
+    def _export_precision(self) -> str:
+        """Which export of :func:`~kairox_sentence_transformers.onnx_export.ensure_export`
+        this backend runs."""
+        return self.precision
+
     def _export(self, model_path: Path) -> Path:
         """The model file this backend runs (exported on first use)."""
         from kairox_sentence_transformers.onnx_export import ensure_export
 
-        return ensure_export(model_path, self.precision)
+        return ensure_export(model_path, self._export_precision())
+
+    @property
+    def loading_note(self) -> str:
+        """What loading the model involves now, for progress lines: the one-time export
+        (20-35 s) while this installation has none yet."""
+        from kairox_sentence_transformers import bundled_model_path
+        from kairox_sentence_transformers.onnx_export import is_exported
+
+        if self._model_file is None and not is_exported(
+            bundled_model_path(), self._export_precision()
+        ):
+            return "preparing the model (one-time export)"
+        return "loading the model"
 
     def _build_session(self, model_file: Path, threads: int) -> Any:
         """An inference session over ``model_file`` on ``threads`` threads."""

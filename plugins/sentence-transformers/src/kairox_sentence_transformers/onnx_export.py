@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kairox.errors import KairoxError
-from kairox.paths import kairox_home
+from kairox.paths import kairox_home, private_file, private_folder, private_tree
 from kairox_sentence_transformers.onnx_qdq import QDQ_VERSION, make_qdq
 from kairox_sentence_transformers.onnx_static import CALIBRATION_VERSION, make_static
 
@@ -74,11 +74,17 @@ def export_folder(model_path: Path) -> Path:
     return kairox_home() / "models" / "minilm-onnx" / export_key(model_path)
 
 
+def is_exported(model_path: Path, precision: str) -> bool:
+    """Whether :func:`ensure_export` has the file for ``precision`` already."""
+    return (export_folder(model_path) / FILES[precision]).is_file()
+
+
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
     # Two processes asking for the first export at once: one exports, the other waits.
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / f"{folder.name}.lock", "a+") as handle:
+    # Under $KAIROX_HOME: owner-only, like all of Kairox's state (kairox.paths).
+    private_folder(folder.parent)
+    with open(private_file(folder.parent / f"{folder.name}.lock"), "a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -122,6 +128,7 @@ def ensure_export(model_path: Path, precision: str) -> Path:
                     "backend (sentence-transformers) works without the export: "
                     '[workspace] embedding_backend = "minilm-st"'
                 )
+            private_tree(folder)  # written by torch and onnx with the umask's modes
     return target
 
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from kairox import LazyImport
 from kairox.errors import KairoxError
+from kairox.paths import private_tree
 from kairox_sentence_transformers.onnx_backend import OnnxMiniLMEmbedder, check_batch_size
 from kairox_sentence_transformers.onnx_qdq import QDQ_VERSION
 
@@ -49,33 +50,21 @@ class UnsupportedPrecisionError(KairoxError, RuntimeError):
     """The CPU does not compute in the precision asked for."""
 
 
-def _fp32_export(model_path: Path) -> Path:
-    from kairox_sentence_transformers.onnx_export import ensure_export
-
-    return ensure_export(model_path, "fp32")
-
-
-def _qdq_export(model_path: Path) -> Path:
-    from kairox_sentence_transformers.onnx_export import ensure_export
-
-    return ensure_export(model_path, "int8-qdq")
-
-
 @dataclass(frozen=True, slots=True)
 class OpenVinoRow:
     """One precision OpenVINO runs the model in.
 
     :param precision: its name (``EmbeddingBackend.precision``).
     :param suffix: added to the model's name to name the vectors: precisions never mix.
-    :param model_file: the bundled model folder -> the ONNX file to compile (exported on
-        first use).
+    :param export: the ONNX export it compiles (a precision of
+        :func:`~kairox_sentence_transformers.onnx_export.ensure_export`, exported on first use).
     :param config: OpenVINO compile properties of this precision.
     :param needs: the ``OPTIMIZATION_CAPABILITIES`` entry the CPU must report, or ``None``.
     """
 
     precision: str
     suffix: str
-    model_file: Callable[[Path], Path]
+    export: str
     config: Mapping[str, Any] = field(default_factory=dict)
     needs: str | None = None
 
@@ -87,7 +76,7 @@ ROWS: dict[str, OpenVinoRow] = {
     "bf16": OpenVinoRow(
         precision="bf16",
         suffix="-bf16",
-        model_file=_fp32_export,
+        export="fp32",
         config={"INFERENCE_PRECISION_HINT": "bf16"},
         needs="BF16",
     ),
@@ -100,7 +89,7 @@ ROWS: dict[str, OpenVinoRow] = {
     "int8": OpenVinoRow(
         precision="int8",
         suffix=f"-int8-qdq{QDQ_VERSION}",
-        model_file=_qdq_export,
+        export="int8-qdq",
         config={"INFERENCE_PRECISION_HINT": "bf16", "CPU_RUNTIME_CACHE_CAPACITY": 32},
         needs="INT8",
     ),
@@ -194,8 +183,8 @@ class OpenVinoMiniLMEmbedder(OnnxMiniLMEmbedder):
         self.row = row
         self._setup(precision, name, batch_size, max_seq_length)
 
-    def _export(self, model_path: Path) -> Path:
-        return self.row.model_file(model_path)
+    def _export_precision(self) -> str:
+        return self.row.export
 
     def cache_dir(self) -> Path | None:
         """Where compiled models are cached (next to the exported file; ``None`` before
@@ -226,6 +215,9 @@ class OpenVinoMiniLMEmbedder(OnnxMiniLMEmbedder):
         # The path, not a read model: with CACHE_DIR set, a cached blob is loaded
         # without parsing the ONNX file at all.
         model = _core().compile_model(str(model_file), "CPU", self.compile_config(threads))
+        cache = self.cache_dir()
+        if cache is not None and cache.is_dir():
+            private_tree(cache)  # OpenVINO writes its cached blobs with the umask's mode
         return _Compiled(model=model, request=model.create_infer_request())
 
     def execution_precision(self) -> str:

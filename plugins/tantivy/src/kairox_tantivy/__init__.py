@@ -66,6 +66,9 @@ class TantivyConfig(KnowledgeBaseConfig):
     title_boost: float = Field(default=0.5, ge=0, description="Multiplier on title matches.")
     body_boost: float = Field(default=1.0, ge=0, description="Multiplier on body matches.")
 
+    def own_paths(self) -> tuple[str, ...]:
+        return (self.index_dir,)
+
     @model_validator(mode="after")
     def _some_field_searched(self) -> TantivyConfig:
         if self.title_boost == 0 and self.body_boost == 0:

@@ -42,6 +42,7 @@ from types import ModuleType
 from typing import Any, TypedDict, Unpack
 
 from kairox import BackendError, Document, LazyImport, QueryError
+from kairox.paths import in_kairox_home, private_folder, private_tree
 from kairox.retrieval.filters import FilterUnsupportedError, parse_filter
 from kairox_tantivy.documents import (
     check_id,
@@ -187,6 +188,8 @@ class TantivyIndex:
         self._analyzer = _build_analyzer(tantivy)
         self._write_lock = threading.Lock()
         self._loaded: tuple[tuple[int, ...] | None, float] = (None, 0.0)
+        # Inside $KAIROX_HOME the index is Kairox's state: owner-only (kairox.paths).
+        self._private = in_kairox_home(self.path)
         meta = self.path / "meta.json"
         from kairox_tantivy.upgrade import recover
 
@@ -195,7 +198,10 @@ class TantivyIndex:
             if not create:
                 raise TantivyIndexError(f"no tantivy index at {self.path} (no meta.json)")
             try:
-                self.path.mkdir(parents=True, exist_ok=True)
+                if self._private:
+                    private_folder(self.path)
+                else:
+                    self.path.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise TantivyIndexError(
                     f"cannot create the index folder {self.path}: {exc}"
@@ -309,6 +315,8 @@ class TantivyIndex:
                             f"tantivy failed to finish merging segments in {self.path}: {exc}"
                         ) from exc
                 del writer
+                if self._private:
+                    private_tree(self.path)  # tantivy writes its files with the umask's mode
             self._reload()
 
     def _clear_temporaries(self) -> None:
