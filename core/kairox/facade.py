@@ -28,6 +28,7 @@ from kairox.retrieval.fusion import DEFAULT_FUSION
 
 if TYPE_CHECKING:
     from kairox.config import KairoxConfig, KnowledgeBaseEntry, ProfileConfig
+    from kairox.context.assembly import RecalledTurn
     from kairox.context.summarizer import Summarizer
     from kairox.embed_progress import EmbedProgress
     from kairox.events import SqliteEventStore
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from kairox.memory.store import MemoryRecord
     from kairox.models import ModelBackend
     from kairox.plugins import KairoxPluginManager
+    from kairox.recall import MessageArchive
     from kairox.registry import Registry
     from kairox.retrieval.composite import CompositeWorkspaceRetriever
     from kairox.retrieval.stages import StagedRetrieval
@@ -367,6 +369,38 @@ class AppFacade:
         """
         composite, query, groups = self._prepared(text, **options)
         return dataclasses.replace(composite.retrieve_sync(query), groups=groups)
+
+    # -- recall ---------------------------------------------------------------------
+
+    def archive(self) -> MessageArchive:
+        """The recall index of this workspace's messages, in the workspace embedder's
+        vectors (shared; the facade closes it)."""
+        from kairox.recall import MessageArchive
+
+        sources = self.sources
+        embedder = self.config.workspace.embedding_backend
+        return sources.shared(
+            f"recall-archive:{embedder}",
+            lambda: MessageArchive(
+                self.database, self.workspace_id, sources.embedding_backend(embedder)
+            ),
+        )
+
+    def recall(
+        self, text: str, *, session_id: str, scope: str | None = None, k: int = 10
+    ) -> list[RecalledTurn]:
+        """The ``k`` archived messages most relevant to ``text`` that ``session_id`` may
+        recall (``scope``: ``own``, ``workspace``, ``none``; the ``[recall]`` table's by
+        default), best first, after indexing what the event store holds and the index lacks."""
+        from kairox.recall import recall_for
+
+        return recall_for(
+            self.archive(),
+            text,
+            session_id=session_id,
+            scope=scope or self.config.recall.sessions,
+            k=k,
+        )
 
     # -- knowledge bases ----------------------------------------------------------
 
