@@ -100,6 +100,27 @@ context_window = 8000
 headroom = 500
 """
 
+#: The scripted default profile plus two small ones for session tests: ``tiny`` (a 900-token
+#: window that compacts with the extractive summariser) and ``flaky`` (the llm summariser).
+SESSION_PROFILES = (
+    SCRIPTED_DEFAULT_PROFILE
+    + """
+[profiles.tiny]
+model = "scripted-model"
+backend = "scripted"
+context_window = 900
+headroom = 100
+summarizer = "extractive"
+
+[profiles.flaky]
+model = "scripted-model"
+backend = "scripted"
+context_window = 900
+headroom = 100
+summarizer = "llm"
+"""
+)
+
 
 def memory_record(**fields: Any) -> MemoryRecord:
     """A stored memory for tests: a pending user memory with id 1, unless ``fields`` say

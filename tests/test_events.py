@@ -111,7 +111,7 @@ def test_append_assigns_increasing_ids_and_utc_timestamps(store: SqliteEventStor
     created = datetime.fromisoformat(first.created_at)
     assert created.utcoffset() == timedelta(0)
     assert before - timedelta(seconds=1) <= created <= after + timedelta(seconds=1)
-    assert first.payload == {"text": "a", "turn_id": None}
+    assert first.payload == {"text": "a", "turn_id": None, "name": None, "time": None}
 
 
 def test_list_filters_and_orders(store: SqliteEventStore) -> None:

@@ -10,31 +10,12 @@ from kairox.facade import AppFacade
 from kairox.models import ModelError
 from kairox.session import Session, open_session
 from kairox.testing import run
-from tests.conftest import SCRIPTED_DEFAULT_PROFILE
-
-CONFIG = (
-    SCRIPTED_DEFAULT_PROFILE
-    + """
-[profiles.tiny]
-model = "scripted-model"
-backend = "scripted"
-context_window = 900
-headroom = 100
-summarizer = "extractive"
-
-[profiles.flaky]
-model = "scripted-model"
-backend = "scripted"
-context_window = 900
-headroom = 100
-summarizer = "llm"
-"""
-)
+from tests.conftest import SESSION_PROFILES
 
 
 @pytest.fixture
 def facade(workspace):
-    (workspace / "kairox.toml").write_text(CONFIG)
+    (workspace / "kairox.toml").write_text(SESSION_PROFILES)
     return AppFacade(cwd=workspace)
 
 

@@ -57,6 +57,7 @@ __all__ = [
     "SqliteComponentStore",
     "SqliteEventStore",
     "StoredEvent",
+    "SystemMessageAdded",
     "ToolInvocationCompleted",
     "UserMessageAdded",
     "connect_database",
@@ -114,6 +115,20 @@ class UserMessageAdded(Event):
 
     text: str
     turn_id: str | None = None
+    name: str | None = None
+    """Who spoke, when the conversation names its speakers (see :mod:`kairox.messages`)."""
+    time: str | None = None
+    """When it was said (ISO 8601, as given); ``None``: when it was recorded."""
+
+
+@dataclass(frozen=True)
+class SystemMessageAdded(Event):
+    """A system message the agent put into the conversation (not the profile's prompt)."""
+
+    text: str
+    turn_id: str | None = None
+    name: str | None = None
+    time: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +147,8 @@ class AssistantMessageCompleted(Event):
     turn_id: str | None = None
     model: str | None = None
     profile: str | None = None
+    name: str | None = None
+    time: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +162,7 @@ class ToolInvocationCompleted(Event):
     error: str | None = None
     call_id: str | None = None
     turn_id: str | None = None
+    time: str | None = None
 
 
 @dataclass(frozen=True)

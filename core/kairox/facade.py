@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypedDict, TypeVar, Unpack
@@ -35,12 +35,14 @@ if TYPE_CHECKING:
     from kairox.ingest import IngestStats
     from kairox.memory.approvals import MemoryApprovals
     from kairox.memory.store import MemoryRecord
+    from kairox.messages import SessionMessage
     from kairox.models import ModelBackend
     from kairox.plugins import KairoxPluginManager
     from kairox.recall import MessageArchive
     from kairox.registry import Registry
     from kairox.retrieval.composite import CompositeWorkspaceRetriever
     from kairox.retrieval.stages import StagedRetrieval
+    from kairox.session import AppendResult
     from kairox.sources import SourceFactory
     from kairox.storage import Database
     from kairox.sync import SyncStats
@@ -262,6 +264,32 @@ class AppFacade:
         if scope == "session":
             found += [r for r in store.list(scope="session") if r.workspace_id == self.workspace_id]
         return sorted(found, key=lambda r: r.id)
+
+    # -- sessions -------------------------------------------------------------------
+
+    async def append_messages(
+        self,
+        session_id: str,
+        messages: Iterable[SessionMessage | Mapping[str, Any]],
+        *,
+        profile: str | None = None,
+        markers: bool = False,
+    ) -> AppendResult:
+        """Append ``messages`` to session ``session_id`` as its history (a new id starts one).
+
+        Each message is a :class:`~kairox.messages.SessionMessage` or a dict with ``role``,
+        ``content`` and optional ``name`` and ``time``. All are checked before any is
+        written (:class:`~kairox.messages.MessageError` names the first bad one), then
+        appended in one transaction; the profile's automatic compaction then runs where
+        a live conversation would have run it. ``markers``: strip ``<memory>`` markers
+        from assistant messages and propose them (otherwise nothing is proposed).
+        Raises :class:`~kairox.session.SessionBusyError` while another turn is being
+        recorded in the session.
+        """
+        from kairox.session import open_session
+
+        async with open_session(self, session_id, profile=profile) as live:
+            return await live.append(messages, markers=markers)
 
     # -- models and summarisers -----------------------------------------------------
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -56,3 +58,23 @@ def workspace_root(start: Path | None = None) -> Path:
             if (folder / marker).exists():
                 return folder
     return here
+
+
+@contextlib.contextmanager
+def state_lock(database: Path, kind: str, key: str, *, wait: bool) -> Iterator[None]:
+    """Hold the ``kind`` lock of ``key`` (``"index"``, a workspace) next to ``database``,
+    across processes.
+
+    Without ``wait``, a lock another holder has raises :class:`BlockingIOError` at once.
+    The kernel drops the lock when its process dies, even by SIGKILL; two holders in one
+    process exclude each other too (each opens the file anew).
+    """
+    lock_dir = database.parent / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    name = hashlib.sha256(key.encode()).hexdigest()[:16]
+    with open(lock_dir / f"{kind}-{name}.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,17 +42,25 @@ from kairox.events import (
     ModelTokenDelta,
     ProfileSwitched,
     StoredEvent,
-    ToolInvocationCompleted,
     UserMessageAdded,
 )
 from kairox.memory import MarkerExtractor
+from kairox.memory.approvals import TurnProposals
+from kairox.messages import (
+    MESSAGE_EVENTS,
+    SessionMessage,
+    history_message,
+    message_event,
+    messages_from,
+    recorded_message,
+)
 from kairox.models import ChatMessage, ModelBackend
+from kairox.paths import state_lock
 
 if TYPE_CHECKING:
     from kairox.config import ProfileConfig
     from kairox.events import Event, SqliteEventStore
     from kairox.facade import AppFacade
-    from kairox.memory.approvals import TurnProposals
 
 # The most recent turns always stay verbatim; compaction summarises what is older.
 KEEP_RECENT_TURNS = 2
@@ -72,15 +81,33 @@ class SessionError(KairoxError, RuntimeError):
     """The session cannot do what was asked (closed, no model backend...)."""
 
 
+class SessionBusyError(SessionError):
+    """Another turn is being recorded in this session (in this process or another)."""
+
+
 @dataclass
 class TurnResult:
     """What one turn produced."""
 
     turn_id: str
     text: str
-    assembly: Assembly
+    assembly: Assembly | None
+    """The prompt the model was given (``None``: a recorded reply whose prompt Kairox
+    did not assemble)."""
     proposals: TurnProposals
     compaction: CompactionResult | None = None
+
+
+@dataclass
+class AppendResult:
+    """What appending messages to a session did."""
+
+    event_ids: list[int]
+    """The new message events, in the order of the messages."""
+    proposals: TurnProposals = field(default_factory=TurnProposals)
+    """Memories proposed by the markers of assistant messages (only when asked for)."""
+    compactions: list[CompactionResult] = field(default_factory=list)
+    """The automatic compactions the new turns set off, in order."""
 
 
 @dataclass
@@ -234,12 +261,32 @@ class Session:
                 if not command.done.cancelled():
                     command.done.set_result(result)
 
-    async def _submit(self, run: Callable[[], Awaitable[Any]]) -> Any:
+    async def _submit(self, run: Callable[[], Awaitable[Any]], *, records: bool = False) -> Any:
+        """Queue ``run``; one that ``records`` into the session runs under the busy guard."""
         if self._task is None:
             raise SessionError("the session is not running; use `async with Session(...)`")
-        command = _Command(run)
+        command = _Command((lambda: self._guarded(run)) if records else run)
         await self._queue.put(command)
         return await command.done
+
+    async def _guarded(self, run: Callable[[], Awaitable[Any]]) -> Any:
+        """``run()`` while no other actor records into this session (the busy guard).
+
+        Commands of one actor never overlap; this keeps a second actor on the same
+        session id (another API call, an MCP client, another process) from interleaving
+        its turn with this one's, which would garble both turns' history.
+        """
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(
+                    state_lock(self.facade.database, "session", self.session_id, wait=False)
+                )
+            except BlockingIOError:
+                raise SessionBusyError(
+                    f"session {self.session_id!r} is busy: another turn is being recorded in "
+                    "it (here or in another process); try again when that turn has finished"
+                ) from None
+            return await run()
 
     # -- public commands ------------------------------------------------------------
 
@@ -247,14 +294,52 @@ class Session:
         self, prompt: str, *, on_text: Callable[[str], None] | None = None
     ) -> TurnResult:
         """Queue a turn; ``on_text`` receives visible text as it streams."""
-        return await self._submit(lambda: self._turn(prompt, on_text))
+        return await self._submit(lambda: self._turn(prompt, on_text), records=True)
+
+    async def append(
+        self, messages: Iterable[SessionMessage | Mapping[str, Any]], *, markers: bool = False
+    ) -> AppendResult:
+        """Queue appending ``messages`` as the session's history, in one transaction.
+
+        Every message is checked first (a :class:`~kairox.messages.MessageError` names the
+        first bad one and nothing is appended). After the append, the automatic
+        compaction runs at each turn's end where a live conversation would have run it.
+        Markers in assistant messages are stripped and proposed only with ``markers``;
+        otherwise the text is kept verbatim and nothing is proposed.
+        """
+        checked = messages_from(messages)
+        return await self._submit(lambda: self._append(checked, markers), records=True)
+
+    async def record_reply(
+        self,
+        reply: SessionMessage,
+        *,
+        prompt: SessionMessage | None = None,
+        assembly: Assembly | None = None,
+        model: str | None = None,
+        tainted_by: Sequence[str] = (),
+    ) -> TurnResult:
+        """Queue recording a reply the caller's own model gave: a chat turn's pipeline.
+
+        The reply's markers are stripped and go through approval, with the taint of the
+        ``assembly`` the model was given (its tool output and retrieved text) and of
+        ``tainted_by``; the events are the ones a chat turn appends; the automatic
+        compaction runs at the end. ``prompt`` is the turn's user message: recorded
+        unless it is already the session's last message (so a turn's prompt is recorded
+        once however the caller reached here); ``None`` answers the last message.
+        """
+        if reply.role != "assistant":
+            raise SessionError(f"a reply is an assistant message, not a {reply.role} one")
+        return await self._submit(
+            lambda: self._record_reply(reply, prompt, assembly, model, tainted_by), records=True
+        )
 
     async def compact(self) -> CompactionResult:
         """Queue a manual compaction (skipped if one is already queued)."""
         if self._compaction_queued:
             return await self._submit(lambda: self._skip("a compaction is already queued"))
         self._compaction_queued = True
-        return await self._submit(lambda: self._compact("manual"))
+        return await self._submit(lambda: self._compact("manual"), records=True)
 
     async def switch_profile(self, profile: str) -> str:
         """Queue a profile switch; it waits for anything queued before it."""
@@ -270,11 +355,7 @@ class Session:
         """Summaries and whole turns after the last summarised event, oldest first."""
         summaries = self.events.list(session_id=self.session_id, types=[CompactionSummary])
         after = summaries[-1].payload["last_event_id"] if summaries else None
-        stored = self.events.list(
-            session_id=self.session_id,
-            types=[UserMessageAdded, AssistantMessageCompleted, ToolInvocationCompleted],
-            after_id=after,
-        )
+        stored = self.events.list(session_id=self.session_id, types=MESSAGE_EVENTS, after_id=after)
         turns: list[HistoryTurn] = []
         messages: list[ChatMessage] = []
         ids: list[int] = []
@@ -285,23 +366,13 @@ class Session:
                 turns.append(HistoryTurn(tuple(messages), tuple(ids), tools))
 
         for event in stored:
-            if event.type == "UserMessageAdded":
+            found = recorded_message(event)
+            assert found is not None  # only message events were asked for
+            if found.message.role == "user":
                 close_turn()
                 messages, ids, tools = [], [], False
-                messages.append(ChatMessage("user", event.payload["text"]))
-            elif event.type == "ToolInvocationCompleted":
-                tools = True
-                # Folded into an assistant message: chat APIs reject a bare "tool" role
-                # without the call id that produced it, and a tool's text must not gain
-                # the authority of a user or system message.
-                messages.append(
-                    ChatMessage(
-                        "assistant",
-                        f"[tool {event.payload['tool']} returned]\n{event.payload.get('output', '')}",
-                    )
-                )
-            else:
-                messages.append(ChatMessage("assistant", event.payload["text"]))
+            tools = tools or found.message.role == "tool"
+            messages.append(history_message(found.message))
             ids.append(event.id)
         close_turn()
         return _History(summaries, turns)
@@ -411,17 +482,6 @@ class Session:
                     text, turn_id=turn_id, model=self.profile.model, profile=self.profile_name
                 ),
             )
-        # Only what the model actually saw counts: tool output and retrieved text that
-        # made it into the prompt.
-        proposals = self.facade.memory.handle_turn(
-            extractor.markers,
-            extractor.rejected,
-            session_id=self.session_id,
-            workspace_id=workspace,
-            turn_id=turn_id,
-            tainted_by=assembly.tainted_by,
-        )
-        result = TurnResult(turn_id, text, assembly, proposals)
         # This turn joins the history read at its start: no second read.
         history.turns.append(
             HistoryTurn(
@@ -429,9 +489,155 @@ class Session:
                 (asked.id, answered.id),
             )
         )
+        # Only what the model actually saw counts: tool output and retrieved text that
+        # made it into the prompt.
+        return await self._conclude(
+            TurnResult(turn_id, text, assembly, TurnProposals()),
+            extractor,
+            assembly.tainted_by,
+            history,
+        )
+
+    async def _conclude(
+        self,
+        result: TurnResult,
+        extractor: MarkerExtractor,
+        tainted_by: Sequence[str],
+        history: _History,
+    ) -> TurnResult:
+        """The end of every turn, however its reply arrived: the reply's markers go to
+        the approval flow, then the automatic compaction runs if the next turn would
+        overflow (``history`` holds this turn)."""
+        result.proposals = self.facade.memory.handle_turn(
+            extractor.markers,
+            extractor.rejected,
+            session_id=self.session_id,
+            workspace_id=self.facade.workspace_id,
+            turn_id=result.turn_id,
+            tainted_by=tainted_by,
+        )
         if self._needs_compaction(history.turns):
             result.compaction = await self._compact("auto", history)
         return result
+
+    async def _record_reply(
+        self,
+        reply: SessionMessage,
+        prompt: SessionMessage | None,
+        assembly: Assembly | None,
+        model: str | None,
+        tainted_by: Sequence[str],
+    ) -> TurnResult:
+        history = self._read()
+        unanswered = self._unanswered(history)
+        recorded: list[Event] = []
+        if prompt is not None and (unanswered is None or unanswered[1] != prompt.content):
+            turn_id = uuid.uuid4().hex[:12]
+            recorded.append(message_event(prompt, turn_id=turn_id))
+        else:  # the reply answers the last message, which may open this turn
+            turn_id = (unanswered and unanswered[0]) or uuid.uuid4().hex[:12]
+        if assembly is not None:
+            recorded.append(
+                ContextAssembled(
+                    trace=assembly.trace(),
+                    total_tokens=assembly.used_tokens,
+                    budget=assembly.budget,
+                    turn_id=turn_id,
+                )
+            )
+        extractor = MarkerExtractor()
+        text = extractor.feed(reply.content) + extractor.close()
+        recorded.append(
+            AssistantMessageCompleted(
+                text,
+                turn_id=turn_id,
+                model=model,
+                profile=self.profile_name,
+                name=reply.name,
+                time=reply.time,
+            )
+        )
+        self.events.append_many(self.session_id, self.facade.workspace_id, recorded)
+        history = self._read()
+        # The model saw the assembly's unvetted text, and any tool output of this turn.
+        own_tools = bool(history.turns) and history.turns[-1].had_tool_output
+        taint = [
+            *(assembly.tainted_by if assembly is not None else []),
+            *(["tool output"] if own_tools else []),
+            *tainted_by,
+        ]
+        return await self._conclude(
+            TurnResult(turn_id, text, assembly, TurnProposals()),
+            extractor,
+            list(dict.fromkeys(taint)),
+            history,
+        )
+
+    def _unanswered(self, history: _History) -> tuple[str | None, str] | None:
+        """``(turn_id, text)`` of the session's last message if it is a user message."""
+        if not history.turns:
+            return None
+        stored = self.events.get(history.turns[-1].event_ids[-1])
+        found = None if stored is None else recorded_message(stored)
+        if found is None or found.message.role != "user":
+            return None
+        return found.turn_id, found.message.content
+
+    async def _append(self, messages: list[SessionMessage], markers: bool) -> AppendResult:
+        if not messages:
+            return AppendResult([])
+        recorded: list[Event] = []
+        extracted: list[tuple[str, MarkerExtractor, list[str]]] = []
+        turn_id, tools = uuid.uuid4().hex[:12], False
+        for message in messages:
+            if message.role == "user":
+                turn_id, tools = uuid.uuid4().hex[:12], False
+            tools = tools or message.role == "tool"
+            if markers and message.role == "assistant":
+                extractor = MarkerExtractor()
+                text = extractor.feed(message.content) + extractor.close()
+                message = dataclasses.replace(message, content=text)
+                extracted.append((turn_id, extractor, ["tool output"] if tools else []))
+            recorded.append(message_event(message, turn_id=turn_id))
+        stored = self.events.append_many(self.session_id, self.facade.workspace_id, recorded)
+        result = AppendResult([event.id for event in stored])
+        for turn, extractor, taint in extracted:
+            found = self.facade.memory.handle_turn(
+                extractor.markers,
+                extractor.rejected,
+                session_id=self.session_id,
+                workspace_id=self.facade.workspace_id,
+                turn_id=turn,
+                tainted_by=taint,
+            )
+            result.proposals.accepted += found.accepted
+            result.proposals.pending += found.pending
+            result.proposals.rejected += found.rejected
+        result.compactions = await self._compact_as_recorded()
+        return result
+
+    async def _compact_as_recorded(self) -> list[CompactionResult]:
+        """The automatic compactions a live conversation would have run at the end of
+        each turn of the history (after an append of many turns at once)."""
+        if not self.profile.auto_compact:
+            return []
+        history = self._read()
+        done: list[CompactionResult] = []
+        live: list[HistoryTurn] = []
+        for turn in history.turns:
+            live.append(turn)
+            if not self._needs_compaction(live):
+                continue
+            result = await self._compact("auto", _History(history.summaries, list(live)))
+            done.append(result)
+            if result.status == "failed":
+                break  # the next live turn tries again; a broken summariser fails each time
+            if result.status == "completed":
+                live = live[-KEEP_RECENT_TURNS:]
+                history.summaries = self.events.list(
+                    session_id=self.session_id, types=[CompactionSummary]
+                )
+        return done
 
     def _history_tokens(self, turns: Sequence[HistoryTurn]) -> int:
         return self._assembler().history_tokens(turns)

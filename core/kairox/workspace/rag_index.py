@@ -11,8 +11,6 @@ search are mixed in from :mod:`~kairox.workspace.index_embedding`,
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -23,6 +21,7 @@ import numpy as np
 
 from kairox.embed_progress import EmbedProgress
 from kairox.embedding import EmbeddingBackend, model_loaded, release_model
+from kairox.paths import state_lock
 from kairox.retrieval.fts5_common import CommonTerms
 from kairox.retrieval.fts5_merge import merge_segments, worth_merging
 from kairox.retrieval.vectors import SENTENCE_WEIGHT, SentenceVectors, check_sentence_weight
@@ -141,22 +140,14 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
 
     @contextlib.contextmanager
     def _exclusive(self, wait: bool) -> Iterator[None]:
-        lock_dir = self.database.parent / "locks"
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        name = hashlib.sha256(self.workspace_id.encode()).hexdigest()[:16]
-        with open(lock_dir / f"index-{name}.lock", "a+") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            except BlockingIOError:
-                raise IndexBusyError(
-                    f"another `kairox index` is running on {self.root}; wait for it to "
-                    "finish, or run without --no-wait to wait for it automatically"
-                ) from None
-            # The kernel drops a flock when its process dies, even by SIGKILL.
-            try:
+        try:
+            with state_lock(self.database, "index", self.workspace_id, wait=wait):
                 yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        except BlockingIOError:
+            raise IndexBusyError(
+                f"another `kairox index` is running on {self.root}; wait for it to "
+                "finish, or run without --no-wait to wait for it automatically"
+            ) from None
 
     def is_busy(self) -> bool:
         """Whether another process is indexing this workspace right now."""
