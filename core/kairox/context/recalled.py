@@ -115,7 +115,9 @@ def add_recall(
                 continue
             text = f"- {message.who}: {message.text.strip()}\n"
             label = f"event {message.event_id}"
-            piece = system.piece(orders[message.event_id], text, label, ("recall", message.event_id))
+            piece = system.piece(
+                orders[message.event_id], text, label, ("recall", message.event_id)
+            )
             group = _group(message)
             heading = headings.get(group)
             new_heading = heading is None or heading not in system.sections[RECALL]

@@ -6,7 +6,8 @@ vectors, in the state database, keyed by the message's event id);
 to the assembler as the ``recall`` context source.
 """
 
-from kairox.recall.archive import ArchivedMessage, MessageArchive
+from kairox.recall.archive import MessageArchive
+from kairox.recall.rows import ArchivedMessage
 from kairox.recall.search import RecallScope, recall_for
 
 __all__ = ["ArchivedMessage", "MessageArchive", "RecallScope", "recall_for"]

@@ -1,6 +1,6 @@
 """The message archive: every message of a workspace's sessions, indexed for recall.
 
-Each user message, model reply and tool output recorded in the event store gets one row
+Each message recorded (a user's, a model's reply, a system message, a tool's output) in the event store gets one row
 in ``recall_messages`` keyed by its event id (so nothing is indexed twice), its words in
 the FTS5 table ``recall_fts`` and its vector from the workspace's embedder in
 ``recall_vectors`` (keyed by event id and embedder, so vectors of two models are never
@@ -13,30 +13,29 @@ become visible in order; a sync indexes every message up to the newest event it 
 one transaction, so the indexed ids are always everything up to some id. The first sync
 of a process looks at every event (an anti-join), the later ones at newer events only.
 
-The rows of this workspace are also kept in memory (ids, sessions, texts and one vector
-matrix) for the ranking in :mod:`kairox.recall.search`; they grow with each sync.
+The rows of this workspace are also kept in memory (:class:`~kairox.recall.rows.MessageRows`)
+for the ranking in :mod:`kairox.recall.search`; they grow with each sync.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 
 from kairox.embedding import EmbeddingBackend
-from kairox.events import SqliteEventStore
+from kairox.events import SqliteEventStore, StoredEvent
+from kairox.messages import MESSAGE_EVENTS, recorded_message
+from kairox.recall.rows import ArchivedMessage, MessageRows
 from kairox.retrieval.fts5 import match_terms
 from kairox.retrieval.fts5_common import CommonTerms
 from kairox.retrieval.vectors import EMBED_BATCH, embed_unit
 from kairox.storage import Database, SqliteComponentStore
 
-__all__ = ["ArchivedMessage", "MessageArchive", "MessageRows", "message_roles"]
+__all__ = ["ArchivedMessage", "MessageArchive", "MessageRows"]
 
 RECALL_SCHEMA_VERSION: Final = 1
 
@@ -63,93 +62,30 @@ _SCHEMA: Final = (
     )""",
 )
 
-# Event type -> (role, the payload key holding the message's text).
-_MESSAGE_EVENTS: Final = {
-    "UserMessageAdded": ("user", "text"),
-    "AssistantMessageCompleted": ("assistant", "text"),
-    "ToolInvocationCompleted": ("tool", "output"),
-}
+# The events that record a message (kairox.messages), by type name.
+_MESSAGE_TYPES: Final = tuple(cls.type for cls in MESSAGE_EVENTS)
 
 #: BM25 weights of the FTS columns (speaker, text): a name in the question is a hint,
 #: the words of the message are the evidence.
 FTS_WEIGHTS: Final = (0.5, 1.0)
 
 
-def message_roles() -> dict[str, str]:
-    """The event types the archive indexes, and the role each records."""
-    return {name: role for name, (role, _) in _MESSAGE_EVENTS.items()}
-
-
-@dataclass(frozen=True)
-class ArchivedMessage:
-    """One archived message: who said what, when, in which session."""
-
-    event_id: int
-    session_id: str
-    role: str
-    speaker: str | None
-    time: str
-    """ISO 8601: when the message was said (its recorded time, else when it was stored)."""
-    text: str
-
-    @property
-    def who(self) -> str:
-        """The speaker's name, else the role (``user``, ``assistant``, ``tool``)."""
-        return self.speaker or self.role
-
-    @property
-    def tool_output(self) -> bool:
-        """Text a tool returned: nobody vetted it (the taint rule of tool output)."""
-        return self.role == "tool"
-
-
-def _message(event_id: int, session_id: str, created_at: str, kind: str, payload: str):
-    role, key = _MESSAGE_EVENTS[kind]
-    data: dict[str, Any] = json.loads(payload)
-    text = str(data.get(key) or "")
-    speaker = data.get("name") or (data.get("tool") if role == "tool" else None)
-    time = data.get("time") or created_at
-    return ArchivedMessage(event_id, session_id, role, speaker, str(time), text)
-
-
-class MessageRows:
-    """This workspace's archived messages in memory, in event-id order, with vectors."""
-
-    def __init__(self, dim: int) -> None:
-        self.messages: list[ArchivedMessage] = []
-        self.position: dict[int, int] = {}
-        self.sessions: dict[str, list[int]] = {}  # session -> positions, in order
-        self.session_codes: dict[str, int] = {}
-        self._codes = np.zeros(1024, dtype=np.int32)
-        self._matrix = np.zeros((1024, dim), dtype=np.float32)
-        self.last_id = 0
-
-    @property
-    def matrix(self) -> np.ndarray:
-        return self._matrix[: len(self.messages)]
-
-    @property
-    def codes(self) -> np.ndarray:
-        return self._codes[: len(self.messages)]
-
-    def add(self, messages: Sequence[ArchivedMessage], vectors: np.ndarray) -> None:
-        start = len(self.messages)
-        end = start + len(messages)
-        if end > len(self._codes):
-            size = max(end, 2 * len(self._codes))
-            self._codes = np.resize(self._codes, size)
-            grown = np.zeros((size, self._matrix.shape[1]), dtype=np.float32)
-            grown[:start] = self._matrix[:start]
-            self._matrix = grown
-        self._matrix[start:end] = vectors
-        for offset, message in enumerate(messages):
-            code = self.session_codes.setdefault(message.session_id, len(self.session_codes))
-            self._codes[start + offset] = code
-            self.position[message.event_id] = start + offset
-            self.sessions.setdefault(message.session_id, []).append(start + offset)
-            self.messages.append(message)
-        if messages:
-            self.last_id = messages[-1].event_id
+def _archived(
+    event_id: int,
+    session_id: str,
+    workspace_id: str | None,
+    created_at: str,
+    kind: str,
+    payload: str,
+) -> ArchivedMessage:
+    """The archive's row for one stored message event (read as :mod:`kairox.messages` does)."""
+    stored = StoredEvent(event_id, session_id, workspace_id, created_at, kind, json.loads(payload))
+    recorded = recorded_message(stored)
+    assert recorded is not None  # the query asked for message events only
+    message = recorded.message
+    return ArchivedMessage(
+        event_id, session_id, message.role, message.name, recorded.when, message.content
+    )
 
 
 class MessageArchive(SqliteComponentStore):
@@ -191,20 +127,21 @@ class MessageArchive(SqliteComponentStore):
             return added
 
     def _index_new_messages(self) -> int:
-        kinds = list(_MESSAGE_EVENTS)
+        kinds = list(_MESSAGE_TYPES)
         marks = ", ".join("?" * len(kinds))
         with self.database.transaction() as conn:
             (newest,) = conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()
             if newest <= self._watermark:
                 return 0
             rows = conn.execute(
-                "SELECT e.id, e.session_id, e.created_at, e.type, e.payload FROM events e "
+                "SELECT e.id, e.session_id, e.workspace_id, e.created_at, e.type, e.payload "
+                "FROM events e "
                 f"WHERE e.id > ? AND e.id <= ? AND e.workspace_id IS ? AND e.type IN ({marks}) "
                 "AND NOT EXISTS (SELECT 1 FROM recall_messages m WHERE m.event_id = e.id) "
                 "ORDER BY e.id",
                 (self._watermark, newest, self.workspace_id, *kinds),
             ).fetchall()
-            messages = [_message(*row) for row in rows]
+            messages = [_archived(*row) for row in rows]
             conn.executemany(
                 "INSERT INTO recall_messages(event_id, workspace_id, session_id, role, speaker,"
                 " time, text) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -299,11 +236,3 @@ class MessageArchive(SqliteComponentStore):
         with self._lock:
             rows = self._common_terms.ranked(self._conn, terms, k, ranked)
         return [(int(event_id), -float(rank)) for event_id, rank in rows]
-
-
-def parse_time(value: str) -> datetime | None:
-    """An archived time as a datetime (``None`` when it is not ISO 8601)."""
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None

@@ -1,17 +1,19 @@
-"""Ranking the archive for a prompt: words and vectors fused, neighbours, completing turns.
+"""Ranking the archive for a prompt: words and vectors fused, then a conversation's shape.
 
 A message is found by its words (FTS5 BM25 over speaker and text) and by its meaning (the
 workspace embedder's cosine), the two rankings fused ``convex`` as every Kairox search is
 (:func:`kairox.retrieval.fusion.fuse`). A conversation says one thing over several
-messages, so each message's score is then lifted by its best neighbour's
-(:data:`NEIGHBOUR_LIFT`): a reply next to the question that names the topic ranks with it.
-Each hit is handed on with the neighbours that complete it: the message before a short
-reply (what it answers), the message after a question (its answer).
+messages, so the fused scores are then spread over it: a message by someone the prompt
+names scores a little more (:data:`SPEAKER_BOOST`), each message gains a share of its best
+neighbour's score (:data:`NEIGHBOUR_LIFT`) and of the best score in its sitting
+(:data:`SITTING_LIFT`). Each hit is handed on with the neighbours that complete it: the
+message before a short reply (what it answers), the message after a question (its answer).
+
+Everything after fusion is a few numpy operations over one score per archived message.
 """
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
@@ -19,7 +21,8 @@ from typing import Final
 import numpy as np
 
 from kairox.context.assembly import RecalledMessage, RecalledTurn
-from kairox.recall.archive import ArchivedMessage, MessageArchive, MessageRows
+from kairox.recall.archive import MessageArchive
+from kairox.recall.rows import ArchivedMessage, MessageRows
 from kairox.retrieval.fusion import fuse
 from kairox.retrieval.model import Hit, ScoreKind
 from kairox.retrieval.vectors import top_k
@@ -27,9 +30,16 @@ from kairox.retrieval.vectors import top_k
 __all__ = ["RecallScope", "RecallSearch", "recall_for"]
 
 #: How many messages each of words and vectors proposes before fusion.
-CANDIDATES: Final = 300
-#: A message's score gains this share of its best neighbour's (same session, next to it).
-NEIGHBOUR_LIFT: Final = 0.3
+CANDIDATES: Final = 200
+# The constants below were tuned on three LoCoMo development conversations (conv-26,
+# conv-41, conv-43; benchmarks/README.md, "Recall"), from recall@10 0.572 (words alone).
+#: A message gains this share of its best neighbour's score (a neighbour two messages
+#: away counts half): one exchange says one thing over several messages (-> 0.668).
+NEIGHBOUR_LIFT: Final = 0.8
+#: ... and this share of the best score in its sitting (-> 0.689).
+SITTING_LIFT: Final = 0.3
+#: A message by someone the prompt names scores this much more (-> 0.692).
+SPEAKER_BOOST: Final = 0.2
 #: A reply this short (in words) is shown with the message it answers.
 SHORT_REPLY_WORDS: Final = 8
 
@@ -50,11 +60,15 @@ class RecallScope(StrEnum):
 
 @dataclass(frozen=True)
 class RecallSearch:
-    """How recall ranks: the fusion weights of words and vectors, the neighbour lift."""
+    """How recall ranks (the defaults are the tuned constants above)."""
 
-    vector_weight: float = 1.0
+    vector_weight: float | None = None
+    """``None``: the embedder's ``fusion_weight`` when it has one (as the workspace
+    index weighs its vector hits), else 1."""
     words_weight: float = 1.0
     neighbour_lift: float = NEIGHBOUR_LIFT
+    sitting_lift: float = SITTING_LIFT
+    speaker_boost: float = SPEAKER_BOOST
     candidates: int = CANDIDATES
 
 
@@ -78,101 +92,94 @@ def recall_for(
         return []
     if sync:
         archive.sync()
+    rows = archive.rows
+    if not len(rows):
+        return []
     search = search or RecallSearch()
     own = session_id if scope is RecallScope.OWN else None
-    scores = _fused(archive, text, own, search)
-    rows = archive.rows
-    if search.neighbour_lift:
-        scores = _lifted(rows, scores, search.neighbour_lift)
-    ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
-    return [_turn(rows, position, score) for position, score in ranked]
+    scores = _shaped(rows, _fused(archive, text, own, search), text, search)
+    if own is not None:
+        code = rows.session_codes.get(own, -1)
+        scores[:-1][rows.array("session") != code] = 0.0
+    scores = scores[:-1]
+    count = min(k, int(np.count_nonzero(scores > 0)))
+    if count == 0:
+        return []
+    best = np.argpartition(-scores, count - 1)[:count]
+    best = best[np.lexsort((best, -scores[best]))]
+    return [_turn(rows, int(p), float(scores[p])) for p in best]
 
 
-def _fused(
-    archive: MessageArchive, text: str, own: str | None, search: RecallSearch
-) -> dict[int, float]:
-    """Row position -> fused score of every message words or vectors proposed."""
+def _fused(archive: MessageArchive, text: str, own: str | None, search: RecallSearch) -> np.ndarray:
+    """The fused score of every message (0 for those neither ranking found), plus one
+    zero at the end (see :class:`~kairox.recall.rows.MessageRows`)."""
     rows = archive.rows
     position = rows.position
     ranked: dict[str, list[Hit]] = {}
     words = archive.search_words(text, search.candidates, own)
+    # Ids are row positions; the uri tells fusion two sources found the same message
+    # (two messages with the same text are still two messages).
     ranked[_WORDS] = [
         Hit(str(position[event_id]), "", score, _WORDS, f"recall:{event_id}")
         for event_id, score in words
         if event_id in position
     ]
-    if search.vector_weight and len(rows.messages):
+    vector_weight = search.vector_weight
+    if vector_weight is None:
+        vector_weight = float(getattr(archive.embedder, "fusion_weight", 1.0))
+    if vector_weight:
         mask = None
         if own is not None:
-            code = rows.session_codes.get(own)
-            mask = rows.codes == (-1 if code is None else code)
-        query = archive.embedder.embed([text])[0]
-        found, cosines = top_k(
-            rows.matrix, np.asarray(query), search.candidates, mask=mask, sentences=None
-        )
+            mask = rows.array("session") == rows.session_codes.get(own, -1)
+        query = np.asarray(archive.embedder.embed([text])[0])
+        found, cosines = top_k(rows.matrix, query, search.candidates, mask=mask)
         ranked[_VECTORS] = [
-            Hit(str(p), "", float(s), _VECTORS, f"recall:{rows.messages[p].event_id}")
+            Hit(str(p), "", s, _VECTORS, f"recall:{rows.messages[p].event_id}")
             for p, s in zip(found.tolist(), cosines.tolist(), strict=True)
         ]
     fused = fuse(
         ranked,
         method="convex",
-        weights={_WORDS: search.words_weight, _VECTORS: search.vector_weight},
+        weights={_WORDS: search.words_weight, _VECTORS: vector_weight},
         score_kinds={_WORDS: ScoreKind.BM25, _VECTORS: ScoreKind.COSINE},
     )
-    return {int(hit.id): hit.score for hit in fused}
+    scores = np.zeros(len(rows) + 1, dtype=np.float64)
+    for hit in fused:
+        scores[int(hit.id)] = hit.score
+    return scores
 
 
-def _lifted(rows: MessageRows, scores: dict[int, float], lift: float) -> dict[int, float]:
-    """Each scored message, and each neighbour of one, lifted by its best neighbour."""
-    candidates = set(scores)
-    for position in scores:
-        candidates.update(_neighbours(rows, position))
-    out = {}
-    for position in candidates:
-        own = scores.get(position, 0.0)
-        best = max((scores.get(n, 0.0) for n in _neighbours(rows, position)), default=0.0)
-        out[position] = own + lift * best
-    return out
-
-
-def _neighbours(rows: MessageRows, position: int) -> list[int]:
-    """Positions of the messages right before and after ``position`` in its session."""
-    message = rows.messages[position]
-    order = rows.sessions[message.session_id]
-    found = []
-    # Positions grow with event ids within a session, so a session's list is sorted.
-    index = _index_in(order, position)
-    if index > 0:
-        found.append(order[index - 1])
-    if index + 1 < len(order):
-        found.append(order[index + 1])
-    return found
-
-
-def _index_in(order: list[int], position: int) -> int:
-    return bisect.bisect_left(order, position)
+def _shaped(rows: MessageRows, scores: np.ndarray, text: str, search: RecallSearch) -> np.ndarray:
+    """Fused scores spread over the conversation: speakers named, neighbours, sittings."""
+    if search.speaker_boost:
+        named = rows.named_speakers(text)
+        if named:
+            mine = np.isin(rows.array("speaker"), named)
+            scores[:-1][mine] *= 1 + search.speaker_boost
+    if search.neighbour_lift:
+        near = np.maximum(scores[rows.array("before1")], scores[rows.array("after1")])
+        far = np.maximum(scores[rows.array("before2")], scores[rows.array("after2")]) / 2
+        lifted = scores.copy()
+        lifted[:-1] += search.neighbour_lift * np.maximum(near, far)
+        scores = lifted
+    if search.sitting_lift:
+        sittings = rows.array("sitting")
+        best = np.zeros(len(rows), dtype=np.float64)
+        np.maximum.at(best, sittings, scores[:-1])
+        scores[:-1] += search.sitting_lift * best[sittings]
+    return scores
 
 
 def _turn(rows: MessageRows, position: int, score: float) -> RecalledTurn:
     """The message at ``position`` with the neighbours that complete it."""
     message = rows.messages[position]
-    before, after = _before_after(rows, position)
     shown = [message]
-    if before is not None and len(message.text.split()) <= SHORT_REPLY_WORDS:
-        shown.insert(0, before)  # a short reply means little without what it answers
-    if after is not None and message.text.rstrip().endswith("?"):
-        shown.append(after)  # a question is completed by its answer
+    before, after = int(rows.array("before1")[position]), int(rows.array("after1")[position])
+    if before < len(rows) and len(message.text.split()) <= SHORT_REPLY_WORDS:
+        shown.insert(0, rows.messages[before])  # a short reply means little without its cause
+    if after < len(rows) and message.text.rstrip().endswith("?"):
+        shown.append(rows.messages[after])  # a question is completed by its answer
     return RecalledTurn(message.event_id, tuple(_recalled(m) for m in shown), score)
-
-
-def _before_after(
-    rows: MessageRows, position: int) -> tuple[ArchivedMessage | None, ArchivedMessage | None]:
-    order = rows.sessions[rows.messages[position].session_id]
-    index = _index_in(order, position)
-    before = rows.messages[order[index - 1]] if index > 0 else None
-    after = rows.messages[order[index + 1]] if index + 1 < len(order) else None
-    return before, after
 
 
 def _recalled(message: ArchivedMessage) -> RecalledMessage:
