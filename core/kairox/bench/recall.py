@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kairox.bench.locomo import Conversation, LocomoError, load_locomo
-from kairox.context.tokens import count_tokens
+from kairox.context.tokens import count_message_tokens
 
 __all__ = ["RecallBenchError", "benchmark"]
 
@@ -68,10 +68,11 @@ def _share(found: set[str], evidence: Sequence[str]) -> float:
 
 
 def _newest_that_fit(conversation: Conversation, budget: int, encoding: str) -> set[str]:
+    """The turns a window with no recall holds: the newest, each a chat message."""
     kept: set[str] = set()
     spent = 0
     for turn in reversed(conversation.turns):
-        spent += count_tokens(turn.line, encoding)
+        spent += count_message_tokens("user", turn.line, encoding)
         if spent > budget:
             break
         kept.add(turn.dia_id)
@@ -102,7 +103,7 @@ class _Scores:
 def benchmark(
     dataset: Path,
     *,
-    budgets: Sequence[int] = (2000, 4000, 8000),
+    budgets: Sequence[int] = (2048, 4096, 8192),
     ks: Sequence[int] = (10, 50),
     conversations: Sequence[str] | None = None,
     embedder: str = "hashing",

@@ -22,7 +22,7 @@ __all__ = ["recall"]
     required=True,
     help="A LoCoMo-format JSON file (a list of conversations with their questions).",
 )
-@numbers_option("--budgets", "2000,4000,8000", "Prompt budgets in tokens.")
+@numbers_option("--budgets", "2048,4096,8192", "Prompt budgets in tokens.")
 @numbers_option("--ks", "10,50", "Depths of the recall source alone and of BM25.")
 @option("--conversations", "", "Only these sample ids, comma-separated (default: all).")
 @option("--embedder", "hashing", "The workspace embedding backend recall's vectors come from.")

@@ -8,6 +8,13 @@ to the assembler as the ``recall`` context source.
 
 from kairox.recall.archive import MessageArchive
 from kairox.recall.rows import ArchivedMessage
-from kairox.recall.search import RecallScope, recall_for
+from kairox.recall.search import RecallScope, RecallSearch, recall_for, recalled_json
 
-__all__ = ["ArchivedMessage", "MessageArchive", "RecallScope", "recall_for"]
+__all__ = [
+    "ArchivedMessage",
+    "MessageArchive",
+    "RecallScope",
+    "RecallSearch",
+    "recall_for",
+    "recalled_json",
+]

@@ -14,9 +14,10 @@ Everything after fusion is a few numpy operations over one score per archived me
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from kairox.retrieval.fusion import fuse
 from kairox.retrieval.model import Hit, ScoreKind
 from kairox.retrieval.vectors import top_k
 
-__all__ = ["RecallScope", "RecallSearch", "recall_for"]
+__all__ = ["RecallScope", "RecallSearch", "recall_for", "recalled_json"]
 
 #: How many messages each of words and vectors proposes before fusion.
 CANDIDATES: Final = 200
@@ -191,3 +192,28 @@ def _recalled(message: ArchivedMessage) -> RecalledMessage:
         message.text,
         message.tool_output,
     )
+
+
+def recalled_json(turns: Sequence[RecalledTurn]) -> list[dict[str, Any]]:
+    """Recall hits as JSON, best first: the message found and the ones that complete it
+    (``tool_output``: text a tool returned, unvetted)."""
+    return [
+        {
+            "rank": rank,
+            "event_id": turn.event_id,
+            "score": round(turn.score, 6),
+            "messages": [
+                {
+                    "event_id": m.event_id,
+                    "session": m.session_id,
+                    "speaker": m.who,
+                    "time": m.time,
+                    "text": m.text,
+                    "tool_output": m.tool_output,
+                    "hit": m.event_id == turn.event_id,
+                }
+                for m in turn.messages
+            ],
+        }
+        for rank, turn in enumerate(turns, start=1)
+    ]
