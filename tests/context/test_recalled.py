@@ -21,7 +21,9 @@ def prompt_text(result) -> str:
 def test_a_message_the_kept_history_holds_is_never_recalled_too():
     history = [turn(1), turn(2)]  # events 10, 11, 20, 21
     recall = [said(20, "question 2 " * 5), said(3, "the lighthouse keeper retired")]
-    result = assembler(BIG).assemble(AssemblyInput("sys", "what now?", history=history, recall=recall))
+    result = assembler(BIG).assemble(
+        AssemblyInput("sys", "what now?", history=history, recall=recall)
+    )
     text = prompt_text(result)
     assert text.count("question 2 " * 5) == 1  # the live turn, not a recalled copy
     assert "- Ann: the lighthouse keeper retired\n" in result.messages[0].content

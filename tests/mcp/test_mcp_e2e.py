@@ -16,7 +16,7 @@ from kairox.facade import AppFacade
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = {"search", "context", "remember", "memories", "forget"}
+TOOLS = {"search", "context", "recall", "remember", "memories", "forget"}
 
 
 async def _approve_flow(client: Client, kairox_cli: Callable[..., Any], workspace, payload) -> None:

@@ -19,6 +19,7 @@ leave the adversarial category 5 out.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import statistics
 import tempfile
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kairox.bench.locomo import Conversation, LocomoError, load_locomo
+from kairox.bench.report import created_now, machine
 from kairox.context.tokens import count_message_tokens
 
 __all__ = ["RecallBenchError", "benchmark"]
@@ -181,6 +183,9 @@ def benchmark(
     questions[MAIN] = sum(v for k, v in questions.items() if k in "1234")
     return {
         "benchmark": "recall",
+        "created": created_now(),
+        "machine": machine(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
         "dataset": str(dataset),
         "conversations": [c.sample_id for c in loaded],
         "turns": sum(len(c.turns) for c in loaded),
