@@ -332,7 +332,7 @@ def assert_within_share(facade, results):
 @pytest.fixture
 def facade_without_recall(workspace):
     """Compaction alone: recall would bring the summarised messages back (by design)."""
-    (workspace / "kairox.toml").write_text(CONFIG + '\n[recall]\nsessions = "none"\n')
+    (workspace / "kairox.toml").write_text(SESSION_PROFILES + '\n[recall]\nsessions = "none"\n')
     return AppFacade(cwd=workspace)
 
 

@@ -415,11 +415,18 @@ class AppFacade:
         )
 
     def recall(
-        self, text: str, *, session_id: str, scope: str | None = None, k: int = 10
+        self,
+        text: str,
+        *,
+        session_id: str,
+        scope: str | None = None,
+        k: int = 10,
+        encoding: str | None = None,
     ) -> list[RecalledTurn]:
         """The ``k`` archived messages most relevant to ``text`` that ``session_id`` may
         recall (``scope``: ``own``, ``workspace``, ``none``; the ``[recall]`` table's by
-        default), best first, after indexing what the event store holds and the index lacks."""
+        default), best first, after indexing what the event store holds and the index lacks;
+        with ``encoding``, each message's prompt line comes counted in it."""
         from kairox.recall import recall_for
 
         return recall_for(
@@ -428,6 +435,7 @@ class AppFacade:
             session_id=session_id,
             scope=scope or self.config.recall.sessions,
             k=k,
+            encoding=encoding,
         )
 
     # -- knowledge bases ----------------------------------------------------------

@@ -218,7 +218,10 @@ class Session:
         """The profile's assembler; its counter's per-event cache is the one token ledger."""
         recall = self.facade.config.recall
         return ContextAssembler.for_profile(
-            self.profile, self.counter, recall_share=recall.share, recall_max_tokens=recall.max_tokens
+            self.profile,
+            self.counter,
+            recall_share=recall.share,
+            recall_max_tokens=recall.max_tokens,
         )
 
     @property
@@ -423,7 +426,12 @@ class Session:
         as a failing source does (the turn goes on)."""
         started = time.perf_counter()
         try:
-            found = self.facade.recall(prompt, session_id=self.session_id, k=RECALL_CANDIDATES)
+            found = self.facade.recall(
+                prompt,
+                session_id=self.session_id,
+                k=RECALL_CANDIDATES,
+                encoding=self.profile.encoding,
+            )
         except Exception as exc:
             stage = {
                 "stage": "recall",

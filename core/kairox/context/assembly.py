@@ -77,6 +77,9 @@ class RecalledMessage:
     time: str
     text: str
     tool_output: bool = False
+    tokens: tuple[str, int] | None = None
+    """``(encoding, count)`` of the message's line (:func:`kairox.context.recalled.recall_line`)
+    when the caller counted it already; used when the assembler counts in that encoding."""
 
 
 @dataclass(frozen=True)

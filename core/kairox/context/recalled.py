@@ -21,10 +21,17 @@ from datetime import datetime
 from kairox.context.assembly import DROP_BUDGET, RecalledMessage, RecalledTurn
 from kairox.context.system_message import RECALL, Draft, Piece, SystemMessage
 
-__all__ = ["RecallOutcome", "add_recall", "kept_recalled"]
+__all__ = ["RecallOutcome", "add_recall", "kept_recalled", "recall_line"]
 
 #: Below this many tokens of room, no recalled message fits: stop looking.
 _SMALLEST = 6
+#: After this many messages in a row that do not fit, the rest are not looked at either.
+_MISFITS = 16
+
+
+def recall_line(who: str, text: str) -> str:
+    """How one recalled message reads in the prompt."""
+    return f"- {who}: {text.strip()}\n"
 
 
 @dataclass
@@ -107,17 +114,21 @@ def add_recall(
     candidates = {m.event_id for turn in turns for m in turn.messages} - live
     headings: dict[tuple[str, str], Piece] = {}
     spent = 0
+    misfits = 0
+    encoding = system.encoding
     for turn in turns:
-        if budget - spent < _SMALLEST:
+        if budget - spent < _SMALLEST or misfits >= _MISFITS:
             break
         for message in turn.messages:
             if message.event_id in live or message.event_id in outcome.event_ids:
                 continue
-            text = f"- {message.who}: {message.text.strip()}\n"
+            text = recall_line(message.who, message.text)
             label = f"event {message.event_id}"
-            piece = system.piece(
-                orders[message.event_id], text, label, ("recall", message.event_id)
-            )
+            order = orders[message.event_id]
+            if message.tokens is not None and message.tokens[0] == encoding:
+                piece = Piece(order, text, message.tokens[1], label)  # counted when archived
+            else:
+                piece = system.piece(order, text, label, ("recall", message.event_id))
             group = _group(message)
             heading = headings.get(group)
             new_heading = heading is None or heading not in system.sections[RECALL]
@@ -126,7 +137,9 @@ def add_recall(
             assert heading is not None
             cost = system.extra(RECALL, piece) + (heading.tokens if new_heading else 0)
             if spent + cost > budget:
+                misfits += 1
                 continue
+            misfits = 0
             if new_heading:
                 system.add(RECALL, heading)
                 headings[group] = heading

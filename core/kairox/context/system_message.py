@@ -107,6 +107,7 @@ class SystemMessage:
 
     def __init__(self, counter: TokenCounter, base: str, section_order: Sequence[str]) -> None:
         self._counter = counter
+        self.encoding = counter.encoding
         self.base = base
         # The bare prompt is sent verbatim; with sections after it, it gets a blank line.
         self._base_piece = base + "\n\n" if base else ""

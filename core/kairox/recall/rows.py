@@ -17,6 +17,9 @@ from typing import Final
 
 import numpy as np
 
+from kairox.context.recalled import recall_line
+from kairox.context.tokens import get_encoding
+
 __all__ = ["SITTING_GAP", "ArchivedMessage", "MessageRows", "parse_time"]
 
 #: Messages further apart than this start a new sitting.
@@ -86,6 +89,7 @@ class MessageRows:
         self._last: dict[str, tuple[int, datetime | None]] = {}  # session -> position, time
         self._matrix = np.zeros((1024, dim), dtype=np.float32)
         self._arrays: dict[str, np.ndarray] = {}
+        self._line_tokens: dict[str, list[int]] = {}  # encoding -> each message's line
         self.last_id = 0
 
     def __len__(self) -> int:
@@ -115,6 +119,16 @@ class MessageRows:
                 found = np.where(found < 0, len(self.messages), found)
             self._arrays[name] = found
         return found
+
+    def line_tokens(self, encoding: str, position: int) -> int:
+        """Tokens of message ``position``'s prompt line (:func:`recall_line`) in
+        ``encoding``; the lines not counted yet are counted together, once."""
+        counted = self._line_tokens.setdefault(encoding, [])
+        if position >= len(counted):
+            lines = [recall_line(m.who, m.text) for m in self.messages[len(counted) :]]
+            coded = get_encoding(encoding).encode_ordinary_batch(lines, num_threads=1)
+            counted.extend(len(tokens) for tokens in coded)
+        return counted[position]
 
     def add(self, messages: Sequence[ArchivedMessage], vectors: np.ndarray) -> None:
         """Append ``messages`` (newer than every row held) and their unit vectors."""

@@ -25,7 +25,7 @@ from kairox.context.assembly import RecalledMessage, RecalledTurn
 from kairox.recall.archive import MessageArchive
 from kairox.recall.rows import ArchivedMessage, MessageRows
 from kairox.retrieval.fusion import fuse
-from kairox.retrieval.model import Hit, ScoreKind
+from kairox.retrieval.model import FAN_OUT, Hit, ScoreKind
 from kairox.retrieval.vectors import top_k
 
 __all__ = ["RecallScope", "RecallSearch", "recall_for", "recalled_json"]
@@ -82,11 +82,14 @@ def recall_for(
     k: int = CANDIDATES,
     search: RecallSearch | None = None,
     sync: bool = True,
+    encoding: str | None = None,
 ) -> list[RecalledTurn]:
     """The ``k`` archived messages most relevant to ``text`` that ``session_id`` may
     recall under ``scope``, best first, each with the neighbours that complete it.
 
-    ``sync`` first indexes what the event store holds and the archive lacks.
+    ``sync`` first indexes what the event store holds and the archive lacks. With an
+    ``encoding``, each message carries its prompt line's token count in it (counted once
+    per process and message, not once per turn).
     """
     scope = RecallScope(scope)
     if scope is RecallScope.NONE or not text.strip() or k < 1:
@@ -108,7 +111,7 @@ def recall_for(
         return []
     best = np.argpartition(-scores, count - 1)[:count]
     best = best[np.lexsort((best, -scores[best]))]
-    return [_turn(rows, int(p), float(scores[p])) for p in best]
+    return [_turn(rows, int(p), float(scores[p]), encoding) for p in best]
 
 
 def _fused(archive: MessageArchive, text: str, own: str | None, search: RecallSearch) -> np.ndarray:
@@ -133,7 +136,12 @@ def _fused(archive: MessageArchive, text: str, own: str | None, search: RecallSe
         if own is not None:
             mask = rows.array("session") == rows.session_codes.get(own, -1)
         query = np.asarray(archive.embedder.embed([text])[0])
-        found, cosines = top_k(rows.matrix, query, search.candidates, mask=mask)
+        # Recall runs next to the turn's other sources: one BLAS thread (kairox.retrieval.blas).
+        fan_out = FAN_OUT.set(max(2, FAN_OUT.get()))
+        try:
+            found, cosines = top_k(rows.matrix, query, search.candidates, mask=mask)
+        finally:
+            FAN_OUT.reset(fan_out)
         ranked[_VECTORS] = [
             Hit(str(p), "", s, _VECTORS, f"recall:{rows.messages[p].event_id}")
             for p, s in zip(found.tolist(), cosines.tolist(), strict=True)
@@ -171,19 +179,21 @@ def _shaped(rows: MessageRows, scores: np.ndarray, text: str, search: RecallSear
     return scores
 
 
-def _turn(rows: MessageRows, position: int, score: float) -> RecalledTurn:
+def _turn(rows: MessageRows, position: int, score: float, encoding: str | None) -> RecalledTurn:
     """The message at ``position`` with the neighbours that complete it."""
     message = rows.messages[position]
-    shown = [message]
+    shown = [position]
     before, after = int(rows.array("before1")[position]), int(rows.array("after1")[position])
     if before < len(rows) and len(message.text.split()) <= SHORT_REPLY_WORDS:
-        shown.insert(0, rows.messages[before])  # a short reply means little without its cause
+        shown.insert(0, before)  # a short reply means little without what it answers
     if after < len(rows) and message.text.rstrip().endswith("?"):
-        shown.append(rows.messages[after])  # a question is completed by its answer
-    return RecalledTurn(message.event_id, tuple(_recalled(m) for m in shown), score)
+        shown.append(after)  # a question is completed by its answer
+    return RecalledTurn(message.event_id, tuple(_recalled(rows, p, encoding) for p in shown), score)
 
 
-def _recalled(message: ArchivedMessage) -> RecalledMessage:
+def _recalled(rows: MessageRows, position: int, encoding: str | None) -> RecalledMessage:
+    message: ArchivedMessage = rows.messages[position]
+    tokens = None if encoding is None else (encoding, rows.line_tokens(encoding, position))
     return RecalledMessage(
         message.event_id,
         message.session_id,
@@ -191,6 +201,7 @@ def _recalled(message: ArchivedMessage) -> RecalledMessage:
         message.time,
         message.text,
         message.tool_output,
+        tokens,
     )
 
 
