@@ -74,7 +74,7 @@ SUMMARY_SHARE = 0.2
 DELTA_BATCH = 32
 # How many archived messages recall offers the assembler each turn (best first); what
 # fits its share of the budget is taken.
-RECALL_CANDIDATES = 300
+RECALL_CANDIDATES = 200
 
 
 class SessionError(KairoxError, RuntimeError):

@@ -14,6 +14,7 @@ minute (``### <session> · 2023-05-08 13:56``), each as ``- <speaker>: <text>``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -44,6 +45,7 @@ class RecallOutcome:
     """``id()`` of each piece holding tool output (unvetted text, like tool output in history)."""
 
 
+@functools.lru_cache(maxsize=4096)  # messages of one sitting share their times
 def _when(time: str) -> str:
     try:
         return datetime.fromisoformat(time).strftime("%Y-%m-%d %H:%M")

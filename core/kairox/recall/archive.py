@@ -119,29 +119,38 @@ class MessageArchive(SqliteComponentStore):
 
     def sync(self) -> int:
         """Index the messages the event store holds and the index lacks; how many were new
-        (words and vectors both). Safe to call from several threads and processes."""
+        (words and vectors both). Safe to call from several threads and processes; with
+        no new event since the last sync it costs one read."""
         with self._sync_lock:
-            added = self._index_new_messages()
-            self._embed_missing()
-            self._load_rows()
-            return added
-
-    def _index_new_messages(self) -> int:
-        kinds = list(_MESSAGE_TYPES)
-        marks = ", ".join("?" * len(kinds))
-        with self.database.transaction() as conn:
-            (newest,) = conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()
+            with self._lock:
+                (newest,) = self._conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()
             if newest <= self._watermark:
                 return 0
-            rows = conn.execute(
-                "SELECT e.id, e.session_id, e.workspace_id, e.created_at, e.type, e.payload "
-                "FROM events e "
-                f"WHERE e.id > ? AND e.id <= ? AND e.workspace_id IS ? AND e.type IN ({marks}) "
-                "AND NOT EXISTS (SELECT 1 FROM recall_messages m WHERE m.event_id = e.id) "
-                "ORDER BY e.id",
-                (self._watermark, newest, self.workspace_id, *kinds),
-            ).fetchall()
-            messages = [_archived(*row) for row in rows]
+            added = self._index_new_messages(newest)
+            self._embed_missing()
+            self._load_rows()
+            self._watermark = newest
+            return added
+
+    def _missing(self, conn: Any, newest: int) -> list[Any]:
+        kinds = list(_MESSAGE_TYPES)
+        return conn.execute(
+            "SELECT e.id, e.session_id, e.workspace_id, e.created_at, e.type, e.payload "
+            "FROM events e "
+            f"WHERE e.id > ? AND e.id <= ? AND e.workspace_id IS ? "
+            f"AND e.type IN ({', '.join('?' * len(kinds))}) "
+            "AND NOT EXISTS (SELECT 1 FROM recall_messages m WHERE m.event_id = e.id) "
+            "ORDER BY e.id",
+            (self._watermark, newest, self.workspace_id, *kinds),
+        ).fetchall()
+
+    def _index_new_messages(self, newest: int) -> int:
+        with self._lock:
+            if not self._missing(self._conn, newest):
+                return 0  # nothing to write: no write lock taken
+        with self.database.transaction() as conn:
+            # Again under the write lock: another process may have indexed them meanwhile.
+            messages = [_archived(*row) for row in self._missing(conn, newest)]
             conn.executemany(
                 "INSERT INTO recall_messages(event_id, workspace_id, session_id, role, speaker,"
                 " time, text) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -154,7 +163,6 @@ class MessageArchive(SqliteComponentStore):
                 "INSERT INTO recall_fts(rowid, speaker, text) VALUES (?, ?, ?)",
                 [(m.event_id, m.speaker or m.role, m.text) for m in messages],
             )
-        self._watermark = newest
         return len(messages)
 
     def _embed_missing(self) -> None:

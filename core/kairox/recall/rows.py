@@ -89,6 +89,7 @@ class MessageRows:
         self._last: dict[str, tuple[int, datetime | None]] = {}  # session -> position, time
         self._matrix = np.zeros((1024, dim), dtype=np.float32)
         self._arrays: dict[str, np.ndarray] = {}
+        self._flags: dict[str, tuple[list[bool], list[bool]]] = {}
         self._line_tokens: dict[str, list[int]] = {}  # encoding -> each message's line
         self.last_id = 0
 
@@ -119,6 +120,15 @@ class MessageRows:
                 found = np.where(found < 0, len(self.messages), found)
             self._arrays[name] = found
         return found
+
+    def flags(self, short_words: int) -> tuple[list[bool], list[bool]]:
+        """Per message: whether it is a short reply (at most ``short_words`` words), and
+        whether it asks a question (ends with ``?``)."""
+        short, question = self._flags.setdefault(f"flags:{short_words}", ([], []))
+        for message in self.messages[len(short) :]:
+            short.append(len(message.text.split()) <= short_words)
+            question.append(message.text.rstrip().endswith("?"))
+        return short, question
 
     def line_tokens(self, encoding: str, position: int) -> int:
         """Tokens of message ``position``'s prompt line (:func:`recall_line`) in

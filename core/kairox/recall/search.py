@@ -111,7 +111,7 @@ def recall_for(
         return []
     best = np.argpartition(-scores, count - 1)[:count]
     best = best[np.lexsort((best, -scores[best]))]
-    return [_turn(rows, int(p), float(scores[p]), encoding) for p in best]
+    return _turns(rows, best.tolist(), scores[best].tolist(), encoding)
 
 
 def _fused(archive: MessageArchive, text: str, own: str | None, search: RecallSearch) -> np.ndarray:
@@ -179,21 +179,30 @@ def _shaped(rows: MessageRows, scores: np.ndarray, text: str, search: RecallSear
     return scores
 
 
-def _turn(rows: MessageRows, position: int, score: float, encoding: str | None) -> RecalledTurn:
-    """The message at ``position`` with the neighbours that complete it."""
-    message = rows.messages[position]
-    shown = [position]
-    before, after = int(rows.array("before1")[position]), int(rows.array("after1")[position])
-    if before < len(rows) and len(message.text.split()) <= SHORT_REPLY_WORDS:
-        shown.insert(0, before)  # a short reply means little without what it answers
-    if after < len(rows) and message.text.rstrip().endswith("?"):
-        shown.append(after)  # a question is completed by its answer
-    return RecalledTurn(message.event_id, tuple(_recalled(rows, p, encoding) for p in shown), score)
+def _turns(
+    rows: MessageRows, positions: list[int], scores: list[float], encoding: str | None
+) -> list[RecalledTurn]:
+    """The messages at ``positions`` with the neighbours that complete them: the message
+    before a short reply (what it answers), the message after a question (its answer)."""
+    count = len(rows)
+    before, after = rows.array("before1").tolist(), rows.array("after1").tolist()
+    short, question = rows.flags(SHORT_REPLY_WORDS)
+    turns = []
+    for position, score in zip(positions, scores, strict=True):
+        shown = [position]
+        if short[position] and before[position] < count:
+            shown.insert(0, before[position])
+        if question[position] and after[position] < count:
+            shown.append(after[position])
+        messages = tuple(_recalled(rows, p, encoding) for p in shown)
+        turns.append(RecalledTurn(rows.messages[position].event_id, messages, score))
+    return turns
 
 
 def _recalled(rows: MessageRows, position: int, encoding: str | None) -> RecalledMessage:
     message: ArchivedMessage = rows.messages[position]
     tokens = None if encoding is None else (encoding, rows.line_tokens(encoding, position))
+    # Positional: this runs for every candidate of every turn.
     return RecalledMessage(
         message.event_id,
         message.session_id,
