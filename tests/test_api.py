@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import subprocess
 import sys
@@ -105,3 +106,149 @@ def test_close_lets_go_and_the_next_call_reopens(notes: Path):
         first = [h.id for h in kx.search("canteen", k=1).hits]
     assert [h.id for h in kx.search("canteen", k=1).hits] == first
     kx.close()
+
+
+# -- sessions from your own agent loop ---------------------------------------------------
+
+REMEMBER = 'Noted. <memory scope="user" key="retry">Uploads retry with backoff.</memory>'
+
+
+def event_types(kx: kairox.Kairox, session: str) -> list[str]:
+    return [e.type for e in kx.facade.events.list(session_id=session)]
+
+
+def test_append_messages_sync_and_async(notes: Path):
+    kx = kairox.open(notes)
+    kx.append_messages(
+        [{"role": "user", "content": "hi", "name": "Ann"}, {"role": "assistant", "content": "yo"}],
+        session="s1",
+    )
+
+    async def more():
+        said = kairox.SessionMessage("user", "later", time="2026-12-01T10:00:00Z")
+        return await kx.aappend_messages([said], session="s1")
+
+    result = asyncio.run(more())
+    back = kx.messages("s1")
+    assert [(r.message.role, r.message.content, r.message.name) for r in back] == [
+        ("user", "hi", "Ann"),
+        ("assistant", "yo", None),
+        ("user", "later", None),
+    ]
+    assert result.event_ids == [back[-1].event_id]
+    assert back[-1].when == "2026-12-01T10:00:00+00:00"
+    (summary,) = kx.sessions()
+    assert (summary.session_id, summary.messages) == ("s1", 3)
+    assert summary.last == "2026-12-01T10:00:00+00:00"
+    with pytest.raises(kairox.MessageError, match="message 1: unknown role"):
+        kx.append_messages([{"role": "bot", "content": "x"}], session="s1")
+    assert len(kx.messages("s1")) == 3
+
+
+def test_an_agent_loop_records_each_prompt_once_with_its_taint(notes: Path):
+    kx = kairox.open(notes)
+    kx.index()
+    ctx = kx.context("how do uploads retry?", session="loop")
+    assert event_types(kx, "loop") == []  # context records nothing
+    result = kx.record_reply(REMEMBER, session="loop", model="my-model")
+    assert result.text == "Noted. "
+    (pending,) = result.proposals.pending
+    # The model read the workspace's text: the proposal says so.
+    assert pending.injection_warning and pending.tainted_by == ctx.tainted_by
+    assert any(t.startswith("workspace:") for t in ctx.tainted_by)
+    assert event_types(kx, "loop")[:3] == [
+        "UserMessageAdded",
+        "ContextAssembled",
+        "AssistantMessageCompleted",
+    ]
+    # A prompt the caller appended itself is not recorded a second time.
+    kx.append_messages([{"role": "user", "content": "and then?"}], session="loop")
+    kx.record_reply("Then it gives up.", session="loop", prompt="and then?")
+    # No context() and no prompt: the reply answers the last message.
+    kx.record_reply("Anything else?", session="loop")
+    said = [(r.message.role, r.message.content) for r in kx.messages("loop")]
+    assert said == [
+        ("user", "how do uploads retry?"),
+        ("assistant", "Noted. "),
+        ("user", "and then?"),
+        ("assistant", "Then it gives up."),
+        ("assistant", "Anything else?"),
+    ]
+
+
+def test_recorded_replies_compact_the_session(workspace: Path):
+    from tests.conftest import SESSION_PROFILES
+
+    (workspace / "kairox.toml").write_text(SESSION_PROFILES)
+    kx = kairox.open(workspace, profile="tiny")
+
+    async def loop():
+        results = []
+        for i in range(8):
+            await kx.acontext(f"question {i} " + "context " * 20, session="long")
+            results.append(await kx.arecord_reply(f"reply {i} " + "the plan " * 30, session="long"))
+        return results
+
+    results = asyncio.run(loop())
+    assert any(r.compaction is not None and r.compaction.status == "completed" for r in results)
+    assert "CompactionSummary" in event_types(kx, "long")
+    assert len(kx.messages("long")) == 16  # nothing deleted
+
+
+def test_a_busy_session_refuses_a_second_recorder(notes: Path):
+    from kairox.paths import state_lock
+
+    kx = kairox.open(notes)
+    with state_lock(kx.facade.database, "session", "busy", wait=False):
+        with pytest.raises(kairox.SessionBusyError, match="'busy' is busy"):
+            kx.record_reply("hello", session="busy", prompt="hi")
+        with pytest.raises(kairox.SessionBusyError):
+            kx.append_messages([{"role": "user", "content": "x"}], session="busy")
+        kx.context("still answers", session="busy")  # assembling records nothing
+    assert kx.messages("busy") == []
+    kx.record_reply("hello", session="busy", prompt="hi")  # free again
+    assert len(kx.messages("busy")) == 2
+
+
+def test_the_documented_agent_loop_runs_against_an_openai_server(notes: Path):
+    """docs/python-api.md's OpenAI SDK loop, run as pasted, against the loopback server."""
+    from kairox.testing.openai_server import OpenAITestServer
+
+    pytest.importorskip("openai", reason="the agent loop example needs the openai package")
+    section = DOC.read_text().split("## Sessions from your own agent loop", 1)[1]
+    example = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    assert len(example.strip().splitlines()) <= 16
+    kairox.open(notes).index()
+    replies = [
+        'Three times. <memory scope="user" key="uploads.retry">Three retries.</memory>',
+        "Then the upload is marked failed.",
+    ]
+    with OpenAITestServer(replies, api_key="sk-test", models=["gpt-4o-mini"]) as server:
+        env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test"}
+        result = subprocess.run(
+            [sys.executable, "-c", example],
+            cwd=notes,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        requests = [r.json["messages"] for r in server.chat_requests]
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "Three times. ",
+        "proposed: uploads.retry Three retries.",
+        "Then the upload is marked failed.",
+    ]
+    # The second request carried the first turn as history, its marker already removed.
+    assert {"role": "assistant", "content": "Three times. "} in requests[1]
+    assert "retry with backoff" in requests[0][0]["content"]  # the workspace's hit
+    said = [
+        (r.message.role, r.message.content) for r in kairox.open(notes).messages("support-chat")
+    ]
+    assert said == [
+        ("user", "How do failed uploads retry?"),
+        ("assistant", "Three times. "),
+        ("user", "And after the last retry?"),
+        ("assistant", "Then the upload is marked failed."),
+    ]

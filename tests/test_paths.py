@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import stat
 
 import pytest
 from click.testing import CliRunner
 
 from kairox.cli import build_cli
-from kairox.paths import StateError, database_path, kairox_home
+from kairox.paths import StateError, database_path, kairox_home, state_lock
 from kairox.plugins import build_plugin_manager
 from kairox.testing.unprivileged import require_permissions, run_unprivileged
 
@@ -49,3 +50,17 @@ def test_an_unwritable_kairox_home_is_a_message(tmp_path):
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     assert f"cannot open Kairox's database {home / 'kairox.db'}" in done.stderr
+
+
+def test_state_lock_excludes_a_second_holder_and_is_owner_only(tmp_path):
+    database = tmp_path / "state" / "kairox.db"
+    with state_lock(database, "session", "s1", wait=False):
+        with pytest.raises(BlockingIOError), state_lock(database, "session", "s1", wait=False):
+            pass
+        with state_lock(database, "session", "s2", wait=False):  # another key: free
+            pass
+    with state_lock(database, "session", "s1", wait=False):  # released
+        pass
+    folder = database.parent / "locks"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert {stat.S_IMODE(f.stat().st_mode) for f in folder.iterdir()} == {0o600}

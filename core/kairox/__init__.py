@@ -79,6 +79,14 @@ _PLUGIN_API = {
     "Converted": "kairox.workspace.convert.base",
     "ConversionError": "kairox.workspace.convert.base",
     "Region": "kairox.workspace.convert.base",
+    # sessions fed from your own agent loop (docs/python-api.md)
+    "AppendResult": "kairox.session",
+    "MessageError": "kairox.messages",
+    "RecordedMessage": "kairox.messages",
+    "SessionBusyError": "kairox.session",
+    "SessionMessage": "kairox.messages",
+    "SessionSummary": "kairox.messages",
+    "TurnResult": "kairox.session",
 }
 
 if TYPE_CHECKING:
@@ -86,6 +94,7 @@ if TYPE_CHECKING:
     from kairox.config import KnowledgeBaseConfig, PluginSettings
     from kairox.errors import BackendError, BackendTimeoutError, KairoxError
     from kairox.lazy_imports import LazyImport
+    from kairox.messages import MessageError, RecordedMessage, SessionMessage, SessionSummary
     from kairox.native_memory import return_freed_memory
     from kairox.registry import (
         BuildContext,
@@ -112,6 +121,7 @@ if TYPE_CHECKING:
     )
     from kairox.retrieval.stages import TransformedQuery
     from kairox.secrets import EnvVarName
+    from kairox.session import AppendResult, SessionBusyError, TurnResult
     from kairox.workspace.convert.base import ConversionError, Converted, Region
 
     __version__: str
@@ -150,6 +160,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AppendResult",
     "BackendError",
     "BackendTimeoutError",
     "BuildContext",
@@ -165,18 +176,24 @@ __all__ = [
     "KnowledgeBaseConfig",
     "KnowledgeBaseKind",
     "LazyImport",
+    "MessageError",
     "ModelBackendSpec",
     "PluginSettings",
     "Query",
     "QueryError",
     "QueryTransformSpec",
+    "RecordedMessage",
     "Region",
     "RerankerSpec",
     "ScoreKind",
+    "SessionBusyError",
+    "SessionMessage",
+    "SessionSummary",
     "Source",
     "StageContext",
     "SummarizerSpec",
     "TransformedQuery",
+    "TurnResult",
     "WorkspaceRetriever",
     "WorkspaceRetrieverSpec",
     "__version__",

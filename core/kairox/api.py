@@ -11,8 +11,14 @@ Ten lines from a script to a prompt::
     assembly = kx.context("how do uploads retry?")
     openai_client.chat.completions.create(model="gpt-4o", messages=assembly.openai_messages())
 
-Every verb has an ``async`` twin (``aindex``, ``asearch``, ``acontext``) for callers that
-run an event loop. The handle is a thin layer over :class:`~kairox.facade.AppFacade`: the
+An agent loop that calls its model itself keeps its conversation in Kairox::
+
+    ctx = kx.context(user_text, session="chat-1")         # the prompt, nothing recorded
+    reply = call_your_model(ctx.openai_messages())
+    kx.record_reply(reply, session="chat-1")               # the prompt and the reply, once
+
+Every verb has an ``async`` twin (``aindex``, ``asearch``, ``acontext``,
+``arecord_reply``, ...) for callers that run an event loop. The handle is a thin layer over :class:`~kairox.facade.AppFacade`: the
 same sources, stores and approval flow as the CLI, the TUI and the MCP server, so a
 memory proposed here waits for the user in ``kairox memory list --pending`` like one a
 model proposed in a chat.
@@ -22,19 +28,28 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Unpack
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from kairox.errors import KairoxError
 from kairox.memory.marker_rules import SCOPES_WIDEST_FIRST
+from kairox.messages import (
+    RecordedMessage,
+    SessionMessage,
+    SessionSummary,
+    read_messages,
+    session_summaries,
+)
+from kairox.session_recording import PendingPrompts
 
 if TYPE_CHECKING:
     from kairox.context.assembler import Assembly
     from kairox.facade import AppFacade, SearchOptions
     from kairox.memory.store import MemoryRecord
     from kairox.retrieval import RetrievalResult
+    from kairox.session import AppendResult, TurnResult
     from kairox.workspace.rag_index import IndexStats
 
 __all__ = ["Kairox", "KairoxApiError", "MemoryProposal", "open"]
@@ -112,6 +127,7 @@ class Kairox:
         self.facade = facade
         self.profile = facade.resolve_profile(profile)
         self.session = session or f"api-{uuid.uuid4().hex[:12]}"
+        self._pending = PendingPrompts()
 
     def __repr__(self) -> str:
         return f"Kairox({str(self.facade.workspace_root)!r}, profile={self.profile!r})"
@@ -190,10 +206,131 @@ class Kairox:
         """:meth:`context` for ``async`` callers."""
         from kairox.session import open_session
 
-        async with open_session(
-            self.facade, session or self.session, profile=profile or self.profile
-        ) as live:
-            return await live.assemble(prompt)
+        session = session or self.session
+        async with open_session(self.facade, session, profile=profile or self.profile) as live:
+            assembly = await live.assemble(prompt)
+        self._pending.asked(session, prompt, assembly)
+        return assembly
+
+    # -- sessions ---------------------------------------------------------------------
+
+    def append_messages(
+        self,
+        messages: Iterable[SessionMessage | Mapping[str, Any]],
+        *,
+        session: str | None = None,
+        markers: bool = False,
+        profile: str | None = None,
+    ) -> AppendResult:
+        """Append messages to a session's history (this handle's session by default).
+
+        Each is a :class:`~kairox.messages.SessionMessage` or a dict with ``role``
+        (``user``, ``assistant``, ``system``, ``tool``), ``content`` and optional ``name``
+        (the speaker, or the tool) and ``time`` (ISO 8601). All are checked before any is
+        written and a :class:`~kairox.messages.MessageError` names the first bad one;
+        then they are appended in one transaction, and the automatic compaction runs as
+        it would have in a live chat (in ``profile``'s window; this handle's by default).
+        ``<memory>`` markers in assistant messages are
+        kept verbatim unless ``markers=True`` (then they are proposed, as in a chat).
+        Inside a running event loop, use :meth:`aappend_messages`.
+        """
+        _outside_event_loop("append_messages", "aappend_messages")
+        return asyncio.run(
+            self.aappend_messages(messages, session=session, markers=markers, profile=profile)
+        )
+
+    async def aappend_messages(
+        self,
+        messages: Iterable[SessionMessage | Mapping[str, Any]],
+        *,
+        session: str | None = None,
+        markers: bool = False,
+        profile: str | None = None,
+    ) -> AppendResult:
+        """:meth:`append_messages` for ``async`` callers."""
+        return await self.facade.append_messages(
+            session or self.session, messages, profile=profile or self.profile, markers=markers
+        )
+
+    def record_reply(
+        self,
+        reply: str,
+        *,
+        session: str | None = None,
+        prompt: str | None = None,
+        name: str | None = None,
+        time: str | None = None,
+        model: str | None = None,
+        tainted_by: Sequence[str] = (),
+        profile: str | None = None,
+    ) -> TurnResult:
+        """Record your model's reply as a Kairox chat turn would.
+
+        ``<memory>`` markers are stripped from it (``result.text`` is what is kept) and
+        proposed through the approval flow; a proposal is flagged as possible injection
+        when the prompt held unvetted text (tool output, retrieved text) or
+        ``tainted_by`` names some. Then the session compacts if the next turn would
+        overflow ``profile``'s window (this handle's by default; ``result.compaction``).
+        While another turn is being recorded in the session,
+        :class:`~kairox.session.SessionBusyError` is raised.
+
+        The turn's user message is recorded exactly once: it is ``prompt`` if given,
+        else the prompt of this session's last :meth:`context` call on this handle that
+        no reply was recorded for (whose assembly also gives the reply its taint); it is
+        not recorded again when it is already the session's last message (appended with
+        :meth:`append_messages`, say). With neither, the reply answers the session's
+        last message. Inside a running event loop, use :meth:`arecord_reply`.
+        """
+        _outside_event_loop("record_reply", "arecord_reply")
+        return asyncio.run(
+            self.arecord_reply(
+                reply,
+                session=session,
+                prompt=prompt,
+                name=name,
+                time=time,
+                model=model,
+                tainted_by=tainted_by,
+                profile=profile,
+            )
+        )
+
+    async def arecord_reply(
+        self,
+        reply: str,
+        *,
+        session: str | None = None,
+        prompt: str | None = None,
+        name: str | None = None,
+        time: str | None = None,
+        model: str | None = None,
+        tainted_by: Sequence[str] = (),
+        profile: str | None = None,
+    ) -> TurnResult:
+        """:meth:`record_reply` for ``async`` callers."""
+        from kairox.session import open_session
+
+        session = session or self.session
+        asked, assembly = self._pending.for_reply(session, prompt)
+        async with open_session(self.facade, session, profile=profile or self.profile) as live:
+            result = await live.record_reply(
+                SessionMessage("assistant", reply, name, time),
+                prompt=asked,
+                assembly=assembly,
+                model=model,
+                tainted_by=tainted_by,
+            )
+        self._pending.answered(session)
+        return result
+
+    def messages(self, session: str | None = None) -> list[RecordedMessage]:
+        """The messages recorded in a session, oldest first (``r.message.role``,
+        ``.content``, ``.name``, ``.time``; ``r.when``: said, else recorded)."""
+        return read_messages(self.facade.events, session or self.session)
+
+    def sessions(self) -> list[SessionSummary]:
+        """This workspace's sessions with messages, the most recently active first."""
+        return session_summaries(self.facade.events, self.facade.workspace_id)
 
     # -- memory -----------------------------------------------------------------------
 

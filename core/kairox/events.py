@@ -488,6 +488,21 @@ class SqliteEventStore(SqliteComponentStore):
             rows = self._conn.execute(sql, params).fetchall()
         return [_row_to_event(row) for row in rows]
 
+    def sessions(
+        self, types: Iterable[str | type[Event]], *, workspace_id: str | None = None
+    ) -> builtins.list[tuple[str, int, int, int]]:
+        """``(session_id, count, first_id, last_id)`` of each session holding events of
+        ``types``, the most recently active first."""
+        names = [t if isinstance(t, str) else t.type for t in types]
+        where, params = where_equal(workspace_id=workspace_id)
+        where.append(f"type IN ({', '.join('?' * len(names))})")
+        sql = (
+            "SELECT session_id, count(*), min(id), max(id) FROM events"
+            f" WHERE {' AND '.join(where)} GROUP BY session_id ORDER BY max(id) DESC"
+        )
+        with self._lock:
+            return self._conn.execute(sql, [*params, *names]).fetchall()
+
 
 # The events table's columns, named as StoredEvent's fields are.
 _COLUMNS: Final = (

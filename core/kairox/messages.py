@@ -21,6 +21,8 @@ event was recorded is always there as :attr:`RecordedMessage.recorded_at`.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -48,12 +50,18 @@ __all__ = [
     "MessageError",
     "RecordedMessage",
     "SessionMessage",
+    "SessionSummary",
+    "TranscriptError",
     "history_message",
+    "message_at",
     "message_event",
     "messages_from",
     "parse_time",
     "read_messages",
+    "read_transcript",
     "recorded_message",
+    "session_summaries",
+    "transcript_line",
 ]
 
 ROLES: Final[tuple[Role, ...]] = get_args(Role)
@@ -207,6 +215,12 @@ def recorded_message(stored: StoredEvent) -> RecordedMessage | None:
 _MESSAGE_TYPE_NAMES: Final = frozenset(cls.type for cls in MESSAGE_EVENTS)
 
 
+def message_at(events: SqliteEventStore, event_id: int) -> RecordedMessage | None:
+    """The message event ``event_id`` records (``None``: no such event, or not a message)."""
+    stored = events.get(event_id)
+    return None if stored is None else recorded_message(stored)
+
+
 def read_messages(
     events: SqliteEventStore,
     session_id: str | None,
@@ -256,3 +270,89 @@ def messages_from(items: Iterable[SessionMessage | Mapping[str, Any]]) -> list[S
         except MessageError as exc:
             raise MessageError(f"message {number}: {exc}") from None
     return found
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """One session of a workspace: how many messages it holds, and when the first and
+    the last were said (or recorded, see :attr:`RecordedMessage.when`)."""
+
+    session_id: str
+    messages: int
+    first: str
+    last: str
+
+
+def session_summaries(events: SqliteEventStore, workspace_id: str | None) -> list[SessionSummary]:
+    """The sessions holding messages (of ``workspace_id``; all when ``None``), the most
+    recently active first."""
+    found = []
+    for session_id, count, first_id, last_id in events.sessions(
+        MESSAGE_EVENTS, workspace_id=workspace_id
+    ):
+        first, last = message_at(events, first_id), message_at(events, last_id)
+        assert first is not None and last is not None  # message events, never deleted
+        found.append(SessionSummary(session_id, count, first.when, last.when))
+    return found
+
+
+# -- transcripts: JSON Lines, one message a line ------------------------------------------
+
+# A file this bad is not a transcript: the first problems say so well enough.
+_PROBLEMS_SHOWN: Final = 10
+
+
+class TranscriptError(MessageError):
+    """Lines of a transcript are not valid messages; ``problems`` holds ``(line, what)``."""
+
+    def __init__(self, problems: list[tuple[int, str]], source: str = "the transcript") -> None:
+        self.problems = problems
+        shown = [f"line {number}: {what}" for number, what in problems[:_PROBLEMS_SHOWN]]
+        if len(problems) > _PROBLEMS_SHOWN:
+            shown.append(f"... and {len(problems) - _PROBLEMS_SHOWN} more bad lines")
+        super().__init__(
+            f"{source} has {len(problems)} bad line{'s' * (len(problems) != 1)}; nothing was "
+            "imported. Each line must be a JSON object with role (user, assistant, system, "
+            "tool), content, and optionally name and time (ISO 8601).\n" + "\n".join(shown)
+        )
+
+
+def read_transcript(
+    lines: Iterable[bytes | str], source: str = "the transcript"
+) -> list[SessionMessage]:
+    """The messages of a JSON Lines transcript, one a line (blank lines are skipped).
+
+    Every line is checked; :class:`TranscriptError` names each bad line (not JSON, not
+    UTF-8, an unknown role or key, a bad time) and no message is returned.
+    """
+    found: list[SessionMessage] = []
+    problems: list[tuple[int, str]] = []
+    for number, raw in enumerate(lines, start=1):
+        try:
+            line = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        except UnicodeDecodeError as exc:
+            problems.append((number, f"not UTF-8 (byte {exc.start + 1})"))
+            continue
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append((number, f"not valid JSON ({exc.msg} at column {exc.colno})"))
+            continue
+        try:
+            found.append(SessionMessage.from_dict(data))
+        except MessageError as exc:
+            problems.append((number, str(exc)))
+    if problems:
+        raise TranscriptError(problems, source)
+    return found
+
+
+def transcript_line(recorded: RecordedMessage) -> str:
+    """One line of a transcript for ``recorded`` (its ``time``: when said, else recorded).
+
+    ASCII JSON: a control character in the content is escaped, never written raw.
+    """
+    message = dataclasses.replace(recorded.message, time=recorded.when)
+    return json.dumps(message.to_dict(), ensure_ascii=True)

@@ -70,9 +70,10 @@ def state_lock(database: Path, kind: str, key: str, *, wait: bool) -> Iterator[N
     process exclude each other too (each opens the file anew).
     """
     lock_dir = database.parent / "locks"
-    lock_dir.mkdir(parents=True, exist_ok=True)
+    lock_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # state is owner-only
     name = hashlib.sha256(key.encode()).hexdigest()[:16]
-    with open(lock_dir / f"{kind}-{name}.lock", "a+") as handle:
+    path = lock_dir / f"{kind}-{name}.lock"
+    with os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), "r+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         try:
             yield

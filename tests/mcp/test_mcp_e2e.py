@@ -16,7 +16,16 @@ from kairox.facade import AppFacade
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = {"search", "context", "recall", "remember", "memories", "forget"}
+TOOLS = {
+    "search",
+    "context",
+    "recall",
+    "remember",
+    "memories",
+    "forget",
+    "append_messages",
+    "record_reply",
+}
 
 
 async def _approve_flow(client: Client, kairox_cli: Callable[..., Any], workspace, payload) -> None:
@@ -99,6 +108,46 @@ async def test_session_memories_are_kept_and_reach_context(stdio_server, payload
         assert held["memory"]["tainted_by"] == ["workspace:workspace", "workspace:workspace-fts"]
 
 
+async def test_a_client_keeps_its_conversation_in_kairox(stdio_server, indexed_workspace, payload):
+    from kairox.messages import read_messages
+
+    said = [
+        {"role": "user", "content": "We ship on Fridays.", "name": "Ann", "time": "2024-05-08"},
+        {"role": "assistant", "content": "Noted: Fridays."},
+    ]
+    async with Client(stdio_server) as client:
+        appended = payload(
+            await client.call_tool("append_messages", {"messages": said, "session": "chat-1"})
+        )
+        assert appended == {"session": "chat-1", "appended": 2, "compactions": []}
+        bad = await client.call_tool(
+            "append_messages",
+            {"messages": [said[0], {"role": "user", "content": "x", "time": "last week"}]},
+        )
+        assert bad.is_error and "message 2: time 'last week' is not ISO 8601" in bad.content[0].text
+
+        asked = "how do uploads retry?"
+        context = payload(await client.call_tool("context", {"prompt": asked, "session": "chat-1"}))
+        shown = [m["content"] for m in context["messages"]]
+        assert "We ship on Fridays." in shown and "Noted: Fridays." in shown
+        reply = 'Three times. <memory scope="user" key="uploads.retry">3 retries</memory>'
+        recorded = payload(
+            await client.call_tool("record_reply", {"reply": reply, "session": "chat-1"})
+        )
+        assert recorded["text"] == "Three times. "
+        (pending,) = recorded["memories"]["pending"]
+        assert pending["key"] == "uploads.retry" and pending["tainted_by"]  # it read the notes
+
+    with AppFacade(cwd=indexed_workspace) as facade:
+        back = [r.message.to_dict() for r in read_messages(facade.events, "chat-1")]
+    assert back == [
+        {**said[0], "time": "2024-05-08T00:00:00"},
+        said[1],
+        {"role": "user", "content": asked},
+        {"role": "assistant", "content": "Three times. "},
+    ]
+
+
 HOSTILE: list[tuple[str, dict[str, Any], str]] = [
     ("search", {"query": 42}, "valid string"),
     ("search", {"query": "x" * 100_000}, "at most 4000 characters"),
@@ -119,6 +168,14 @@ HOSTILE: list[tuple[str, dict[str, Any], str]] = [
     ("remember", {"scope": "user", "key": "k", "body": ["not", "text"]}, "valid string"),
     ("memories", {"scope": "everything"}, "'user', 'workspace' or 'session'"),
     ("forget", {"key": "never.stored"}, "no workspace or user memory with key"),
+    ("append_messages", {"messages": [{"role": "robot", "content": "x"}]}, "'user', 'assistant'"),
+    (
+        "append_messages",
+        {"messages": [{"role": "user", "content": "x", "when": 1}]},
+        "Extra inputs",
+    ),
+    ("append_messages", {"messages": []}, "at least 1 item"),
+    ("record_reply", {"reply": "x", "session": "../x"}, "session may hold"),
     ("nonexistent", {}, "Unknown tool"),
 ]
 

@@ -34,6 +34,7 @@ def build_cli(
         plugins_cmd,
         search_cmd,
         serve_cmd,
+        session_cmd,
         tui_cmd,
     )
     from kairox.secrets import install_log_scrubbing
@@ -65,6 +66,7 @@ def build_cli(
     cli.add_command(memory_cmd.memory)
     cli.add_command(context_cmd.context)
     cli.add_command(chat_cmd.chat)
+    cli.add_command(session_cmd.session)
     cli.add_command(serve_cmd.serve)
     cli.add_command(daemon_cmd.daemon)
     cli.add_command(mcp_cmd.mcp)

@@ -17,12 +17,19 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from kairox import __version__
 from kairox.errors import KairoxError
 from kairox.listening import same_secret
-from kairox.mcp.tools import MAX_K, MAX_PROMPT_CHARS, MAX_QUERY_CHARS, KairoxTools
+from kairox.mcp.tools import (
+    MAX_K,
+    MAX_MESSAGE_CHARS,
+    MAX_MESSAGES,
+    MAX_PROMPT_CHARS,
+    MAX_QUERY_CHARS,
+    KairoxTools,
+)
 from kairox.memory.approvals import MAX_PROPOSAL_CHARS
 from kairox.memory.markers import KEY_MAX_LENGTH
 
@@ -42,6 +49,9 @@ passages in the workspace files and the user's knowledge bases before answering 
 about them, and cite the `uri` (and `lines`) of what you use. `context` returns the whole
 prompt Kairox would build for a question (approved memories, retrieved passages, history)
 inside the model's token budget. `memories` lists what the user approved you may rely on.
+To keep your conversation in Kairox (its history, compaction and memory markers), call
+`context` with the user's message and a `session`, answer from its `messages`, then
+`record_reply` with your answer; `append_messages` adds other messages as history.
 `remember` and `forget` only *propose*: user and workspace memories, and every forget, wait
 until the user approves them; tell the user what you proposed and that it awaits approval.
 """
@@ -90,8 +100,56 @@ Ask the user to delete the memory stored under `key` (this workspace's first, th
 user's; or name the `scope`). Nothing is deleted until the user approves: the reply says
 "pending" with the request's id, and the memory stays in `memories` until then."""
 
+APPEND_DOC: Final = """\
+Append messages to a Kairox session's history, in order, as one unit: if any message is
+invalid nothing is appended and the error names it. Each message has `role` ("user",
+"assistant", "system" or "tool"), `content`, and optionally `name` (who spoke, or the tool's
+name) and `time` (ISO 8601, e.g. "2024-05-08T13:56:00Z"). Kairox compacts the history when
+it outgrows the model's window, as in a live chat. Memory markers in the text are kept as
+text, never proposed. To record your own reply to a prompt, use `record_reply` instead."""
+
+RECORD_REPLY_DOC: Final = """\
+Record your model's reply in a Kairox session, as a chat turn would: the turn's user
+message (`prompt`, or else the last prompt you sent to `context` for this session; not
+recorded again if it is already the session's last message), then the reply. `<memory
+scope=... key=...>...</memory>` markers in the reply are removed from the recorded text
+and proposed through the user's approval (returned under `memories`), flagged when this
+session has read retrieved text. The session compacts its history when the next turn
+would overflow (`compaction`). Returns the recorded `text`."""
+
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 _PROPOSES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+
+_RECORDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+
+Session = Annotated[
+    str | None,
+    Field(
+        description="The Kairox session id (letters, digits, - _ . :); this server's own "
+        "session when omitted. Use the same id in `context` to get its history back.",
+        max_length=128,
+    ),
+]
+
+
+class MessageIn(BaseModel):
+    """One message of a conversation, as ``append_messages`` takes it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant", "system", "tool"] = Field(description="Who said it.")
+    content: str = Field(description="The text, verbatim.", max_length=MAX_MESSAGE_CHARS)
+    name: str | None = Field(
+        default=None,
+        description="The speaker's name, or the tool's name for a tool message.",
+        max_length=128,
+    )
+    time: str | None = Field(
+        default=None,
+        description='When it was said, ISO 8601 (e.g. "2024-05-08T13:56:00Z").',
+        max_length=64,
+    )
+
 
 Profile = Annotated[
     str | None,
@@ -175,14 +233,45 @@ def build_server(facade: AppFacade, *, session_id: str | None = None) -> MCPServ
     def recall(
         query: Annotated[str, Field(description="What to look for.", max_length=MAX_QUERY_CHARS)],
         k: Annotated[int, Field(description="How many messages at most.", ge=1, le=MAX_K)] = 10,
-        session: Annotated[
-            str | None,
-            Field(
-                description="The Kairox session asking (this server's by default).", max_length=128
-            ),
-        ] = None,
+        session: Session = None,
     ) -> dict[str, Any]:
         return tools.recall(query, k, session)
+
+    @server.tool(title="Append to a session", description=APPEND_DOC, annotations=_RECORDS)
+    @_tool_errors
+    async def append_messages(
+        messages: Annotated[
+            list[MessageIn],
+            Field(description="The messages, oldest first.", min_length=1, max_length=MAX_MESSAGES),
+        ],
+        session: Session = None,
+        profile: Profile = None,
+    ) -> dict[str, Any]:
+        return await tools.append_messages(
+            [m.model_dump(exclude_none=True) for m in messages], session, profile
+        )
+
+    @server.tool(title="Record your reply", description=RECORD_REPLY_DOC, annotations=_RECORDS)
+    @_tool_errors
+    async def record_reply(
+        reply: Annotated[
+            str, Field(description="Your model's whole reply.", max_length=MAX_MESSAGE_CHARS)
+        ],
+        prompt: Annotated[
+            str | None,
+            Field(
+                description="The user message you answered; the last `context` prompt of "
+                "this session when omitted.",
+                max_length=MAX_PROMPT_CHARS,
+            ),
+        ] = None,
+        session: Session = None,
+        profile: Profile = None,
+        model: Annotated[
+            str | None, Field(description="The model that wrote the reply.", max_length=128)
+        ] = None,
+    ) -> dict[str, Any]:
+        return await tools.record_reply(reply, prompt, session, profile, model)
 
     @server.tool(title="Propose a memory", description=REMEMBER_DOC, annotations=_PROPOSES)
     @_tool_errors

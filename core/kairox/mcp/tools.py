@@ -13,6 +13,11 @@ proposals are tainted by those sources (``workspace:<name>``, ``knowledge_base:<
 carry the injection warning, and a session proposal waits for approval too. What else the
 agent read (its own tools, web pages) Kairox cannot see; user and workspace memories wait
 for a person either way.
+
+An MCP client keeps its conversation in a Kairox session with ``append_messages`` (what
+was said, as history) and ``record_reply`` (its model's reply to the last ``context``
+prompt, through a chat turn's pipeline: markers, approval with this server's taint,
+automatic compaction).
 """
 
 from __future__ import annotations
@@ -25,12 +30,15 @@ from typing import TYPE_CHECKING, Any, Final
 from kairox.errors import KairoxError
 from kairox.memory.approvals import MAX_PROPOSAL_CHARS, Proposer
 from kairox.memory.marker_rules import SCOPES
+from kairox.messages import SessionMessage, messages_from
+from kairox.session_recording import PendingPrompts
 
 if TYPE_CHECKING:
     from kairox.context.assembler import Assembly
     from kairox.facade import AppFacade
     from kairox.memory.store import MemoryRecord
     from kairox.retrieval import FusedHit, RetrievalResult
+    from kairox.session import AppendResult, CompactionResult, TurnResult
 
 __all__ = [
     "MAX_K",
@@ -46,6 +54,9 @@ MAX_K: Final = 50
 MAX_QUERY_CHARS: Final = 4000
 MAX_PROMPT_CHARS: Final = 32000
 MAX_FILTER_FIELDS: Final = 32
+# One call appends at most this many messages, each at most this long.
+MAX_MESSAGES: Final = 1000
+MAX_MESSAGE_CHARS: Final = 100_000
 MEMORY_SCOPES: Final = SCOPES
 VIA: Final = "mcp"
 _PENDING_NOTE: Final = (
@@ -131,6 +142,7 @@ class KairoxTools:
         self.session_id = session_id or f"mcp-{uuid.uuid4().hex[:12]}"
         # What unvetted text this server has handed the agent, in first-served order.
         self._served: dict[str, None] = {}
+        self._pending = PendingPrompts()
 
     @property
     def tainted_by(self) -> list[str]:
@@ -173,6 +185,7 @@ class KairoxTools:
         async with open_session(self.facade, session_id, profile=name) as live:
             assembly = await live.assemble(prompt)
         self._served.update(dict.fromkeys(assembly.tainted_by))
+        self._pending.asked(session_id, prompt, assembly)
         return assembly_json(assembly, profile=name, session=session_id)
 
     def recall(self, query: str, k: int = 10, session: str | None = None) -> dict[str, Any]:
@@ -187,6 +200,57 @@ class KairoxTools:
         if any(m.tool_output for turn in found for m in turn.messages):
             self._served["tool output"] = None  # recalled, it is as unvetted as it was
         return {"query": query, "session": session_id, "hits": recalled_json(found)}
+
+    # -- sessions ---------------------------------------------------------------------
+
+    async def append_messages(
+        self, messages: Any, session: str | None = None, profile: str | None = None
+    ) -> dict[str, Any]:
+        if not isinstance(messages, list) or not 1 <= len(messages) <= MAX_MESSAGES:
+            raise ToolInputError(
+                f"messages must be a list of 1 to {MAX_MESSAGES} objects with role and content"
+            )
+        checked = messages_from(messages)
+        for number, message in enumerate(checked, start=1):
+            if len(message.content) > MAX_MESSAGE_CHARS:
+                raise ToolInputError(
+                    f"message {number}: content is {len(message.content)} characters long; "
+                    f"at most {MAX_MESSAGE_CHARS}"
+                )
+        session_id = _session(session) or self.session_id
+        result = await self.facade.append_messages(
+            session_id, checked, profile=self._profile(profile)
+        )
+        return append_json(result, session=session_id)
+
+    async def record_reply(
+        self,
+        reply: str,
+        prompt: str | None = None,
+        session: str | None = None,
+        profile: str | None = None,
+        model: str | None = None,
+    ) -> dict[str, Any]:
+        from kairox.session import open_session
+
+        if not isinstance(reply, str) or len(reply) > MAX_MESSAGE_CHARS:
+            raise ToolInputError(
+                f"reply must be a string of at most {MAX_MESSAGE_CHARS} characters"
+            )
+        if prompt is not None:
+            prompt = _text("prompt", prompt, MAX_PROMPT_CHARS)
+        session_id = _session(session) or self.session_id
+        asked, assembly = self._pending.for_reply(session_id, prompt)
+        async with open_session(self.facade, session_id, profile=self._profile(profile)) as live:
+            result = await live.record_reply(
+                SessionMessage("assistant", reply),
+                prompt=asked,
+                assembly=assembly,
+                model=model,
+                tainted_by=self.tainted_by,
+            )
+        self._pending.answered(session_id)
+        return reply_json(result, session=session_id)
 
     # -- memory -----------------------------------------------------------------------
 
@@ -335,6 +399,33 @@ def assembly_json(assembly: Assembly, *, profile: str, session: str) -> dict[str
         "budget": assembly.budget,
         "used_tokens": assembly.used_tokens,
         "sources": trace["sources"],
+    }
+
+
+def compaction_json(result: CompactionResult) -> dict[str, Any]:
+    return {"status": result.status, "reason": result.reason, "summarizer": result.summarizer}
+
+
+def append_json(result: AppendResult, *, session: str) -> dict[str, Any]:
+    return {
+        "session": session,
+        "appended": len(result.event_ids),
+        "compactions": [compaction_json(c) for c in result.compactions],
+    }
+
+
+def reply_json(result: TurnResult, *, session: str) -> dict[str, Any]:
+    proposals = result.proposals
+    return {
+        "session": session,
+        "turn_id": result.turn_id,
+        "text": result.text,
+        "memories": {
+            "accepted": [memory_json(r) for r in proposals.accepted],
+            "pending": [memory_json(r) for r in proposals.pending],
+            "rejected": [{"marker": raw, "reason": why} for raw, why in proposals.rejected],
+        },
+        "compaction": None if result.compaction is None else compaction_json(result.compaction),
     }
 
 
