@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypedDict, TypeVar, Unpack
 
 from kairox import paths
+from kairox.facade_recall import RecallVerbs
 from kairox.retrieval import IngestableSource, Query, RetrievalResult
 from kairox.retrieval.fusion import DEFAULT_FUSION
 
 if TYPE_CHECKING:
     from kairox.config import KairoxConfig, KnowledgeBaseEntry, ProfileConfig
-    from kairox.context.assembly import RecalledTurn
     from kairox.context.summarizer import Summarizer
     from kairox.embed_progress import EmbedProgress
     from kairox.events import SqliteEventStore
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from kairox.messages import SessionMessage
     from kairox.models import ModelBackend
     from kairox.plugins import KairoxPluginManager
-    from kairox.recall import MessageArchive
     from kairox.registry import Registry
     from kairox.retrieval.composite import CompositeWorkspaceRetriever
     from kairox.retrieval.stages import StagedRetrieval
@@ -73,7 +72,7 @@ class SearchOptions(TypedDict, total=False):
     query_transform: str | None  # a query transform instead of the profile's; "none" too
 
 
-class AppFacade:
+class AppFacade(RecallVerbs):
     """Kairox's verbs over one workspace.
 
     :param cwd: where to look for ``kairox.toml`` (and the workspace root).
@@ -397,46 +396,6 @@ class AppFacade:
         """
         composite, query, groups = self._prepared(text, **options)
         return dataclasses.replace(composite.retrieve_sync(query), groups=groups)
-
-    # -- recall ---------------------------------------------------------------------
-
-    def archive(self) -> MessageArchive:
-        """The recall index of this workspace's messages, in the workspace embedder's
-        vectors (shared; the facade closes it)."""
-        from kairox.recall import MessageArchive
-
-        sources = self.sources
-        embedder = self.config.workspace.embedding_backend
-        return sources.shared(
-            f"recall-archive:{embedder}",
-            lambda: MessageArchive(
-                self.database, self.workspace_id, sources.embedding_backend(embedder)
-            ),
-        )
-
-    def recall(
-        self,
-        text: str,
-        *,
-        session_id: str,
-        scope: str | None = None,
-        k: int = 10,
-        encoding: str | None = None,
-    ) -> list[RecalledTurn]:
-        """The ``k`` archived messages most relevant to ``text`` that ``session_id`` may
-        recall (``scope``: ``own``, ``workspace``, ``none``; the ``[recall]`` table's by
-        default), best first, after indexing what the event store holds and the index lacks;
-        with ``encoding``, each message's prompt line comes counted in it."""
-        from kairox.recall import recall_for
-
-        return recall_for(
-            self.archive(),
-            text,
-            session_id=session_id,
-            scope=scope or self.config.recall.sessions,
-            k=k,
-            encoding=encoding,
-        )
 
     # -- knowledge bases ----------------------------------------------------------
 
