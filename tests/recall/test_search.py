@@ -35,9 +35,11 @@ def test_the_scope_says_whose_messages_a_session_may_recall(workspace, scope, fo
 
 
 def test_a_bad_scope_is_refused_with_the_fix(workspace):
-    write_config(workspace, '\n[recall]\nsesions = "own"\n')
-    with pytest.raises(ConfigError, match="sessions"):
+    write_config(workspace, '\n[recall]\nsesions = "own"\nshare = 2\n')
+    with pytest.raises(ConfigError) as raised:
         AppFacade(cwd=workspace).config  # noqa: B018 - loading is the test
+    assert "[recall] sesions: unknown key 'sesions'; did you mean 'sessions'?" in str(raised.value)
+    assert "[recall] share: Input should be less than or equal to 1" in str(raised.value)
     write_config(workspace, '\n[recall]\nsessions = "everyone"\n')
     with pytest.raises(ConfigError, match="'own', 'workspace' or 'none'"):
         AppFacade(cwd=workspace).config  # noqa: B018
