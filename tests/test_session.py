@@ -329,7 +329,15 @@ def assert_within_share(facade, results):
             assert count_tokens(result.compaction.summary, profile.encoding) <= share
 
 
-def test_a_correction_survives_two_compactions_and_the_old_value_is_gone(facade):
+@pytest.fixture
+def facade_without_recall(workspace):
+    """Compaction alone: recall would bring the summarised messages back (by design)."""
+    (workspace / "kairox.toml").write_text(SESSION_PROFILES + '\n[recall]\nsessions = "none"\n')
+    return AppFacade(cwd=workspace)
+
+
+def test_a_correction_survives_two_compactions_and_the_old_value_is_gone(facade_without_recall):
+    facade = facade_without_recall
     prompts = ["I want to set up the sequencing pipeline for the cohort with you."]
     prompts += ["The reference genome for the cohort is GRCh37."]
     prompts += [f"Filler {i}: {FILLER}" for i in range(5)]

@@ -75,13 +75,20 @@ __all__ = [
     "MemoryConfig",
     "PluginSettings",
     "ProfileConfig",
+    "RecallConfig",
     "WorkspaceConfig",
     "find_workspace_config",
     "user_config_path",
 ]
 
 USER_CONFIG_NAME = "config.toml"
-ALLOWED_TOP_LEVEL: tuple[str, ...] = ("profiles", "knowledge_bases", "workspace", "memory")
+ALLOWED_TOP_LEVEL: tuple[str, ...] = (
+    "profiles",
+    "knowledge_bases",
+    "workspace",
+    "memory",
+    "recall",
+)
 DEFAULT_PROFILE = "default"
 
 #: First-party knowledge-base kinds and the package that provides each.
@@ -355,6 +362,19 @@ class MemoryConfig(BaseModel):
         )
 
 
+class RecallConfig(BaseModel):
+    """What each turn recalls of earlier conversation: ``[recall]``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Whose messages a session may recall: its own, every session of the workspace, none.
+    sessions: Literal["own", "workspace", "none"] = "workspace"
+    # The least share of the budget recall gets when history wants the room.
+    share: float = Field(default=0.75, ge=0, le=1)
+    # The most tokens recalled messages take in one prompt.
+    max_tokens: StrictInt = Field(default=8000, ge=0)
+
+
 _COMMON_KB_KEYS: frozenset[str] = frozenset(KnowledgeBaseConfig.model_fields)
 _PROFILE_KEYS: tuple[str, ...] = tuple(ProfileConfig.model_fields)
 
@@ -408,6 +428,9 @@ _FIELD_FIXES: dict[str, str] = {
     ),
     "max_proposals_per_minute": "use a whole number from 0 to 10000, e.g. max_proposals_per_minute = 20",
     "max_pending_per_origin": "use a whole number from 0 to 10000, e.g. max_pending_per_origin = 20",
+    "sessions": 'use one of "workspace" (every session), "own" (this session), "none"',
+    "share": "use a number from 0 to 1, e.g. share = 0.75",
+    "max_tokens": "use a whole number of tokens, 0 or more, e.g. max_tokens = 8000",
 }
 _BUILTIN_MODELS: tuple[type[BaseModel], ...] = (
     ProfileConfig,
@@ -415,6 +438,7 @@ _BUILTIN_MODELS: tuple[type[BaseModel], ...] = (
     KnowledgeBaseConfig,
     WorkspaceConfig,
     MemoryConfig,
+    RecallConfig,
 )
 
 
@@ -471,6 +495,7 @@ class KairoxConfig:
     :param workspace_file: the workspace file, if one was loaded.
     :param root: the folder of the workspace file, else the current folder.
     :param memory: the ``[memory]`` settings.
+    :param recall: the ``[recall]`` settings.
     """
 
     profiles: dict[str, ProfileConfig]
@@ -480,6 +505,7 @@ class KairoxConfig:
     workspace_file: Path | None
     root: Path
     memory: MemoryConfig = field(default_factory=lambda: MemoryConfig())
+    recall: RecallConfig = field(default_factory=lambda: RecallConfig())
 
     def resolve_profile(self, name_or_alias: str) -> tuple[str, ProfileConfig]:
         """The ``(name, profile)`` a profile name or alias refers to.

@@ -98,7 +98,7 @@ class ConfigFileReader:
                 if top not in ALLOWED_TOP_LEVEL:
                     self._unknown_top_level(path, top)
                     continue
-                if top in ("workspace", "memory"):
+                if top in ("workspace", "memory", "recall"):
                     singles[top] = Table(value, path)
                     continue
                 if not isinstance(value, dict):

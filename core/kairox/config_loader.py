@@ -35,6 +35,7 @@ from kairox.config import (
     KnowledgeBaseEntry,
     MemoryConfig,
     ProfileConfig,
+    RecallConfig,
     WorkspaceConfig,
     _rename_or,
     _suggest,
@@ -400,6 +401,12 @@ class _Loader(ConfigFileReader):
         found = self.validate(MemoryConfig, t.raw, t.origin, "memory", skip=skip)
         return found if isinstance(found, MemoryConfig) else MemoryConfig()
 
+    def recall(self, t: Table | None) -> RecallConfig:
+        if t is None or not self.check_is_table("recall", None, t):
+            return RecallConfig()
+        found = self.validate(RecallConfig, t.raw, t.origin, "recall")
+        return found if isinstance(found, RecallConfig) else RecallConfig()
+
     def workspace(self, t: Table | None) -> WorkspaceConfig:
         if t is None:
             return WorkspaceConfig()
@@ -511,6 +518,7 @@ def load_config(
     knowledge_bases = loader.knowledge_bases(kb_tables, _profile_refs(profile_tables))
     workspace = loader.workspace(singles.get("workspace"))
     memory = loader.memory(singles.get("memory"))
+    recall = loader.recall(singles.get("recall"))
 
     if loader.problems:
         raise ConfigError(loader.problems)
@@ -529,6 +537,7 @@ def load_config(
         knowledge_bases=knowledge_bases,
         workspace=workspace,
         memory=memory,
+        recall=recall,
         files=[path for path, _ in docs],
         workspace_file=workspace_file,
         root=workspace_file.parent if workspace_file is not None else here,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypedDict, TypeVar, Unpack
 
 from kairox import paths
+from kairox.facade_recall import RecallVerbs
 from kairox.retrieval import IngestableSource, Query, RetrievalResult
 from kairox.retrieval.fusion import DEFAULT_FUSION
 
@@ -71,7 +72,7 @@ class SearchOptions(TypedDict, total=False):
     query_transform: str | None  # a query transform instead of the profile's; "none" too
 
 
-class AppFacade:
+class AppFacade(RecallVerbs):
     """Kairox's verbs over one workspace.
 
     :param cwd: where to look for ``kairox.toml`` (and the workspace root).

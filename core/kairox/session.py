@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from kairox.context.assembler import (
     CompactionSummaryItem,
     ContextAssembler,
     HistoryTurn,
+    RecalledTurn,
 )
 from kairox.context.tokens import TokenCounter
 from kairox.events import (
@@ -83,6 +85,9 @@ __all__ = [
 # Streamed text is written to the event log in batches of this many deltas, off the
 # event loop; the completed message is still written once, whole.
 DELTA_BATCH = 32
+# How many archived messages recall offers the assembler each turn (best first); what
+# fits its share of the budget is taken.
+RECALL_CANDIDATES = 200
 
 
 class _DeltaWriter:
@@ -165,7 +170,13 @@ class Session(RecordingMixin):
 
     def _assembler(self) -> ContextAssembler:
         """The profile's assembler; its counter's per-event cache is the one token ledger."""
-        return ContextAssembler.for_profile(self.profile, self.counter)
+        recall = self.facade.config.recall
+        return ContextAssembler.for_profile(
+            self.profile,
+            self.counter,
+            recall_share=recall.share,
+            recall_max_tokens=recall.max_tokens,
+        )
 
     @property
     def backend(self) -> ModelBackend:
@@ -310,7 +321,11 @@ class Session(RecordingMixin):
 
     async def _assemble(self, prompt: str, history: History | None = None) -> Assembly:
         history = history or self._read()
-        result = await self.facade.search(prompt, profile=self.profile_name, k=self.retrieval_k)
+        # Search and recall run side by side; recall's SQLite and numpy work in a thread.
+        result, (recalled, recall_stage) = await asyncio.gather(
+            self.facade.search(prompt, profile=self.profile_name, k=self.retrieval_k),
+            asyncio.to_thread(self._recall, prompt),
+        )
         data = AssemblyInput(
             system_prompt=self.profile.system_prompt,
             prompt=prompt,
@@ -332,10 +347,33 @@ class Session(RecordingMixin):
                     "error": report.error,
                 }
                 for report in result.stages
-            ],
+            ]
+            + recall_stage,
             history=history.turns,
+            recall=recalled,
         )
         return self._assembler().assemble(data)
+
+    def _recall(self, prompt: str) -> tuple[list[RecalledTurn], list[dict[str, Any]]]:
+        """Recall for ``prompt``; a failure leaves recall out and says so as a stage,
+        as a failing source does (the turn goes on)."""
+        started = time.perf_counter()
+        try:
+            found = self.facade.recall(
+                prompt,
+                session_id=self.session_id,
+                k=RECALL_CANDIDATES,
+                encoding=self.profile.encoding,
+            )
+        except Exception as exc:
+            stage = {
+                "stage": "recall",
+                "status": "error",
+                "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+                "error": f"{type(exc).__name__}: {exc}",
+            }
+            return [], [stage]
+        return found, []
 
     async def _turn(self, prompt: str, on_text: Callable[[str], None] | None) -> TurnResult:
         turn_id = uuid.uuid4().hex[:12]

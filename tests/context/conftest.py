@@ -128,6 +128,7 @@ def every_source(kb: str) -> list[str]:
         "compaction_summary",
         "workspace_retrieval",
         f"knowledge_base:{kb}",
+        "recall",
         "history",
         "prompt",
     ]

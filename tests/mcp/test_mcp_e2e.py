@@ -16,7 +16,16 @@ from kairox.facade import AppFacade
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = {"search", "context", "remember", "memories", "forget", "append_messages", "record_reply"}
+TOOLS = {
+    "search",
+    "context",
+    "recall",
+    "remember",
+    "memories",
+    "forget",
+    "append_messages",
+    "record_reply",
+}
 
 
 async def _approve_flow(client: Client, kairox_cli: Callable[..., Any], workspace, payload) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kairox.config import KairoxConfig, ProfileConfig, WorkspaceConfig
+from kairox.config import KairoxConfig, ProfileConfig, RecallConfig, WorkspaceConfig
 from kairox.context.summarizer import ReportingSummarizer, SummaryFromReport, SummaryReport
 from kairox.context.tokens import count_tokens
 from kairox.facade import AppFacade
@@ -112,7 +112,8 @@ class SessionSetup:
 
 
 def bench_facade(setup: SessionSetup) -> _BenchFacade:
-    """The facade one benchmark session runs on: retrieval off, a scripted profile."""
+    """The facade one benchmark session runs on: retrieval and recall off, a scripted
+    profile."""
     state_dir = setup.state_dir
     state_dir.mkdir(parents=True, exist_ok=True)
     retrievers = sorted(setup.registry.workspace_retrievers)
@@ -124,6 +125,9 @@ def bench_facade(setup: SessionSetup) -> _BenchFacade:
         files=[],
         workspace_file=None,
         root=state_dir,
+        # No recall either: it would bring back what the summary dropped (kairox bench
+        # recall measures that); here the summary alone must keep the thread.
+        recall=RecallConfig(sessions="none"),
     )
     return _BenchFacade(
         llm=setup.llm, cwd=state_dir, config=config, pm=setup.pm, state_dir=state_dir

@@ -333,6 +333,15 @@ def _attach_tuning_benchmarks() -> None:
 _attach_tuning_benchmarks()
 
 
+def _attach_recall_benchmark() -> None:
+    from kairox.cli.bench_recall_cmd import recall
+
+    bench.add_command(recall)
+
+
+_attach_recall_benchmark()
+
+
 def _attach_embed_benchmark() -> None:
     from kairox.cli.bench_embed_cmd import embed
 

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kairox.cli.app import AppContext, console, fold_long_values, print_json
+from kairox.cli.history_search import search_history
 from kairox.cli.hit_format import code_excerpt, location, vimgrep_line
 from kairox.retrieval import FusedHit, RetrievalResult, SourceReport
 from kairox.retrieval.fusion import DEFAULT_FUSION, FUSION_METHODS
@@ -232,6 +233,12 @@ def check_stage(facade: Any, table: str, name: str | None, hint: str) -> None:
     show_default=True,
     help="vimgrep: path:line:col:text per hit, for editors' quickfix lists.",
 )
+@click.option(
+    "--history",
+    is_flag=True,
+    help="Search what was said in this workspace's sessions (the recall archive) instead.",
+)
+@click.option("--session", default=None, help="With --history: this session's messages only.")
 @click.pass_obj
 def search(
     app: AppContext,
@@ -245,10 +252,16 @@ def search(
     as_json: bool,
     filter_text: str | None,
     output: str,
+    history: bool,
+    session: str | None,
 ) -> None:
-    """Search the workspace index and every knowledge base the profile sees."""
+    """Search the workspace index and every knowledge base the profile sees (--history:
+    the messages of every session)."""
     if not query.strip():
         raise click.BadParameter("the query is empty; say what to look for", param_hint="QUERY")
+    if history:
+        search_history(app.facade(), query, k, session, as_json or output == "json")
+        return
     filters = parse_cli_filter(filter_text)
     facade = app.facade()
     name = facade.resolve_profile(profile)

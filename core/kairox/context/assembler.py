@@ -8,8 +8,10 @@ token budget (``context_window - headroom``) and fills it in priority order:
 3. compaction summaries, newest first when tight;
 4. workspace retrieval hits, best first;
 5. knowledge-base hits, one knowledge base after the other, best first;
-6. history, newest turn first and in whole turns only;
-7. the new user prompt, always verbatim and always the last message.
+6. recalled messages: what was said earlier that the kept history does not hold
+   (:mod:`kairox.context.recalled`), best first, under their own share of the budget;
+7. history, newest turn first and in whole turns only;
+8. the new user prompt, always verbatim and always the last message.
 
 If the system prompt and the new prompt alone do not fit, :class:`BudgetExceeded` is raised
 (the budget guard): nothing else can be dropped to make room for them.
@@ -68,11 +70,14 @@ from kairox.context.assembly import (
 )
 from kairox.context.hits import add_hits, hit_sections, hit_trace, retrieved_hits
 from kairox.context.memory_ranking import PreparedMemories, words
+from kairox.context.recalled import add_recall, kept_recalled
 from kairox.context.system_message import (
     HISTORY,
     KB_PREFIX,
     MEMORY_SCOPES,
     PROMPT,
+    RECALL,
+    RECALL_HEADING,
     SUMMARY,
     SUMMARY_HEADING,
     SYSTEM,
@@ -115,7 +120,9 @@ class ContextAssembler:
     accounting. ``max_hits_tokens_share`` bounds retrieval hits (workspace and knowledge
     bases together) when history wants the room: hits take what history leaves them, but
     never less than that share of the budget when there are hits to fill it. Without
-    history pressure hits may use everything that is left. The assembler keeps no state
+    history pressure hits may use everything that is left. Recalled messages get at least
+    ``recall_share`` of the budget when history wants the room, and at most
+    ``recall_max_tokens`` (:mod:`kairox.context.recalled`). The assembler keeps no state
     between turns except the counter's cache, and is safe to share between threads.
     """
 
@@ -127,6 +134,8 @@ class ContextAssembler:
         headroom: int,
         counter: TokenCounter | None = None,
         max_hits_tokens_share: float = 0.25,
+        recall_share: float = 0.75,
+        recall_max_tokens: int = 8000,
     ) -> None:
         if context_window <= 0:
             raise ValueError(f"context_window must be positive, got {context_window}")
@@ -139,6 +148,10 @@ class ContextAssembler:
             raise ValueError(
                 f"max_hits_tokens_share must be between 0 and 1, got {max_hits_tokens_share}"
             )
+        if not 0 <= recall_share <= 1:
+            raise ValueError(f"recall_share must be between 0 and 1, got {recall_share}")
+        if recall_max_tokens < 0:
+            raise ValueError(f"recall_max_tokens must be 0 or more, got {recall_max_tokens}")
         if counter is None:
             counter = TokenCounter(encoding)
         elif counter.encoding != encoding:
@@ -152,17 +165,27 @@ class ContextAssembler:
         self.headroom = headroom
         self.counter = counter
         self.max_hits_tokens_share = max_hits_tokens_share
+        self.recall_share = recall_share
+        self.recall_max_tokens = recall_max_tokens
 
     @classmethod
     def for_profile(
-        cls, profile: ProfileConfig, counter: TokenCounter | None = None
+        cls,
+        profile: ProfileConfig,
+        counter: TokenCounter | None = None,
+        *,
+        recall_share: float = 0.75,
+        recall_max_tokens: int = 8000,
     ) -> ContextAssembler:
-        """An assembler for ``profile``'s encoding, context window and headroom."""
+        """An assembler for ``profile``'s encoding, context window and headroom (and the
+        ``[recall]`` table's share and cap)."""
         return cls(
             encoding=profile.encoding,
             context_window=profile.context_window,
             headroom=profile.headroom,
             counter=counter,
+            recall_share=recall_share,
+            recall_max_tokens=recall_max_tokens,
         )
 
     @property
@@ -236,7 +259,7 @@ class ContextAssembler:
         sections = hit_sections(data, retrieved)
         kb_sources = [name for name in sections if name != WORKSPACE]
         memory_sources = [f"memory:{scope}" for scope in MEMORY_SCOPES]
-        section_order = [*memory_sources, SUMMARY, *sections]
+        section_order = [*memory_sources, SUMMARY, *sections, RECALL]
         ledgers = {name: Ledger() for name in [*section_order, HISTORY]}
 
         base = base_text(data.system_prompt, data.instructions)
@@ -260,6 +283,7 @@ class ContextAssembler:
         system.set_heading(WORKSPACE, "## Context from the workspace\n")
         for source in kb_sources:
             system.set_heading(source, f"## Context from {source.removeprefix(KB_PREFIX)}\n")
+        system.set_heading(RECALL, RECALL_HEADING)
 
         self._add_memories(draft)
         self._add_summaries(draft)
@@ -272,13 +296,20 @@ class ContextAssembler:
 
         share = int(self.max_hits_tokens_share * budget)
         taken = add_hits(draft, retrieved, turn_cost, share)
+        recall = add_recall(
+            draft, turn_cost, int(self.recall_share * budget), self.recall_max_tokens
+        )
 
         content, system_tokens = self._finish_system(system, ledgers, limit)
         kept_pieces = {id(piece) for _, piece in system.selection}
 
         memory_tokens = sum(system.source_tokens(s) for s in memory_sources)
         kept_turns, had_tool_output = self._select_history(
-            data, ledgers[HISTORY], limit - system_tokens, memory_tokens
+            data, ledgers[HISTORY], limit - system_tokens, memory_tokens, recall.event_ids
+        )
+        # Recalled tool output is as unvetted as it was in the history it came from.
+        had_tool_output = had_tool_output or any(
+            id(piece) in recall.tool_pieces for _, piece in system.selection
         )
 
         messages: list[ChatMessage] = []
@@ -295,6 +326,8 @@ class ContextAssembler:
             ledgers[name].tokens = system.source_tokens(name)
             ledgers[name].included = len(system.sections[name])
             section_tokens += ledgers[name].tokens
+        # Recall's group headings are not items; its messages are.
+        ledgers[RECALL].included = len(recall.event_ids & kept_recalled(system))
 
         sources = [
             SourceAccount(
@@ -391,6 +424,7 @@ class ContextAssembler:
         ledger: Ledger,
         room: int,
         memory_tokens: int,
+        recalled: set[int] | None = None,
     ) -> tuple[list[int], bool]:
         """Indexes of the turns kept, oldest first: newest first, whole turns, no gaps;
         and whether any of them holds tool output.
@@ -398,7 +432,8 @@ class ContextAssembler:
         The first turn that does not fit ends the history; it and every older turn are
         dropped, since a conversation with a hole in it reads as something that never
         happened. The dropped turns are one range in the trace (``events 1-40 (20
-        turns)``), so a long history costs what fits, not what it drops.
+        turns)``), so a long history costs what fits, not what it drops. History also
+        ends at a turn holding a ``recalled`` message: it is in the prompt already.
         """
         history = data.history
         turn_entry = self._turn_entry
@@ -410,7 +445,7 @@ class ContextAssembler:
             turn = history[index]
             entry = (turn.event_ids and known(turn.event_ids)) or turn_entry(turn)
             cost = entry[0]
-            if cost > room - spent:
+            if cost > room - spent or (recalled and not recalled.isdisjoint(turn.event_ids)):
                 ledger.drop(turn_range(history, index), DROP_OLDER_HISTORY, count=index + 1)
                 if memory_tokens and cost <= room - spent + memory_tokens:
                     # Without the memories this turn would have fitted: say so in the trace.

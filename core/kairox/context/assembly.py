@@ -33,6 +33,8 @@ __all__ = [
     "BudgetExceeded",
     "CompactionSummaryItem",
     "HistoryTurn",
+    "RecalledMessage",
+    "RecalledTurn",
     "SourceAccount",
 ]
 
@@ -60,6 +62,34 @@ class HistoryTurn:
     messages: tuple[ChatMessage, ...]
     event_ids: tuple[int, ...] = ()
     had_tool_output: bool = False
+
+
+@dataclass(frozen=True)
+class RecalledMessage:
+    """A message said earlier, found again by recall: who said it, when, where.
+
+    ``tool_output`` marks text a tool returned: recalled, it stays as unvetted as it was.
+    """
+
+    event_id: int
+    session_id: str
+    who: str
+    time: str
+    text: str
+    tool_output: bool = False
+    tokens: tuple[str, int] | None = None
+    """``(encoding, count)`` of the message's line (:func:`kairox.context.recalled.recall_line`)
+    when the caller counted it already; used when the assembler counts in that encoding."""
+
+
+@dataclass(frozen=True)
+class RecalledTurn:
+    """One recall hit: the message found (``event_id``) with the neighbours that complete
+    it (the question it answers, the answer it asked for), oldest first."""
+
+    event_id: int
+    messages: tuple[RecalledMessage, ...]
+    score: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -102,6 +132,9 @@ class AssemblyInput:
     #: The search stages that produced ``hits`` (``{"stage", "status", "latency_ms",
     #: "error"}`` each: a query transform, a reranker), for the trace.
     stages: Sequence[Mapping[str, Any]] = ()
+    #: Recall: earlier messages relevant to the prompt, best first. Those the kept
+    #: history already holds are left out, so nothing is in the prompt twice.
+    recall: Sequence[RecalledTurn] = ()
 
 
 @dataclass(frozen=True)

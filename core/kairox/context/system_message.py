@@ -9,7 +9,7 @@ the source and section names, and the labels the trace uses for events and turns
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,8 @@ __all__ = [
     "KB_PREFIX",
     "MEMORY_SCOPES",
     "PROMPT",
+    "RECALL",
+    "RECALL_HEADING",
     "SUMMARY",
     "SUMMARY_HEADING",
     "SYSTEM",
@@ -46,6 +48,8 @@ SYSTEM = "system"
 SUMMARY = "compaction_summary"
 WORKSPACE = "workspace_retrieval"
 HISTORY = "history"
+RECALL = "recall"
+RECALL_HEADING = "## Recalled from earlier conversation\n"
 PROMPT = "prompt"
 KB_PREFIX = "knowledge_base:"
 SUMMARY_HEADING = "## Summary of earlier conversation\n"
@@ -103,6 +107,7 @@ class SystemMessage:
 
     def __init__(self, counter: TokenCounter, base: str, section_order: Sequence[str]) -> None:
         self._counter = counter
+        self.encoding = counter.encoding
         self.base = base
         # The bare prompt is sent verbatim; with sections after it, it gets a blank line.
         self._base_piece = base + "\n\n" if base else ""
@@ -118,8 +123,9 @@ class SystemMessage:
     def set_heading(self, source: str, heading: str) -> None:
         self.headings[source] = (heading, self._counter.count(heading))
 
-    def piece(self, order: int, text: str, label: str) -> Piece:
-        return Piece(order, text, self._counter.count(text), label)
+    def piece(self, order: int, text: str, label: str, key: Hashable | None = None) -> Piece:
+        """A piece of ``text``, counted (and cached under ``key`` when one is given)."""
+        return Piece(order, text, self._counter.count(text, key=key), label)
 
     @property
     def has_sections(self) -> bool:

@@ -159,6 +159,19 @@ class KairoxTools:
         self._pending.asked(session_id, prompt, assembly)
         return assembly_json(assembly, profile=name, session=session_id)
 
+    def recall(self, query: str, k: int = 10, session: str | None = None) -> dict[str, Any]:
+        """Earlier messages the session may recall (the ``[recall]`` table's scope)."""
+        from kairox.recall import recalled_json
+
+        query = _text("query", query, MAX_QUERY_CHARS)
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise ToolInputError(f"k must be a whole number from 1 to {MAX_K}, not {k!r}")
+        session_id = _session(session) or self.session_id
+        found = self.facade.recall(query, session_id=session_id, k=k)
+        if any(m.tool_output for turn in found for m in turn.messages):
+            self._served["tool output"] = None  # recalled, it is as unvetted as it was
+        return {"query": query, "session": session_id, "hits": recalled_json(found)}
+
     # -- sessions ---------------------------------------------------------------------
 
     async def append_messages(
