@@ -331,6 +331,19 @@ class AppFacade:
 
         return workspace_index(self.sources.context())
 
+    def indexed_neighbours(self) -> list[Path]:
+        """Indexed workspaces inside this one's root or above it (not the root itself):
+        where a search that finds no index here probably meant to look."""
+        from kairox.workspace.index_schema import indexed_workspaces
+
+        root = self.workspace_root
+        found = []
+        for workspace in indexed_workspaces(self.database):
+            folder = Path(workspace)
+            if folder != root and (folder.is_relative_to(root) or root.is_relative_to(folder)):
+                found.append(folder)
+        return sorted(found)
+
     def index_workspace(self, **options: Unpack[IndexOptions]) -> IndexStats:
         """Index (or re-index) the workspace's files incrementally; ``options`` are
         :class:`IndexOptions` (see :meth:`WorkspaceRagIndex.index`)."""
