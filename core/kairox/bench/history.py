@@ -35,6 +35,7 @@ __all__ = [
     "Commit",
     "History",
     "HistoryQuery",
+    "assign_splits",
     "clean_subject",
     "export_head",
     "extract",
@@ -347,8 +348,8 @@ def assign_splits(queries: Sequence[HistoryQuery], test_share: float) -> list[Hi
 
 
 def export_head(repo: Path, dest: Path) -> Path:
-    """The tree at HEAD of ``repo`` written into ``dest`` (emptied first is the caller's
-    job): what the benchmark indexes, so uncommitted edits never count."""
+    """The tree at HEAD of ``repo`` written into ``dest``, a new or empty folder: what the
+    benchmark indexes, so uncommitted edits never count."""
     dest.mkdir(parents=True, exist_ok=True)
     if any(dest.iterdir()):
         raise BenchError(f"{dest} is not empty; give an empty or new folder to export HEAD into")
