@@ -32,6 +32,7 @@ from kairox.bench import BenchError
 from kairox.bench.history import History, export_head, extract
 from kairox.bench.history_eval import check_enough, evaluate_repo, pooled
 from kairox.bench.report import machine
+from kairox.embed_progress import EmbedProgress
 
 if TYPE_CHECKING:
     from kairox.facade import AppFacade
@@ -165,10 +166,7 @@ def history_benchmark(
             for embedder in embedders:
                 facade = _facade(tree, folder / f"state-{embedder}", embedder, pm)
                 facades.append(facade)
-                what = f"{name}: indexing ({embedder})"
-                facade.index_workspace(
-                    progress=lambda _path, done, total, what=what: _say(progress, what, done, total)
-                )
+                _index(facade, f"{name}: {{}} ({embedder})", progress)
                 for system in systems:
                     if system == "workspace-fts" and embedder != embedders[0]:
                         continue  # words only: the same for every embedder
@@ -196,6 +194,20 @@ def history_benchmark(
         "pooled": pooled(rows),
         "machine": machine(),
     }
+
+
+def _index(facade: AppFacade, label: str, progress: Progress | None) -> None:
+    """Index the tree as ``kairox index`` does, its reading and embedding as progress
+    (``label`` formatted with ``indexing`` and ``embedding``)."""
+
+    def embedded(counts: EmbedProgress) -> None:
+        planned = counts.chunks_planned + counts.sentences_planned
+        _say(progress, label.format("embedding"), counts.embedded, planned)
+
+    facade.index_workspace(
+        progress=lambda _path, done, total: _say(progress, label.format("indexing"), done, total),
+        embedding=EmbedProgress(listener=embedded),
+    )
 
 
 def _registry() -> Any:
