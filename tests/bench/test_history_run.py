@@ -38,6 +38,9 @@ def test_one_run_scores_the_default_beside_the_references(history_repo, bench_hi
     assert row["name"] == "history-repo" and row["queries"] == 5
     assert list(row["systems"]) == ["default", "workspace-fts", "whole-file-bm25", "path-symbol"]
     assert report["pooled"]["queries"] == 5
+    assert ["Run black over the code", "formatting, lint, typo or style"] in [
+        entry[1:] for entry in row["skipped_commits"]
+    ]
     assert report["pooled"]["systems"]["default"] == row["systems"]["default"]
     # The tree indexed is HEAD's, exported; the repository's own files are untouched.
     assert (tmp_path / "work" / "history-repo" / "tree" / "src/pkg/lexer.py").is_file()
@@ -118,3 +121,49 @@ def test_repo_names_are_short_and_unique(tmp_path):
         tmp_path / "b" / "flask",
     ]
     assert repo_names(paths) == ["pallets+flask", "flask", "flask-2"]
+
+
+def test_a_committed_kairox_toml_applies_and_profiles_are_systems(history_repo, bench_history):
+    history_repo.commit(
+        "configure kairox",
+        {
+            "kairox.toml": '[workspace]\nexclude = ["src/pkg/util.py"]\n\n'
+            '[profiles.mmr]\nrerank = "mmr"\n'
+        },
+    )
+    result = bench_history(
+        "--repo",
+        history_repo.root,
+        "--split",
+        "all",
+        "--min-queries",
+        "5",
+        "--systems",
+        "default,profile:mmr",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)["repos"]
+    assert list(row["systems"])[:2] == ["default", "profile:mmr"]
+    ranked = {f for files in row["rankings"]["default"].values() for f in files}
+    assert "src/pkg/core.py" in ranked
+    assert "src/pkg/util.py" not in ranked  # excluded by the committed kairox.toml
+    assert "src/pkg/util.py" in {
+        f for files in row["rankings"]["whole-file-bm25"].values() for f in files
+    }
+
+
+def test_an_unknown_profile_is_refused_with_a_did_you_mean(history_repo, bench_history, tmp_path):
+    result = bench_history(
+        "--repo",
+        history_repo.root,
+        "--split",
+        "all",
+        "--min-queries",
+        "5",
+        "--systems",
+        "profile:defualt",
+    )
+    assert result.exit_code == 2
+    assert "default" in result.output
+    assert not list((tmp_path / "work").glob("*/state-*/kairox.db"))  # refused before indexing

@@ -166,14 +166,14 @@ def history_benchmark(
             for embedder in embedders:
                 facade = _facade(tree, folder / f"state-{embedder}", embedder, pm)
                 facades.append(facade)
-                _index(facade, f"{name}: {{}} ({embedder})", progress)
-                for system in systems:
+                for system in systems:  # a profile's typo is refused before indexing
                     if system == "workspace-fts" and embedder != embedders[0]:
                         continue  # words only: the same for every embedder
                     label = system
                     if len(embedders) > 1 and system != "workspace-fts":
                         label = f"{system}/{embedder}"
                     searchers[label] = _searcher(facade, system, k)
+                _index(facade, f"{name}: {{}} ({embedder})", progress)
             row = evaluate_repo(history, tree, searchers, split=split, progress=progress)
         finally:
             for facade in facades:
@@ -181,6 +181,9 @@ def history_benchmark(
         row["name"] = name
         row["files"] = sum(1 for p in tree.rglob("*") if p.is_file())
         row["train_queries"] = len(history.split("train"))
+        row["skipped_commits"] = [
+            [sha[:12], subject, reason] for sha, subject, reason in history.skipped_commits
+        ]
         rows.append(row)
     return {
         "benchmark": "history",
