@@ -165,3 +165,22 @@ def test_plugins_lists_converters_whose_library_is_missing_as_not_installed(work
         timeout=120,
     )
     assert "document converters" in shown.stdout and "not installed: html" not in shown.stdout
+
+
+def test_grammars_are_part_of_the_core_install_and_a_missing_one_names_its_wheel(
+    invoke, monkeypatch
+):
+    from kairox.workspace.grammars import GRAMMARS, load_parser
+
+    load_parser.cache_clear()
+    try:
+        installed = invoke("plugins").output
+        assert "not installed" not in installed  # every grammar ships with kairox
+        assert all(g.name in installed for g in GRAMMARS)
+        monkeypatch.setitem(sys.modules, "tree_sitter_ruby", None)
+        load_parser.cache_clear()
+        missing = invoke("plugins").output
+        assert "not installed: tree-sitter-ruby" in missing
+        assert "pip install tree-sitter-ruby" in missing
+    finally:
+        load_parser.cache_clear()
