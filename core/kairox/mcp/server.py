@@ -312,8 +312,23 @@ def build_server(facade: AppFacade, *, session_id: str | None = None) -> MCPServ
     @server.tool(title="Recall earlier messages", description=RECALL_DOC, annotations=_READ_ONLY)
     @_tool_errors
     def recall(
-        query: Annotated[str, Field(description="What to look for.", max_length=MAX_QUERY_CHARS)],
-        k: Annotated[int, Field(description="How many messages at most.", ge=1, le=MAX_K)] = 10,
+        query: Annotated[
+            str,
+            Field(
+                description="What was said that you look for, as words the message would "
+                f"contain, at most {MAX_QUERY_CHARS} characters. Required.",
+                max_length=MAX_QUERY_CHARS,
+            ),
+        ],
+        k: Annotated[
+            int,
+            Field(
+                description=f"How many earlier messages to return at most, from 1 to {MAX_K}. "
+                "Default: 10.",
+                ge=1,
+                le=MAX_K,
+            ),
+        ] = 10,
         session: Session = None,
     ) -> dict[str, Any]:
         return tools.recall(query, k, session)
