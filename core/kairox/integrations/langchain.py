@@ -51,6 +51,8 @@ class KairoxRetriever(BaseRetriever):
     :param profile: the Kairox profile (name or alias); the default profile when ``None``.
     :param k: how many documents at most.
     :param filters: equality filters on hit metadata (``{"path": "docs/intro.md"}``).
+    :param by_file: one document per workspace file (its best chunk) instead of one per
+        chunk hit.
     :param handle: an already open :class:`kairox.api.Kairox`, instead of ``path``.
     """
 
@@ -60,6 +62,7 @@ class KairoxRetriever(BaseRetriever):
     profile: str | None = None
     k: int = Field(default=4, ge=1)
     filters: dict[str, Any] | None = None
+    by_file: bool = False
     handle: Kairox | None = Field(default=None, exclude=True)
     _kx: Kairox | None = PrivateAttr(default=None)
 
@@ -78,6 +81,7 @@ class KairoxRetriever(BaseRetriever):
             "k": kwargs.get("k", self.k),
             "filters": kwargs.get("filters", self.filters),
             "profile": self.profile,
+            "by_file": self.by_file,
         }
 
     def _get_relevant_documents(

@@ -48,6 +48,7 @@ class KairoxLlamaRetriever(BaseRetriever):
     :param profile: the Kairox profile (name or alias); the default profile when ``None``.
     :param k: how many nodes at most.
     :param filters: equality filters on hit metadata (``{"path": "docs/intro.md"}``).
+    :param by_file: one node per workspace file (its best chunk) instead of one per chunk hit.
     :param handle: an already open :class:`kairox.api.Kairox`, instead of ``path``.
     """
 
@@ -58,6 +59,7 @@ class KairoxLlamaRetriever(BaseRetriever):
         *,
         k: int = 4,
         filters: dict[str, Any] | None = None,
+        by_file: bool = False,
         handle: Kairox | None = None,
         **options: Any,
     ) -> None:
@@ -68,17 +70,22 @@ class KairoxLlamaRetriever(BaseRetriever):
         self.profile = profile
         self.k = k
         self.filters = filters
+        self.by_file = by_file
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "k": self.k,
+            "filters": self.filters,
+            "profile": self.profile,
+            "by_file": self.by_file,
+        }
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        result = self.kairox.search(
-            query_bundle.query_str, k=self.k, filters=self.filters, profile=self.profile
-        )
+        result = self.kairox.search(query_bundle.query_str, **self._options())
         return [_node(hit) for hit in result.hits]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        result = await self.kairox.asearch(
-            query_bundle.query_str, k=self.k, filters=self.filters, profile=self.profile
-        )
+        result = await self.kairox.asearch(query_bundle.query_str, **self._options())
         return [_node(hit) for hit in result.hits]
 
 
