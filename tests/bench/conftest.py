@@ -4,6 +4,7 @@ workspace whose knowledge base holds the corpus, and the CLI with every installe
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -124,3 +125,136 @@ def kb_workspace(workspace: Path, invoke) -> Path:
     result = invoke("kb", "ingest", "papers", corpus_jsonl(workspace / "corpus.jsonl"))
     assert result.exit_code == 0, result.output
     return workspace
+
+
+class GitRepo:
+    """A git repository the test writes commit by commit, one day apart, oldest first."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.day = 0
+        root.mkdir(parents=True)
+        self.git("init", "-q", "-b", "main")
+
+    def git(self, *args: str, author: str = "Ada <ada@example.com>") -> str:
+        import subprocess
+
+        name, email = author.rstrip(">").split(" <")
+        stamp = f"{1704067200 + self.day * 86400} +0000"
+        env = {
+            "GIT_AUTHOR_NAME": name,
+            "GIT_AUTHOR_EMAIL": email,
+            "GIT_COMMITTER_NAME": name,
+            "GIT_COMMITTER_EMAIL": email,
+            "GIT_AUTHOR_DATE": stamp,
+            "GIT_COMMITTER_DATE": stamp,
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "HOME": str(self.root),
+            "PATH": os.environ["PATH"],
+        }
+        done = subprocess.run(
+            ["git", "-C", str(self.root), *args], env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def commit(
+        self,
+        subject: str,
+        files: dict[str, str | None] | None = None,
+        *,
+        body: str = "",
+        author: str = "Ada <ada@example.com>",
+    ) -> str:
+        """Write (text) or delete (None) ``files``, commit them; returns the sha."""
+        for relpath, text in (files or {}).items():
+            path = self.root / relpath
+            if text is None:
+                self.git("rm", "-q", relpath)
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            self.git("add", relpath)
+        self.day += 1
+        message = subject + (f"\n\n{body}" if body else "")
+        self.git("commit", "-q", "--allow-empty", "-m", message, author=author)
+        return self.git("rev-parse", "HEAD").strip()
+
+    def move(self, old: str, new: str, subject: str) -> str:
+        self.git("mv", old, new)
+        return self.commit(subject)
+
+
+def source(name: str, words: str) -> str:
+    """A small Python module defining ``name`` whose docstring holds ``words``."""
+    return f'def {name}(value):\n    """{words}"""\n    return value\n'
+
+
+@pytest.fixture
+def history_repo(tmp_path: Path) -> GitRepo:
+    """A repository with every kind of commit the history benchmark must tell apart:
+    see tests/bench/test_history.py for what each gives."""
+    repo = GitRepo(tmp_path / "history-repo")
+    repo.commit(
+        "Initial layout",
+        {
+            "src/pkg/core.py": source("run_core", "the core loop"),
+            "src/pkg/util.py": source("shared_helper", "small helpers"),
+            "src/pkg/tokenizer.py": source("tokenize_text", "split text into tokens"),
+            "src/pkg/parser.py": source("parse_config", "parse configuration values"),
+            "README.md": "# pkg\n",
+            "tests/test_core.py": "def test_core():\n    assert True\n",
+            "docs/index.md": "# docs\n",
+        },
+    )
+    repo.commit(
+        "add parser for config values (#12)",
+        {
+            "src/pkg/parser.py": source("parse_config", "parse configuration values and lists"),
+            "tests/test_parser.py": "def test_parser():\n    pass\n",
+        },
+    )
+    repo.commit(
+        "fix(tokenizer): handle empty input in tokenizer",
+        {"src/pkg/tokenizer.py": source("tokenize_text", "split text into tokens, empty too")},
+    )
+    repo.commit("Bump version to 1.2.0", {"src/pkg/__init__.py": '__version__ = "1.2.0"\n'})
+    repo.commit(
+        'Revert "handle empty input"',
+        {"src/pkg/util.py": source("shared_helper", "small helpers again")},
+        body="This reverts commit 0123456789abcdef.",
+    )
+    repo.commit(
+        "Run black over the code", {"src/pkg/core.py": source("run_core", "the core  loop")}
+    )
+    repo.commit(
+        "build(deps): bump requests from 2.31 to 2.32",
+        {"requirements.txt": "requests==2.32\n"},
+        author="dependabot[bot] <bot@example.com>",
+    )
+    repo.move("src/pkg/tokenizer.py", "src/pkg/lexer.py", "rename the tokenizer to lexer")
+    repo.commit("add legacy helper", {"src/pkg/legacy.py": source("legacy_helper", "old code")})
+    repo.commit("remove legacy helper", {"src/pkg/legacy.py": None})
+    repo.commit("cover the lexer", {"tests/test_lexer.py": "def test_lexer():\n    pass\n"})
+    repo.commit(
+        "share helpers between core and util",
+        {
+            "src/pkg/core.py": source("run_core", "the core loop with shared helpers"),
+            "src/pkg/util.py": source("shared_helper", "helpers shared with core"),
+            "tests/test_core.py": "def test_core():\n    assert 1\n",
+        },
+    )
+    repo.git("checkout", "-q", "-b", "feature")
+    repo.commit(
+        "[core] teach the parser about lists",
+        {"src/pkg/parser.py": source("parse_config", "lists")},
+    )
+    repo.git("checkout", "-q", "main")
+    repo.day += 1
+    repo.git("merge", "-q", "--no-ff", "-m", "Merge branch 'feature'", "feature")
+    repo.commit(
+        "Add parser for config values",
+        {"src/pkg/parser.py": source("parse_config", "parse configuration values, lists too")},
+    )
+    repo.commit("document the parser", {"docs/parser.md": "# parser\n"})
+    return repo
