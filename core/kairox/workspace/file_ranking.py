@@ -7,8 +7,8 @@ Fused chunk hits are re-scored before they are cut to ``k``:
    less, unless the query asks for that role;
 2. a file is ranked by the **evidence of all its chunks**, not its best one alone: its
    best chunk's score plus ``file_evidence`` times the rest, each further chunk counting
-   less (1/2, 1/3, ...); every chunk of the file carries the file's score, so the hit
-   list reduced to files comes out in file order, each file's chunks best first.
+   less (1/2, 1/3, ...); the file's best chunk carries the file's score (its other
+   chunks keep their own), so the hit list reduced to files comes out in file order.
 
 :func:`by_file` then keeps one hit per file (its best chunk, with the file's line range
 and chunk count) for callers that want files. Hits without a workspace path (a knowledge
@@ -94,9 +94,13 @@ class FileRanking:
             weighted.append((hit, path, hit.score * weight))
         # A file's chunks, best first: its score is the best plus the decayed rest.
         chunks: dict[str, list[float]] = {}
-        for _, path, score in weighted:
-            if path is not None:
-                chunks.setdefault(path, []).append(score)
+        best_of: dict[str, int] = {}
+        for order, (_, path, score) in enumerate(weighted):
+            if path is None:
+                continue
+            chunks.setdefault(path, []).append(score)
+            if path not in best_of or score > weighted[best_of[path]][2]:
+                best_of[path] = order
         file_score = {
             path: _evidence(sorted(scores, reverse=True), self.file_evidence)
             for path, scores in chunks.items()
@@ -106,22 +110,18 @@ class FileRanking:
         # balance between the workspace and the knowledge bases as fusion set it.
         best_before = max((hit.score for hit, path, _ in weighted if path is not None), default=0)
         best_after = max(file_score.values(), default=0)
-        if best_after > 0:
-            scale = best_before / best_after
-            file_score = {path: score * scale for path, score in file_score.items()}
-        rescored = [
-            (
-                file_score[path] if path is not None else score,
-                score,
-                order,
-                dataclasses.replace(hit, score=score if path is None else file_score[path]),
-            )
-            for order, (hit, path, score) in enumerate(weighted)
-        ]
-        # A file's chunks share its score: they stay together, their own scores ordering
-        # them; the fused order breaks what ties remain (it is deterministic already).
-        rescored.sort(key=lambda row: (-row[0], -row[1], row[2]))
-        return [row[3] for row in rescored]
+        scale = best_before / best_after if best_after > 0 else 1.0
+        # A file's best chunk carries the file's score, its other chunks their own (never
+        # more): reduced to files, the list is in file order, and a file with many
+        # matching chunks does not crowd the others out of a short list.
+        rescored = []
+        for order, (hit, path, score) in enumerate(weighted):
+            if path is not None:
+                score = scale * (file_score[path] if best_of[path] == order else score)
+            rescored.append((score, order, dataclasses.replace(hit, score=score)))
+        # The fused order breaks ties (it is deterministic already).
+        rescored.sort(key=lambda row: (-row[0], row[1]))
+        return [row[2] for row in rescored]
 
 
 def _evidence(scores: Sequence[float], weight: float) -> float:
