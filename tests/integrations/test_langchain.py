@@ -60,3 +60,11 @@ def test_filters_apply(indexed_workspace: Path):
     docs = retriever.invoke("retries")
     assert {d.metadata["path"] for d in docs} == {"queue.md"}
     assert {d.metadata["path"] for d in retriever.invoke("retries", filters=None)} > {"queue.md"}
+
+
+def test_by_file_gives_one_document_per_file(indexed_workspace: Path):
+    retriever = KairoxRetriever(path=str(indexed_workspace), k=3, by_file=True)
+    documents = retriever.invoke("failed uploads retry")
+    paths = [d.metadata["path"] for d in documents]
+    assert len(paths) == len(set(paths)) == 3
+    assert all("file_chunks" in d.metadata for d in documents)

@@ -44,3 +44,11 @@ def test_works_in_a_query_engine(indexed_workspace: Path):
     response = engine.query("how do failed uploads retry?")
     assert response.source_nodes[0].node.metadata["path"] == "uploads.md"
     assert str(response)
+
+
+def test_by_file_gives_one_node_per_file(indexed_workspace: Path):
+    retriever = KairoxLlamaRetriever(str(indexed_workspace), k=3, by_file=True)
+    nodes = retriever.retrieve("failed uploads retry")
+    paths = [n.node.metadata["path"] for n in nodes]
+    assert len(paths) == len(set(paths)) == 3
+    assert all("file_chunks" in n.node.metadata for n in nodes)
