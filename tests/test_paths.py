@@ -49,3 +49,39 @@ def test_an_unwritable_kairox_home_is_a_message(tmp_path):
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     assert f"cannot open Kairox's database {home / 'kairox.db'}" in done.stderr
+
+
+@pytest.fixture
+def nested(tmp_path):
+    """repo/ (a git checkout) holding repo/pkg/sub/."""
+    repo = tmp_path / "repo"
+    (repo / "pkg" / "sub").mkdir(parents=True)
+    (repo / ".git").mkdir()
+    return repo
+
+
+def test_root_of_a_folder_given_inside_a_git_repository_is_that_folder(nested):
+    from kairox.paths import ROOT_GIVEN, find_workspace_root
+
+    assert find_workspace_root(nested / "pkg", given=True) == (nested / "pkg", ROOT_GIVEN)
+
+
+def test_root_found_from_a_folder_is_the_git_root(nested):
+    from kairox.paths import ROOT_GIT, find_workspace_root
+
+    assert find_workspace_root(nested / "pkg" / "sub") == (nested, ROOT_GIT)
+
+
+def test_a_kairox_toml_at_or_above_the_folder_given_wins(nested):
+    from kairox.paths import ROOT_CONFIG, find_workspace_root
+
+    (nested / "pkg" / "kairox.toml").write_text("")
+    assert find_workspace_root(nested / "pkg" / "sub", given=True) == (nested / "pkg", ROOT_CONFIG)
+    assert find_workspace_root(nested / "pkg", given=True) == (nested / "pkg", ROOT_CONFIG)
+    assert find_workspace_root(nested / "pkg" / "sub") == (nested / "pkg", ROOT_CONFIG)
+
+
+def test_without_config_or_git_the_current_folder_is_the_root(tmp_path):
+    from kairox.paths import ROOT_CURRENT, find_workspace_root
+
+    assert find_workspace_root(tmp_path) == (tmp_path, ROOT_CURRENT)

@@ -29,7 +29,9 @@ def get_plugin_manager():
     return _get()
 
 
-def open(path: str | os.PathLike[str] = ".", profile: str | None = None, **options: Any) -> Kairox:
+def open(
+    path: str | os.PathLike[str] | None = None, profile: str | None = None, **options: Any
+) -> Kairox:
     """Open a workspace for the Python API (see :func:`kairox.api.open` and docs/python-api.md)."""
     # Through importlib, like the plugin API below: plugins import this package, and the
     # layering check would otherwise see them reach the API above the facade.

@@ -61,7 +61,7 @@ class MemoryProposal:
 
 
 def open(
-    path: str | Path = ".",
+    path: str | Path | None = None,
     profile: str | None = None,
     *,
     config_path: str | Path | None = None,
@@ -69,19 +69,24 @@ def open(
 ) -> Kairox:
     """Open the workspace at ``path`` (its ``kairox.toml``, else defaults).
 
+    The root is the nearest folder at or above ``path`` holding ``kairox.toml``, else
+    ``path`` itself; with no ``path``, the current folder's workspace as ``kairox search``
+    finds it (``kairox.toml``, else the git root, else the folder).
+
     :param profile: the profile (name or alias) searches and context use by default.
     :param config_path: a ``kairox.toml`` to use instead of searching upwards from ``path``.
     :param state_dir: where state lives instead of ``$KAIROX_HOME``.
     """
     from kairox.facade import AppFacade
 
-    folder = Path(path).expanduser()
+    folder = Path(path if path is not None else Path.cwd()).expanduser()
     if not folder.is_dir():
         raise KairoxApiError(f"{str(folder)!r} is not a folder; pass the workspace's folder")
     facade = AppFacade(
         cwd=folder,
         config_path=Path(config_path).expanduser() if config_path is not None else None,
         state_dir=Path(state_dir).expanduser() if state_dir is not None else None,
+        root_given=path is not None,
     )
     return Kairox(facade, profile=profile)
 

@@ -283,7 +283,7 @@ class WorkspaceConfig(BaseModel):
     # about the vectors' size again on disk); kairox.workspace.vector_pack.
     vector_pack: StrictBool = True
     # Cut code at function/class boundaries where a tree-sitter grammar is installed
-    # (kairox[code]); false: whole-line windows for every file.
+    # (every one is, with kairox); false: whole-line windows for every file.
     syntax_chunks: StrictBool = True
     # The workspace vector source's convex-fusion weight against FTS; unset: the
     # embedder's own default (hashing 0.05, others 1.0; benchmarks/README.md).

@@ -75,6 +75,9 @@ class AppFacade:
     """Kairox's verbs over one workspace.
 
     :param cwd: where to look for ``kairox.toml`` (and the workspace root).
+    :param root_given: ``cwd`` was named by the user (``kairox index PATH``,
+        ``kairox.open(PATH)``, ``--workspace``): it is the root unless a ``kairox.toml`` at
+        or above it says otherwise (:func:`kairox.paths.find_workspace_root`).
     :param config_path: an explicit ``kairox.toml`` instead of searching upwards.
     :param config: an already loaded configuration (tests, embedding applications).
     :param pm: the plugin manager; the process-wide one by default.
@@ -89,8 +92,10 @@ class AppFacade:
         config: KairoxConfig | None = None,
         pm: KairoxPluginManager | None = None,
         state_dir: Path | None = None,
+        root_given: bool = False,
     ) -> None:
         self.cwd = (cwd or Path.cwd()).resolve()
+        self.root_given = root_given
         self._config_path = config_path
         self._config = config
         self._config_given = config is not None
@@ -185,12 +190,23 @@ class AppFacade:
             stale.close()
         return True
 
-    @cached_property
+    @property
     def workspace_root(self) -> Path:
-        """The folder of ``kairox.toml``, else the git root, else the current folder."""
+        """The folder of ``kairox.toml``, else the folder given, else the git root, else
+        the current folder (:attr:`workspace_root_why` says which)."""
+        return self._root.path
+
+    @property
+    def workspace_root_why(self) -> str:
+        """Why :attr:`workspace_root` is the root, e.g. ``"nearest kairox.toml"``."""
+        return self._root.why
+
+    @cached_property
+    def _root(self) -> paths.WorkspaceRoot:
         if self.config.workspace_file is not None:
-            return self.config.workspace_file.parent.resolve()
-        return paths.workspace_root(self.cwd)
+            why = "the --config file's folder" if self._config_path else paths.ROOT_CONFIG
+            return paths.WorkspaceRoot(self.config.workspace_file.parent.resolve(), why)
+        return paths.find_workspace_root(self.cwd, given=self.root_given)
 
     @property
     def sources(self) -> SourceFactory:
@@ -316,6 +332,19 @@ class AppFacade:
         from kairox.workspace.shared import workspace_index
 
         return workspace_index(self.sources.context())
+
+    def indexed_neighbours(self) -> list[Path]:
+        """Indexed workspaces inside this one's root or above it (not the root itself):
+        where a search that finds no index here probably meant to look."""
+        from kairox.workspace.index_schema import indexed_workspaces
+
+        root = self.workspace_root
+        found = []
+        for workspace in indexed_workspaces(self.database):
+            folder = Path(workspace)
+            if folder != root and (folder.is_relative_to(root) or root.is_relative_to(folder)):
+                found.append(folder)
+        return sorted(found)
 
     def index_workspace(self, **options: Unpack[IndexOptions]) -> IndexStats:
         """Index (or re-index) the workspace's files incrementally; ``options`` are

@@ -7,6 +7,7 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from kairox.errors import KairoxError
 
@@ -48,11 +49,41 @@ def database_path() -> Path:
     return kairox_home() / "kairox.db"
 
 
-def workspace_root(start: Path | None = None) -> Path:
-    """The folder holding ``kairox.toml``, else the git root, else ``start`` itself."""
+#: Why a folder is the workspace root (the ``why`` of :func:`find_workspace_root`).
+ROOT_CONFIG = "nearest kairox.toml"
+ROOT_GIVEN = "the folder given"
+ROOT_GIT = "git root"
+ROOT_CURRENT = "current folder"
+
+
+class WorkspaceRoot(NamedTuple):
+    """The workspace's root folder and why it was chosen (one of the ``ROOT_*`` reasons)."""
+
+    path: Path
+    why: str
+
+
+def find_workspace_root(start: Path | None = None, *, given: bool = False) -> WorkspaceRoot:
+    """The workspace ``start`` (default: the current folder) belongs to, and why.
+
+    The nearest folder at or above ``start`` holding ``kairox.toml`` (its configuration
+    defines the workspace, and its ``include``/``exclude`` patterns are relative to it);
+    else ``start`` itself when it was given (``kairox index PATH``, ``kairox.open(PATH)``,
+    ``--workspace PATH``), so a folder inside a larger git repository is indexed alone;
+    else the git root above ``start``; else ``start``.
+    """
     here = (start or Path.cwd()).resolve()
-    for marker in (WORKSPACE_CONFIG_NAME, ".git"):
-        for folder in (here, *here.parents):
-            if (folder / marker).exists():
-                return folder
-    return here
+    for folder in (here, *here.parents):
+        if (folder / WORKSPACE_CONFIG_NAME).exists():
+            return WorkspaceRoot(folder, ROOT_CONFIG)
+    if given:
+        return WorkspaceRoot(here, ROOT_GIVEN)
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return WorkspaceRoot(folder, ROOT_GIT)
+    return WorkspaceRoot(here, ROOT_CURRENT)
+
+
+def workspace_root(start: Path | None = None, *, given: bool = False) -> Path:
+    """The folder of :func:`find_workspace_root`."""
+    return find_workspace_root(start, given=given).path

@@ -258,3 +258,21 @@ def history_repo(tmp_path: Path) -> GitRepo:
     )
     repo.commit("document the parser", {"docs/parser.md": "# parser\n"})
     return repo
+
+
+TOPICS = ["retry", "cookie", "proxy", "stream", "timeout", "redirect"]
+WORDS = ["budget", "limits", "headers", "backoff"]
+
+
+@pytest.fixture
+def long_history_repo(tmp_path: Path) -> GitRepo:
+    """24 one-file commits over six modules, each about one topic and one word: enough
+    queries to tune on (``bench tune`` wants 20)."""
+    repo = GitRepo(tmp_path / "long-history")
+    for word in WORDS:
+        for topic in TOPICS:
+            text = "".join(
+                source(f"{topic}_{w}", f"{topic} {w}") for w in WORDS[: WORDS.index(word) + 1]
+            )
+            repo.commit(f"teach the {topic} module about {word}", {f"src/{topic}.py": text})
+    return repo

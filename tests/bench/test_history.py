@@ -17,9 +17,11 @@ from kairox.bench.history import (
     RELEASE,
     REVERT,
     TOO_MANY,
+    Commit,
     clean_subject,
     export_head,
     extract,
+    skip_reason,
 )
 from kairox.bench.history_paths import is_source, role_of
 
@@ -162,3 +164,31 @@ def test_export_head_writes_the_committed_tree_only(history_repo, tmp_path):
 def test_a_folder_without_history_is_refused_clearly(tmp_path):
     with pytest.raises(BenchError, match="not a git repository"):
         extract(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("subject", "skipped"),
+    [
+        ("Run black over the code", True),
+        ("Format code", True),
+        ("fix formatting", True),
+        ("style: wrap long lines", True),
+        ("fix clippy warnings", True),
+        ("Fix typo in docstring", True),
+        ("fix formatting of help text", False),  # output formatting: a real change
+        ("Support RFC 3339 format in the time filter", False),
+        ("add --format option", False),
+    ],
+)
+def test_formatting_commits(subject, skipped):
+    commit = Commit("0" * 40, ("1" * 40,), 0, "Ada <ada@example.com>", subject, "", ())
+    assert (skip_reason(commit) == FORMATTING) is skipped
+
+
+def test_a_file_moved_out_of_the_sources_since_is_no_answer(history_repo):
+    (history_repo.root / "examples").mkdir()
+    history_repo.git("mv", "src/pkg/parser.py", "examples/parser.py")
+    history_repo.commit("move the parser into the examples")
+    found = {q.text: q.answers for q in extract(history_repo.root).queries}
+    assert "Add parser for config values" not in found  # its only answer is an example now
+    assert found["handle empty input in tokenizer"] == ("src/pkg/lexer.py",)

@@ -104,3 +104,22 @@ def test_install_first_party_plugin_from_source_checkout(monkeypatch, invoke, tm
 
 def test_unknown_packages_are_not_resolved_to_folders():
     assert plugins_cmd.source_checkout_plugin("requests") is None
+
+
+def test_grammars_are_part_of_the_core_install_and_a_missing_one_names_its_wheel(
+    invoke, monkeypatch
+):
+    from kairox.workspace.grammars import GRAMMARS, load_parser
+
+    load_parser.cache_clear()
+    try:
+        installed = invoke("plugins").output
+        assert "not installed" not in installed  # every grammar ships with kairox
+        assert all(g.name in installed for g in GRAMMARS)
+        monkeypatch.setitem(sys.modules, "tree_sitter_ruby", None)
+        load_parser.cache_clear()
+        missing = invoke("plugins").output
+        assert "not installed: tree-sitter-ruby" in missing
+        assert "pip install tree-sitter-ruby" in missing
+    finally:
+        load_parser.cache_clear()

@@ -58,7 +58,7 @@ def test_table_shows_relative_path_with_lines_and_indented_code(invoke, code_wor
     result = invoke("search", "tick", "--source", "workspace-fts")
     assert result.exit_code == 0, result.output
     assert re.search(r"src/launch\.py:\d+-\d+", result.output)
-    assert str(code_workspace) not in result.output  # relative to the workspace root
+    assert str(code_workspace) not in result.stdout  # relative to the workspace root
     assert "    print(tick)" in result.output  # indentation kept
 
 

@@ -84,3 +84,12 @@ def test_peer_uid_is_this_user():
     left, right = socket.socketpair()
     with left, right:
         assert protocol.peer_uid(left) == os.getuid()
+
+
+def test_a_workspace_folder_is_sent_absolute(monkeypatch, tmp_path):
+    # The daemon runs the command in its own folder: a relative --workspace would miss.
+    monkeypatch.chdir(tmp_path)
+    sent = client.request(["search", "q", "--workspace", "pkg"])["argv"]
+    assert sent == ["search", "q", "--workspace", str(tmp_path / "pkg")]
+    inline = client.request(["search", "--workspace=/abs", "q"])["argv"]
+    assert inline == ["search", "--workspace=/abs", "q"]

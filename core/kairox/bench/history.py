@@ -35,6 +35,7 @@ __all__ = [
     "Commit",
     "History",
     "HistoryQuery",
+    "assign_splits",
     "clean_subject",
     "export_head",
     "extract",
@@ -77,10 +78,14 @@ _RELEASE = re.compile(
     r"|^(?:bump|release)\s+(?:to\s+)?v?\d+\.\d+",
     re.I,
 )
+# Formatting commits: a formatter or linter named, or "format" as what the commit does
+# ("Format code", "fix formatting"), not "fix formatting of help text" (output formatting).
 _FORMATTING = re.compile(
     r"^style(?:\([^)]*\))?!?:"
-    r"|\b(?:format(?:ting|ted)?|reformat\w*|black|isort|prettier|gofmt|rustfmt|clippy|lint\w*"
-    r"|flake8|ruff|pre-commit|typos?|spelling|misspell\w*|whitespace|code\s+style|pyupgrade)\b",
+    r"|^(?:run\s+|apply\s+|fix\s+|update\s+)?(?:re)?format(?:s|ting|ted)?\b(?!\s+(?:of|for|in)\b)"
+    r"|\b(?:reformat\w*|black|isort|prettier|gofmt|rustfmt|clippy|flake8|ruff|eslint|pre-commit"
+    r"|pyupgrade|lint|lints|linter|linting|typos?|spelling|misspell\w*|whitespace"
+    r"|code\s+style|code\s+format\w*)\b",
     re.I,
 )
 _CONVENTIONAL = re.compile(
@@ -296,7 +301,10 @@ def extract(
             dict.fromkeys(
                 renamed.get(new, new)
                 for status, _, new in commit.changes
-                if status != "D" and is_source(new) and renamed.get(new, new) in at_head
+                if status != "D"
+                and is_source(new)
+                and renamed.get(new, new) in at_head
+                and is_source(renamed.get(new, new))  # not moved into tests/ or docs/ since
             )
         )
         for status, old, new in commit.changes:
@@ -340,8 +348,8 @@ def assign_splits(queries: Sequence[HistoryQuery], test_share: float) -> list[Hi
 
 
 def export_head(repo: Path, dest: Path) -> Path:
-    """The tree at HEAD of ``repo`` written into ``dest`` (emptied first is the caller's
-    job): what the benchmark indexes, so uncommitted edits never count."""
+    """The tree at HEAD of ``repo`` written into ``dest``, a new or empty folder: what the
+    benchmark indexes, so uncommitted edits never count."""
     dest.mkdir(parents=True, exist_ok=True)
     if any(dest.iterdir()):
         raise BenchError(f"{dest} is not empty; give an empty or new folder to export HEAD into")

@@ -64,14 +64,18 @@ class AppContext:
         return self.facade().config
 
     def facade(self, cwd: Path | None = None) -> AppFacade:
-        """The facade for the current folder (or ``cwd``), sharing this plugin manager.
+        """The facade for the current folder (or the folder ``cwd`` the user named, the
+        workspace root unless a ``kairox.toml`` above it says otherwise), sharing this
+        plugin manager.
 
         Every facade made here is closed when the command ends (:meth:`close`).
         """
         from kairox.facade import AppFacade
 
         if cwd is not None:
-            made = AppFacade(cwd=cwd, config_path=self.config_path, pm=self.plugin_manager())
+            made = AppFacade(
+                cwd=cwd, config_path=self.config_path, pm=self.plugin_manager(), root_given=True
+            )
             self._others.append(made)
             return made
         if self._facade is None:

@@ -308,9 +308,10 @@ def scaling(
 
 
 def _attach_session_benchmarks() -> None:
-    from kairox.cli import bench_code_cmd, bench_session_cmd
+    from kairox.cli import bench_code_cmd, bench_history_cmd, bench_session_cmd
 
     bench.add_command(bench_code_cmd.code)
+    bench.add_command(bench_history_cmd.history)
     for command in (
         bench_session_cmd.composite,
         bench_session_cmd.context,

@@ -8,6 +8,7 @@ import click
 
 from kairox.cli.app import AppContext, console, console_err, print_json, skipped_summary
 from kairox.cli.embed_progress_view import embed_progress
+from kairox.cli.workspace_root import say_root
 
 
 @click.command()
@@ -24,6 +25,8 @@ def index(app: AppContext, path: Path | None, no_wait: bool, as_json: bool) -> N
     """
     facade = app.facade(cwd=path)
     root = facade.workspace_root
+    if not as_json:
+        say_root(facade)
     if facade.workspace_index().is_busy() and not no_wait:
         console_err.print("another `kairox index` is running here; waiting for it...")
     with embed_progress(f"indexing {root}", disabled=as_json) as embedding:
@@ -33,7 +36,7 @@ def index(app: AppContext, path: Path | None, no_wait: bool, as_json: bool) -> N
 
         stats = facade.index_workspace(wait=not no_wait, progress=advance, embedding=embedding)
     if as_json:
-        print_json({"workspace": str(root), **stats.as_json()})
+        print_json({"workspace": str(root), "why": facade.workspace_root_why, **stats.as_json()})
         return
     for relpath, why in stats.skipped_details:
         console_err.print(f"skipped {relpath}: {why}", markup=False)

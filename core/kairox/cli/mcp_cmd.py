@@ -94,7 +94,8 @@ def _serve_http(server: Any, facade: Any, host: str, port: int, token: str | Non
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     # stdout is the protocol channel only for stdio; with --http it is free for the address.
-    click.echo(f"Kairox MCP server for {printable(str(facade.workspace_root))}")
+    root = f"{facade.workspace_root} ({facade.workspace_root_why})"
+    click.echo(f"Kairox MCP server for {printable(root)}")
     click.echo(f"  http://{shown}:{bound}/mcp")
     if token is not None:
         click.echo("  every request needs: Authorization: Bearer <token>")

@@ -83,7 +83,7 @@ def print_grammars() -> None:
     if missing:
         line += (
             f"; not installed: {', '.join(missing)} (their files get line windows; "
-            "pip install 'kairox[code]')"
+            f"pip install {' '.join(missing)})"
         )
     console.print(line, markup=False)
 

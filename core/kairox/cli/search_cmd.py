@@ -14,6 +14,7 @@ from rich.text import Text
 
 from kairox.cli.app import AppContext, console, fold_long_values, print_json
 from kairox.cli.hit_format import code_excerpt, location, numbered_lines, vimgrep_line
+from kairox.cli.workspace_root import indexed_nearby, not_indexed_note, root_json, say_root
 from kairox.retrieval import FusedHit, RetrievalResult, SourceReport
 from kairox.retrieval.fusion import DEFAULT_FUSION, FUSION_METHODS
 from kairox.terminal import printable
@@ -220,6 +221,13 @@ def check_stage(facade: Any, table: str, name: str | None, hint: str) -> None:
 )
 @click.option("--source", "only", multiple=True, help="Search only this source (repeatable).")
 @click.option(
+    "--workspace",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Search the workspace at this folder (as `kairox index PATH` indexed it) instead "
+    "of the current folder's.",
+)
+@click.option(
     "--rerank",
     metavar="NAME|none",
     default=None,
@@ -265,6 +273,7 @@ def search(
     k: int,
     fusion: str,
     only: tuple[str, ...],
+    workspace: Path | None,
     rerank: str | None,
     query_transform: str | None,
     as_json: bool,
@@ -276,7 +285,7 @@ def search(
     if not query.strip():
         raise click.BadParameter("the query is empty; say what to look for", param_hint="QUERY")
     filters = parse_cli_filter(filter_text)
-    facade = app.facade()
+    facade = app.facade(workspace)
     name = facade.resolve_profile(profile)
     if only:
         check_sources(facade, name, set(only))
@@ -293,13 +302,17 @@ def search(
         filters=filters,
         by_file=not chunks,
     )
+    nearby = indexed_nearby(facade, result)
     if as_json or output == "json":
-        print_json(result_as_json(result, query, name), default=str)
+        answer = {**result_as_json(result, query, name), "workspace": root_json(facade, nearby)}
+        print_json(answer, default=str)
         return
     root = Path(facade.workspace_root).resolve()
-    if output == "vimgrep":
+    if output == "vimgrep":  # machine-read, like --json: nothing else, even on stderr
         print_vimgrep(result, query, root)
         return
+    say_root(facade)
+    not_indexed_note(facade, nearby, query)
     if output == "table":
         print_result(result, query, root)
         return

@@ -70,10 +70,11 @@ def _terminal_size() -> list[int] | None:
 
 def request(argv: list[str]) -> dict[str, Any]:
     """The request for ``argv`` run from here, with what the output's terminal looks like."""
+    cwd = os.getcwd()
     return {
         "op": "run",
-        "argv": list(argv),
-        "cwd": os.getcwd(),
+        "argv": protocol.absolute_paths(argv, cwd),
+        "cwd": cwd,
         "env": protocol.state_env(),
         "display_env": {k: os.environ[k] for k in protocol.DISPLAY_ENV if k in os.environ},
         "stdout": _stream(sys.stdout),

@@ -22,6 +22,9 @@ FORWARDED = frozenset({"search", "context"})
 #: Options that print help or the version: cheap in-process, and their layout follows the
 #: terminal click sees, so they are never forwarded.
 NOT_FORWARDED = frozenset({"-h", "--help", "--version"})
+#: Options of forwarded commands that name a folder: sent absolute, since the daemon
+#: runs the command in its own current folder.
+PATH_OPTIONS = ("--workspace",)
 #: Environment variables a request carries for the output's terminal (rich reads them).
 DISPLAY_ENV = (
     "TERM",
@@ -149,3 +152,16 @@ def split_global(argv: list[str]) -> tuple[str | None, list[str]]:
         else:
             break
     return config, rest
+
+
+def absolute_paths(argv: list[str], cwd: str) -> list[str]:
+    """``argv`` with the value of each :data:`PATH_OPTIONS` option made absolute from ``cwd``."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        for option in PATH_OPTIONS:
+            if arg == option and i + 1 < len(out):
+                out[i + 1] = os.path.join(cwd, os.path.expanduser(out[i + 1]))
+            elif arg.startswith(option + "="):
+                value = os.path.expanduser(arg.removeprefix(option + "="))
+                out[i] = f"{option}={os.path.join(cwd, value)}"
+    return out

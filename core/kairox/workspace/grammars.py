@@ -1,9 +1,9 @@
 """Which tree-sitter grammars Kairox can use, and what counts as a definition in each.
 
 Each grammar comes from its own PyPI wheel (``tree-sitter-python``, ``tree-sitter-go``...,
-the ``kairox[code]`` extra), which ships the compiled parser: nothing is downloaded at
-run time. A language whose wheel (or the ``tree-sitter`` bindings) is missing is simply
-not available, and its files are chunked by line windows instead.
+core dependencies of ``kairox``), which ships the compiled parser: nothing is downloaded at
+run time. A language whose wheel (or the ``tree-sitter`` bindings) is missing or broken is
+simply not available, and its files are chunked by line windows instead.
 """
 
 from __future__ import annotations

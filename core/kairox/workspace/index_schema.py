@@ -142,3 +142,20 @@ def open_database(path: Path) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+def indexed_workspaces(path: Path) -> list[str]:
+    """The workspace ids (root folders) with files in the index at ``path``; read only,
+    nothing is created (no database or no index yet: none)."""
+    if not path.is_file():
+        return []
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error:
+        return []
+    try:
+        return [row[0] for row in db.execute("SELECT DISTINCT workspace FROM rag_files")]
+    except sqlite3.Error:  # no rag_files table yet, or the database is busy
+        return []
+    finally:
+        db.close()

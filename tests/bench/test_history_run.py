@@ -1,0 +1,169 @@
+"""``kairox bench history`` end to end on a repository the test builds: the table's rows,
+the refusal of a thin history, and its queries tuning a workspace with ``bench tune``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kairox.bench.history_run import repo_names
+
+
+@pytest.fixture
+def bench_history(invoke, tmp_path):
+    def run(*args: str):
+        return invoke("bench", "history", "--work", tmp_path / "work", *args)
+
+    return run
+
+
+def test_one_run_scores_the_default_beside_the_references(history_repo, bench_history, tmp_path):
+    result = bench_history(
+        "--repo",
+        history_repo.root,
+        "--split",
+        "all",
+        "--min-queries",
+        "5",
+        "--systems",
+        "default,workspace-fts",
+        "--write-queries",
+        tmp_path / "queries",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    (row,) = report["repos"]
+    assert row["name"] == "history-repo" and row["queries"] == 5
+    assert list(row["systems"]) == ["default", "workspace-fts", "whole-file-bm25", "path-symbol"]
+    assert report["pooled"]["queries"] == 5
+    assert ["Run black over the code", "formatting, lint, typo or style"] in [
+        entry[1:] for entry in row["skipped_commits"]
+    ]
+    assert report["pooled"]["systems"]["default"] == row["systems"]["default"]
+    # The tree indexed is HEAD's, exported; the repository's own files are untouched.
+    assert (tmp_path / "work" / "history-repo" / "tree" / "src/pkg/lexer.py").is_file()
+    assert not (history_repo.root / ".kairox").exists()
+    written = tmp_path / "queries" / "history-repo"
+    assert len((written / "queries.jsonl").read_text().splitlines()) == 5
+    assert (written / "test.tsv").read_text().startswith("query-id\tcorpus-id\tscore\n")
+
+
+def test_the_table_names_each_repository_and_the_pooled_row(history_repo, bench_history):
+    result = bench_history("--repo", history_repo.root, "--split", "all", "--min-queries", "5")
+    assert result.exit_code == 0, result.output
+    assert "history-repo" in result.stdout and "pooled" in result.stdout
+    assert "whole-file-bm25" in result.stdout and "× BM25" in result.stdout
+    assert "skipped: " in result.stdout and "merge 1" in result.stdout
+
+
+def test_too_few_commits_is_refused_before_indexing(history_repo, bench_history, tmp_path):
+    result = bench_history("--repo", history_repo.root)
+    assert result.exit_code == 2
+    assert "2 usable commits in the test split, at least 20 needed" in result.output
+    assert "duplicate query: 1" in result.output
+    assert not (tmp_path / "work").exists()
+
+
+def test_an_unknown_system_is_a_usage_error(history_repo, bench_history):
+    result = bench_history("--repo", history_repo.root, "--systems", "bm42")
+    assert result.exit_code == 2
+    assert "unknown system 'bm42'" in result.output
+
+
+def test_tune_reads_the_train_queries_at_file_level(
+    long_history_repo, bench_history, invoke, tmp_path, monkeypatch
+):
+    result = bench_history(
+        "--repo",
+        long_history_repo.root,
+        "--split",
+        "all",
+        "--min-queries",
+        "1",
+        "--test-share",
+        "0.125",
+        "--write-queries",
+        tmp_path / "q",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    written = tmp_path / "q" / "long-history"
+    monkeypatch.chdir(long_history_repo.root)
+    assert invoke("index").exit_code == 0
+    tuned = invoke(
+        "bench",
+        "tune",
+        "--workspace",
+        "--folds",
+        "2",
+        "--queries",
+        written / "queries.jsonl",
+        "--qrels",
+        written / "train.tsv",
+        "--holdout-qrels",
+        written / "test.tsv",
+        "--json",
+    )
+    assert tuned.exit_code == 0, tuned.output
+    report = json.loads(tuned.stdout)
+    assert report["queries"] == 21
+    assert report["holdout"]["queries"] == 3
+    # Judged paths match the workspace's hits: the current configuration finds answers.
+    assert report["cross_validated"]["current_ndcg@10"] > 0
+
+
+def test_repo_names_are_short_and_unique(tmp_path):
+    paths = [
+        tmp_path / "pallets+flask" / "repo",
+        tmp_path / "a" / "flask.git",
+        tmp_path / "b" / "flask",
+    ]
+    assert repo_names(paths) == ["pallets+flask", "flask", "flask-2"]
+
+
+def test_a_committed_kairox_toml_applies_and_profiles_are_systems(history_repo, bench_history):
+    history_repo.commit(
+        "configure kairox",
+        {
+            "kairox.toml": '[workspace]\nexclude = ["src/pkg/util.py"]\n\n'
+            '[profiles.mmr]\nrerank = "mmr"\n'
+        },
+    )
+    result = bench_history(
+        "--repo",
+        history_repo.root,
+        "--split",
+        "all",
+        "--min-queries",
+        "5",
+        "--systems",
+        "default,profile:mmr",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)["repos"]
+    assert list(row["systems"])[:2] == ["default", "profile:mmr"]
+    ranked = {f for files in row["rankings"]["default"].values() for f in files}
+    assert "src/pkg/core.py" in ranked
+    assert "src/pkg/util.py" not in ranked  # excluded by the committed kairox.toml
+    assert "src/pkg/util.py" in {
+        f for files in row["rankings"]["whole-file-bm25"].values() for f in files
+    }
+
+
+def test_an_unknown_profile_is_refused_with_a_did_you_mean(history_repo, bench_history, tmp_path):
+    result = bench_history(
+        "--repo",
+        history_repo.root,
+        "--split",
+        "all",
+        "--min-queries",
+        "5",
+        "--systems",
+        "profile:defualt",
+    )
+    assert result.exit_code == 2
+    assert "default" in result.output
+    assert not list((tmp_path / "work").glob("*/state-*/kairox.db"))  # refused before indexing
