@@ -13,8 +13,9 @@ Fused chunk hits are re-scored before they are cut to ``k``:
 :func:`by_file` then keeps one hit per file (its best chunk, with the file's line range
 and chunk count) for callers that want files. Hits without a workspace path (a knowledge
 base's) keep their scores, and the workspace's are scaled so that its best file scores
-what its best hit did (the balance with the knowledge bases stays as fusion set it). The weights come from ``[workspace]`` (``role_weights``,
-``file_evidence``); benchmarks/README.md has the figures behind the defaults.
+what its best hit did: the balance with the knowledge bases stays as fusion set it. The
+weights come from ``[workspace]`` (``role_weights``, ``file_evidence``);
+benchmarks/README.md has the figures behind the defaults.
 """
 
 from __future__ import annotations
