@@ -109,4 +109,4 @@ def numbered_lines(hit: FusedHit, query: str, lines: int = EXCERPT_LINES) -> lis
         return [row.rstrip() for row in shown]
     first = known[0] + start
     width = len(str(first + len(shown)))
-    return [f"{first + n:>{width}} │ {row.rstrip()}" for n, row in enumerate(shown)]
+    return [f"{first + n:>{width}} │ {row}".rstrip() for n, row in enumerate(shown)]
