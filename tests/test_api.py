@@ -268,3 +268,27 @@ def test_the_documented_agent_loop_runs_against_an_openai_server(notes: Path):
         ("user", "And after the last retry?"),
         ("assistant", "Then the upload is marked failed."),
     ]
+
+
+@pytest.fixture
+def long_notes(workspace: Path) -> Path:
+    """One file cut into many small chunks that all match, and two short ones."""
+    (workspace / "kairox.toml").write_text("[workspace]\nchunk_tokens = 16\nchunk_overlap = 0\n")
+    retry = "\n\n".join(f"Upload retry rule {n}: failed uploads retry again." for n in range(12))
+    (workspace / "retry.md").write_text(retry + "\n")
+    (workspace / "queue.md").write_text("A failed upload goes back on the queue.\n")
+    (workspace / "lunch.md").write_text("The canteen opens at noon.\n")
+    return workspace
+
+
+def test_search_by_file_gives_one_hit_per_file(long_notes: Path):
+    kx = kairox.open(long_notes)
+    kx.index()
+    chunks = kx.search("failed uploads retry", k=5).hits
+    assert [Path(h.uri).name for h in chunks].count("retry.md") > 1
+    files = kx.search("failed uploads retry", k=5, by_file=True).hits
+    names = [Path(h.uri).name for h in files]
+    assert len(names) == len(set(names)) and names[:2] == ["retry.md", "queue.md"]
+    assert files[0].metadata["file_chunks"] > 1
+    first, last = files[0].metadata["file_lines"]
+    assert first <= files[0].metadata["line_start"] <= files[0].metadata["line_end"] <= last

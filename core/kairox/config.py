@@ -57,6 +57,7 @@ from pydantic import (
 from kairox.memory.limits import DEFAULT_LIMITS, ProposalLimits
 from kairox.paths import WORKSPACE_CONFIG_NAME
 from kairox.workspace.convert.limits import DEFAULT_MAX_UNPACKED_BYTES
+from kairox.workspace.file_roles import Role
 
 if TYPE_CHECKING:
     pass
@@ -311,6 +312,13 @@ class WorkspaceConfig(BaseModel):
     # The workspace vector source's convex-fusion weight against FTS; unset: the
     # embedder's own default (hashing 0.05, others 1.0; benchmarks/README.md).
     vector_weight: float | None = Field(default=None, ge=0)
+    # How workspace hits are ranked as files (kairox.workspace.file_ranking): a weight per
+    # file role over the built-in ones (a role the query names counts at least 1), how much
+    # a file's further chunks add to its best, and the fixed candidate depth each source
+    # is asked for and fused before the cut to k (so the top ranks never depend on k).
+    role_weights: dict[StrictStr, float] = Field(default_factory=dict)
+    file_evidence: float = Field(default=0.2, ge=0)
+    candidate_depth: StrictInt = Field(default=100, ge=1, le=1000)
     # gitignore-syntax patterns relative to the workspace root (kairox.workspace.selection).
     include: list[StrictStr] = Field(default_factory=list)
     exclude: list[StrictStr] = Field(default_factory=list)
@@ -325,6 +333,17 @@ class WorkspaceConfig(BaseModel):
                 GitIgnoreSpec.from_lines([pattern])
             except ValueError as exc:
                 raise ValueError(f"{pattern!r} is not a gitignore pattern ({exc})") from None
+        return value
+
+    @field_validator("role_weights")
+    @classmethod
+    def _known_roles(cls, value: dict[str, float]) -> dict[str, float]:
+        roles = [role.value for role in Role]
+        for role, weight in value.items():
+            if role not in roles:
+                raise ValueError(f"{role!r} is not a file role; the roles are {', '.join(roles)}")
+            if not weight >= 0:
+                raise ValueError(f"the weight of {role!r} must be >= 0, got {weight!r}")
         return value
 
     _overlap_below_chunk = _smaller_than("chunk_overlap", "chunk_tokens")
@@ -418,6 +437,13 @@ _FIELD_FIXES: dict[str, str] = {
     "vector_pack": "use true or false (no quotes), e.g. vector_pack = false",
     "vector_weight": "use a number >= 0, e.g. vector_weight = 1.0 (0 leaves vector hits out)",
     "syntax_chunks": "use true or false (no quotes), e.g. syntax_chunks = false",
+    "role_weights": (
+        "use a table of file roles and weights >= 0, e.g. role_weights = "
+        "{ test = 0.2, docs = 0.25 } (roles: implementation, test, docs, changelog, example, "
+        "benchmark, config, generated, vendored)"
+    ),
+    "file_evidence": "use a number >= 0, e.g. file_evidence = 0.2 (0: a file's best chunk alone)",
+    "candidate_depth": "use a whole number from 1 to 1000, e.g. candidate_depth = 100",
     "include": 'use a list of gitignore patterns, e.g. include = ["src/", "docs/*.md"]',
     "exclude": 'use a list of gitignore patterns, e.g. exclude = ["build/", "*.min.js"]',
     "max_proposals_per_turn": "use a whole number from 0 to 100, e.g. max_proposals_per_turn = 5",

@@ -26,6 +26,7 @@ from kairox import paths
 from kairox.facade_recall import RecallVerbs
 from kairox.retrieval import IngestableSource, Query, RetrievalResult
 from kairox.retrieval.fusion import DEFAULT_FUSION
+from kairox.workspace.file_ranking import by_file
 
 if TYPE_CHECKING:
     from kairox.config import KairoxConfig, KnowledgeBaseEntry, ProfileConfig
@@ -70,6 +71,7 @@ class SearchOptions(TypedDict, total=False):
     only: set[str] | None  # search only these sources (all of them)
     rerank: str | None  # a reranker instead of the profile's; "none" for no stage
     query_transform: str | None  # a query transform instead of the profile's; "none" too
+    by_file: bool  # one hit per workspace file, its best chunk (False: every chunk hit)
 
 
 class AppFacade(RecallVerbs):
@@ -396,9 +398,15 @@ class AppFacade(RecallVerbs):
         only: set[str] | None = None,
         rerank: str | None = None,
         query_transform: str | None = None,
+        by_file: bool = False,
     ) -> tuple[CompositeWorkspaceRetriever | StagedRetrieval, Query, dict[str, str]]:
-        """The searcher, query and groups for one search (the defaults of every option)."""
+        """The searcher, query and groups for one search (the defaults of every option).
+
+        ``by_file`` asks for every candidate (the top ranks do not depend on ``k``), so
+        that :meth:`_finished` can keep ``k`` files."""
         self.refresh()
+        if by_file:
+            k = max(k, self.config.workspace.candidate_depth)
         name = self.resolve_profile(profile)
         composite, groups = self.sources.composite_and_groups(name, fusion=fusion, only=only)
         searcher = self.sources.with_stages(
@@ -417,7 +425,7 @@ class AppFacade(RecallVerbs):
         """
         composite, query, groups = self._prepared(text, **options)
         result = await composite.retrieve(query)
-        return dataclasses.replace(result, groups=groups)
+        return self._finished(result, groups, options)
 
     def search_sync(self, text: str, **options: Unpack[SearchOptions]) -> RetrievalResult:
         """:meth:`search` for synchronous callers; never waits on a source past its deadline.
@@ -425,7 +433,18 @@ class AppFacade(RecallVerbs):
         Runs on the composite's own worker threads, kept between calls.
         """
         composite, query, groups = self._prepared(text, **options)
-        return dataclasses.replace(composite.retrieve_sync(query), groups=groups)
+        return self._finished(composite.retrieve_sync(query), groups, options)
+
+    @staticmethod
+    def _finished(
+        result: RetrievalResult, groups: dict[str, str], options: SearchOptions
+    ) -> RetrievalResult:
+        """The result with its groups; with ``by_file``, one hit per file, ``k`` of them
+        (:func:`kairox.workspace.file_ranking.by_file`)."""
+        if options.get("by_file"):
+            hits = by_file(result.hits)[: options.get("k", 10)]
+            return dataclasses.replace(result, hits=hits, groups=groups)
+        return dataclasses.replace(result, groups=groups)
 
     # -- knowledge bases ----------------------------------------------------------
 

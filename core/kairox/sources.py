@@ -234,6 +234,7 @@ class SourceFactory:
         from kairox.retrieval.composite import CompositeWorkspaceRetriever
         from kairox.retrieval.filters import parse_filter
         from kairox.retrieval.fusion import DEFAULT_FUSION
+        from kairox.workspace.file_ranking import DEFAULT_ROLE_WEIGHTS, FileRanking
 
         plan = self.plan(profile, only=only)
         method = fusion or DEFAULT_FUSION
@@ -248,6 +249,16 @@ class SourceFactory:
             composite = self._composites.get(key)
             if composite is None:
                 self._warm_up(plan.sources)
+                settings = self.config.workspace
+                ranking = FileRanking(
+                    role_weights={**DEFAULT_ROLE_WEIGHTS, **settings.role_weights},
+                    file_evidence=settings.file_evidence,
+                    sources=frozenset(
+                        name
+                        for name, group in plan.groups.items()
+                        if group is SourceGroup.WORKSPACE
+                    ),
+                )
                 composite = CompositeWorkspaceRetriever(
                     plan.sources,
                     timeouts_ms=plan.timeouts_ms,
@@ -255,6 +266,8 @@ class SourceFactory:
                     fusion=method,
                     skipped=plan.skipped,
                     source_filters={name: parse_filter(raw) for name, raw in plan.filters.items()},
+                    candidates=settings.candidate_depth,
+                    rescore=ranking.rescore,
                 )
                 self._composites[key] = composite
         return composite, plan.groups

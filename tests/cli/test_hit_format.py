@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from kairox.cli.hit_format import location
+from kairox.cli.hit_format import location, numbered_lines
 from kairox.retrieval import FusedHit
 from kairox.retrieval.model import Provenance
 
@@ -35,3 +36,13 @@ def _hit(**metadata) -> FusedHit:
 )
 def test_location_names_lines_or_pages(metadata, shown):
     assert location(_hit(**metadata), Path("/w")) == shown
+
+
+def test_numbered_lines_start_at_the_first_query_word_with_file_line_numbers():
+    text = "\n".join(["import os", "", "def load():", "    return os.environ", "", "", "x = 1"])
+    hit = dataclasses.replace(_hit(path="a.py", line_start=10, line_end=16), text=text)
+    shown = numbered_lines(hit, "environ load", lines=3)
+    assert shown == ["11 │", "12 │ def load():", "13 │     return os.environ"]
+    # Without line numbers (a converted document) the lines come bare.
+    bare = dataclasses.replace(_hit(), text="first\nsecond\n")
+    assert numbered_lines(bare, "second") == ["first", "second"]

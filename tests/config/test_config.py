@@ -106,6 +106,27 @@ def test_workspace_sentence_weight_default_and_range(env: Path, registry: Regist
     assert "sentence_weight = 0.5" in problem.fix
 
 
+def test_workspace_file_ranking_settings(env: Path, registry: Registry) -> None:
+    defaults = load_ws(env, "", registry).workspace
+    assert (defaults.role_weights, defaults.file_evidence, defaults.candidate_depth) == (
+        {},
+        0.2,
+        100,
+    )
+    text = "[workspace]\nrole_weights = { test = 1.0, docs = 0.5 }\nfile_evidence = 0\n"
+    config = load_ws(env, text, registry).workspace
+    assert config.role_weights == {"test": 1.0, "docs": 0.5} and config.file_evidence == 0
+    err, _ = problems_of(env, "[workspace]\nrole_weights = { tests = 1.0 }\n", registry)
+    [problem] = err.problems
+    assert problem.key == "role_weights"
+    assert (
+        "'tests' is not a file role" in problem.problem
+        and "implementation, test" in problem.problem
+    )
+    err, _ = problems_of(env, "[workspace]\ncandidate_depth = 0\n", registry)
+    assert [p.key for p in err.problems] == ["candidate_depth"]
+
+
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", "+inf"])
 @pytest.mark.parametrize(
     "table",

@@ -117,3 +117,11 @@ def test_a_used_retriever_deep_copies(indexed_workspace: Path):
     assert [d.id for d in retriever.invoke("retries")] == [d.id for d in before]
     assert {d.metadata["path"] for d in twin.invoke("canteen")} == {"lunch.md"}
     assert twin._workspace() is retriever._workspace()  # the open workspace is shared
+
+
+def test_by_file_gives_one_document_per_file(indexed_workspace: Path):
+    retriever = KairoxRetriever(path=str(indexed_workspace), k=3, by_file=True)
+    documents = retriever.invoke("failed uploads retry")
+    paths = [d.metadata["path"] for d in documents]
+    assert len(paths) == len(set(paths)) == 3
+    assert all("file_chunks" in d.metadata for d in documents)

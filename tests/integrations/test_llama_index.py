@@ -192,3 +192,11 @@ def test_kairox_filters_and_refusals(papers_workspace: Path):
         KairoxLlamaRetriever(str(papers_workspace), filters=_filters(matching))
     with pytest.raises(FilterError, match="expected a value"):
         retriever.retrieve(ROCKETS, filters="year >>= 2")
+
+
+def test_by_file_gives_one_node_per_file(indexed_workspace: Path):
+    retriever = KairoxLlamaRetriever(str(indexed_workspace), k=3, by_file=True)
+    nodes = retriever.retrieve("failed uploads retry")
+    paths = [n.node.metadata["path"] for n in nodes]
+    assert len(paths) == len(set(paths)) == 3
+    assert all("file_chunks" in n.node.metadata for n in nodes)

@@ -39,6 +39,11 @@ async def _approve_flow(client: Client, kairox_cli: Callable[..., Any], workspac
     assert found["hits"][0]["uri"].endswith("notes.md")
     assert {s["source"] for s in found["hits"][0]["found_by"]} == {"workspace", "workspace-fts"}
     assert {s["status"] for s in found["sources"]} == {"ok"}
+    files = payload(
+        await client.call_tool("search", {"query": "failed uploads retry", "k": 3, "by_file": True})
+    )
+    paths = [hit["uri"] for hit in files["hits"]]
+    assert paths[0].endswith("notes.md") and len(paths) == len(set(paths))
 
     context = payload(await client.call_tool("context", {"prompt": "how do uploads retry?"}))
     assert context["messages"][-1] == {"role": "user", "content": "how do uploads retry?"}
@@ -159,6 +164,7 @@ HOSTILE: list[tuple[str, dict[str, Any], str]] = [
     ("search", {"query": "retry", "filter": "year >>= 2"}, "filter: expected a value"),
     ("search", {"query": "retry", "filter": [1, 2]}, "valid dictionary or a valid string"),
     ("search", {"query": "retry", "profile": "nope"}, "no profile or alias named 'nope'"),
+    ("search", {"query": "retry", "by_file": "maybe"}, "valid boolean"),
     ("search", {}, "Field required"),
     ("context", {"prompt": "y" * 1_000_000}, "at most 32000 characters"),
     ("context", {"prompt": "hi", "session": "../../etc"}, "session may hold"),

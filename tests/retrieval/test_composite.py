@@ -17,6 +17,7 @@ from kairox import testing
 from kairox.retrieval import (
     FAN_OUT,
     CompositeWorkspaceRetriever,
+    FusedHit,
     Hit,
     Query,
     RetrievalResult,
@@ -24,6 +25,7 @@ from kairox.retrieval import (
     SourceReport,
     SourceStatus,
 )
+from kairox.retrieval.composite import CANDIDATE_DEPTH
 from kairox.retrieval.filters import ALL_OPERATORS
 from kairox.testing import run
 
@@ -138,15 +140,42 @@ def test_sources_are_asked_for_a_deeper_list_and_the_result_is_cut_to_k() -> Non
     a = StaticSource("A", [f"a{i}" for i in range(30)])
     b = StaticSource("B", [f"b{i}" for i in range(30)])
     result = retrieve(CompositeWorkspaceRetriever([a, b]), k=5)
-    assert [q.k for q in a.received + b.received] == [20, 20]
+    assert [q.k for q in a.received + b.received] == [CANDIDATE_DEPTH, CANDIDATE_DEPTH]
     assert len(result.hits) == 5
-    assert report(result, "A").hit_count == 20
+    assert report(result, "A").hit_count == 30
 
-    big_k = retrieve(CompositeWorkspaceRetriever([a]), k=25)
-    assert a.received[-1].k == 25 and len(big_k.hits) == 25
+    big_k = retrieve(CompositeWorkspaceRetriever([a]), k=CANDIDATE_DEPTH + 25)
+    assert a.received[-1].k == CANDIDATE_DEPTH + 25 and len(big_k.hits) == 30
 
     retrieve(CompositeWorkspaceRetriever([a], candidates=7), k=5)
     assert a.received[-1].k == 7
+    retrieve(CompositeWorkspaceRetriever([a], candidates=7), k=9)
+    assert a.received[-1].k == 9  # never fewer than k
+
+
+def test_the_top_ranks_do_not_depend_on_k() -> None:
+    """Every k up to the candidate depth fuses the same lists, so a short list is the
+    head of a long one (`kairox search -k 5` agrees with `-k 100`)."""
+    a = StaticSource("A", [f"p{i}" for i in range(60)])
+    b = StaticSource("B", [f"p{59 - i}" for i in range(0, 60, 2)])
+    composite = CompositeWorkspaceRetriever([a, b], weights={"B": 0.7})
+    longest = [h.id for h in retrieve(composite, k=100).hits]
+    for k in (1, 5, 10, 30):
+        assert [h.id for h in retrieve(composite, k=k).hits] == longest[:k]
+
+
+def test_rescore_sees_every_candidate_before_the_cut() -> None:
+    source = StaticSource("A", [f"p{i}" for i in range(40)])
+    seen: list[int] = []
+
+    def backwards(query: str, hits: list[FusedHit]) -> list[FusedHit]:
+        seen.append(len(hits))
+        assert query == "q"
+        return hits[::-1]
+
+    result = retrieve(CompositeWorkspaceRetriever([source], rescore=backwards), k=3)
+    assert seen == [40]
+    assert [h.id for h in result.hits] == ["p39", "p38", "p37"]
 
 
 def test_the_query_is_passed_through() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from kairox.retrieval import FusedHit
 
-__all__ = ["code_excerpt", "first_match", "location", "vimgrep_line"]
+__all__ = ["code_excerpt", "first_match", "location", "numbered_lines", "vimgrep_line"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: Lines of a code excerpt shown around the first query word.
@@ -93,3 +93,20 @@ def code_excerpt(text: str, query: str, lines: int = EXCERPT_LINES) -> str:
     return (
         ("…\n" if start else "") + shown.strip("\n") + ("\n…" if start + lines < len(rows) else "")
     )
+
+
+def numbered_lines(hit: FusedHit, query: str, lines: int = EXCERPT_LINES) -> list[str]:
+    """A few lines of the hit around the first query word, each prefixed with its line
+    number in the file when the hit knows its lines (``  120 │ def f():``)."""
+    rows = hit.text.split("\n")
+    line, _ = first_match(hit.text, query)
+    start = max(0, min(line - 1, len(rows) - lines))
+    shown = rows[start : start + lines]
+    while shown and not shown[-1].strip():
+        shown.pop()
+    known = _lines(hit.metadata)
+    if known is None:
+        return [row.rstrip() for row in shown]
+    first = known[0] + start
+    width = len(str(first + len(shown)))
+    return [f"{first + n:>{width}} │ {row}".rstrip() for n, row in enumerate(shown)]

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from kairox.cli.app import AppContext, console, fold_long_values, print_json
 from kairox.cli.history_search import search_history
-from kairox.cli.hit_format import code_excerpt, location, vimgrep_line
+from kairox.cli.hit_format import code_excerpt, location, numbered_lines, vimgrep_line
 from kairox.cli.workspace_root import indexed_nearby, not_indexed_note, root_json, say_root
 from kairox.retrieval import FusedHit, RetrievalResult, SourceReport
 from kairox.retrieval.fusion import DEFAULT_FUSION, FUSION_METHODS
@@ -100,6 +100,11 @@ def print_result(result: RetrievalResult, query: str, root: Path | None = None) 
         console.print(table)
     else:
         console.print("no hits", markup=False)
+    print_reports(result)
+
+
+def print_reports(result: RetrievalResult) -> None:
+    """One line per source and stage: its status, hits and latency (and error)."""
     for report in [*result.reports, *result.stages]:
         noun = "query" if report.source.startswith("transform:") else "hit"
         count = noun if report.hit_count == 1 else {"query": "queries", "hit": "hits"}[noun]
@@ -111,6 +116,23 @@ def print_result(result: RetrievalResult, query: str, root: Path | None = None) 
             line += f" · {report.error}"
         style = "green" if str(report.status) == "ok" else "yellow"
         console.print(Text(printable(line), style="" if report.error else style))
+
+
+def print_listing(result: RetrievalResult, query: str, root: Path | None = None) -> None:
+    """Each hit as a person reads it: rank, ``path:12-40``, how many of the file's chunks
+    matched, then the lines around the first query word with their line numbers."""
+    if not result.hits:
+        click.echo("no hits")
+    for rank, hit in enumerate(result.hits, start=1):
+        chunks = hit.metadata.get("file_chunks")
+        more = f" · {chunks} matching chunks" if isinstance(chunks, int) and chunks > 1 else ""
+        header = f"{rank}. {location(hit, root)}{more} · {_provenance(hit)}"
+        click.echo(printable(header))
+        excerpt = numbered_lines(hit, query) if "line_start" in hit.metadata else None
+        for row in excerpt or [snippet(hit.text, query)]:
+            click.echo(printable("   " + row))
+        click.echo("")
+    print_reports(result)
 
 
 def parse_cli_filter(text: str | None) -> Any:
@@ -236,10 +258,17 @@ def check_stage(facade: Any, table: str, name: str | None, hint: str) -> None:
 @click.option(
     "--format",
     "output",
-    type=click.Choice(["table", "json", "vimgrep"]),
-    default="table",
+    type=click.Choice(["lines", "table", "json", "vimgrep"]),
+    default="lines",
     show_default=True,
-    help="vimgrep: path:line:col:text per hit, for editors' quickfix lists.",
+    help="lines: each hit's path, line range and lines; table: scores and every source's "
+    "rank; vimgrep: path:line:col:text per hit, for editors' quickfix lists.",
+)
+@click.option(
+    "--chunks",
+    is_flag=True,
+    help="Every matching chunk as its own hit (a file may appear several times); by "
+    "default each workspace file appears once, with its best chunk.",
 )
 @click.option(
     "--history",
@@ -261,6 +290,7 @@ def search(
     as_json: bool,
     filter_text: str | None,
     output: str,
+    chunks: bool,
     history: bool,
     session: str | None,
 ) -> None:
@@ -269,7 +299,7 @@ def search(
     if not query.strip():
         raise click.BadParameter("the query is empty; say what to look for", param_hint="QUERY")
     if history:
-        search_history(app.facade(), query, k, session, as_json or output == "json")
+        search_history(app.facade(workspace), query, k, session, as_json or output == "json")
         return
     filters = parse_cli_filter(filter_text)
     facade = app.facade(workspace)
@@ -287,6 +317,7 @@ def search(
         rerank=rerank,
         query_transform=query_transform,
         filters=filters,
+        by_file=not chunks,
     )
     nearby = indexed_nearby(facade, result)
     if as_json or output == "json":
@@ -299,4 +330,7 @@ def search(
         return
     say_root(facade)
     not_indexed_note(facade, nearby, query)
-    print_result(result, query, root)
+    if output == "table":
+        print_result(result, query, root)
+        return
+    print_listing(result, query, root)

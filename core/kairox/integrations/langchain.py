@@ -63,6 +63,8 @@ class KairoxRetriever(BaseRetriever):
         name.
     :param search_kwargs: ``{"k": ..., "filter": ...}``, as ``vectorstore.as_retriever``
         takes them; anything else in it is refused.
+    :param by_file: one document per workspace file (its best chunk) instead of one per
+        chunk hit.
     :param handle: an already open :class:`kairox.api.Kairox`, instead of ``path``.
 
     A deep copy (``copy.deepcopy``, LangChain's ``with_config``...) copies the configuration
@@ -75,6 +77,7 @@ class KairoxRetriever(BaseRetriever):
     profile: str | None = None
     k: int = Field(default=4, ge=1)
     filters: dict[str, Any] | str | None = None
+    by_file: bool = False
     handle: Kairox | None = Field(default=None, exclude=True)
     _kx: Kairox | None = PrivateAttr(default=None)
 
@@ -120,7 +123,7 @@ class KairoxRetriever(BaseRetriever):
             "filters": self.filters,
             **search_options(("", kwargs), accepted=_NAMES),
         }
-        return {**chosen, "profile": self.profile}
+        return {**chosen, "profile": self.profile, "by_file": self.by_file}
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any

@@ -144,6 +144,7 @@ class KairoxLlamaRetriever(BaseRetriever):
         :func:`kairox_filter`) or Kairox's language, a JSON object
         (``{"year": {"$gte": 2020}}``), its JSON text or the text form
         (``"year >= 2020 and not draft"``).
+    :param by_file: one node per workspace file (its best chunk) instead of one per chunk hit.
     :param handle: an already open :class:`kairox.api.Kairox`, instead of ``path``.
 
     ``retrieve(query, similarity_top_k=..., filters=...)`` (and ``aretrieve``) override
@@ -158,6 +159,7 @@ class KairoxLlamaRetriever(BaseRetriever):
         k: int | None = None,
         similarity_top_k: int | None = None,
         filters: MetadataFilters | Mapping[str, Any] | str | None = None,
+        by_file: bool = False,
         handle: Kairox | None = None,
         **options: Any,
     ) -> None:
@@ -168,6 +170,7 @@ class KairoxLlamaRetriever(BaseRetriever):
         self.profile = profile
         self.similarity_top_k = chosen.get("k", 4)
         self.filters = _checked_filter(filters)
+        self.by_file = by_file
 
     @property
     def similarity_top_k(self) -> int:
@@ -206,7 +209,13 @@ class KairoxLlamaRetriever(BaseRetriever):
         return chosen
 
     def _options(self) -> dict[str, Any]:
-        return {"k": self.k, "filters": self.filters, **_PER_CALL.get(), "profile": self.profile}
+        return {
+            "k": self.k,
+            "filters": self.filters,
+            **_PER_CALL.get(),
+            "profile": self.profile,
+            "by_file": self.by_file,
+        }
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         result = self.kairox.search(query_bundle.query_str, **self._options())

@@ -282,8 +282,12 @@ def build_server(facade: AppFacade, *, session_id: str | None = None) -> MCPServ
             dict[str, Any] | str | None,
             Field(description=FILTER_DOC),
         ] = None,
+        by_file: Annotated[
+            bool,
+            Field(description="One hit per workspace file (its best chunk), not per chunk."),
+        ] = False,
     ) -> dict[str, Any]:
-        return tools.search(query, k, profile, filter)
+        return tools.search(query, k, profile, filter, by_file)
 
     @server.tool(title="Assemble context", description=CONTEXT_DOC, annotations=_READ_ONLY)
     @_tool_errors

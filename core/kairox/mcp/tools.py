@@ -132,13 +132,22 @@ class KairoxTools:
     # -- retrieval --------------------------------------------------------------------
 
     def search(
-        self, query: str, k: int = 8, profile: str | None = None, filter: Any = None
+        self,
+        query: str,
+        k: int = 8,
+        profile: str | None = None,
+        filter: Any = None,
+        by_file: bool = False,
     ) -> dict[str, Any]:
         query = _text("query", query, MAX_QUERY_CHARS)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise ToolInputError(f"k must be a whole number from 1 to {MAX_K}, not {k!r}")
+        if not isinstance(by_file, bool):
+            raise ToolInputError(f"by_file must be true or false, not {by_file!r}")
         name = self._profile(profile)
-        result = self.facade.search_sync(query, profile=name, k=k, filters=parse_filter(filter))
+        result = self.facade.search_sync(
+            query, profile=name, k=k, filters=parse_filter(filter), by_file=by_file
+        )
         for hit in result.hits:
             for found in hit.sources:
                 group = result.groups.get(found.source, "knowledge_base")

@@ -29,6 +29,7 @@ from kairox.retrieval.fusion import (
 )
 from kairox.retrieval.model import (
     FAN_OUT,
+    FusedHit,
     Hit,
     Query,
     RetrievalResult,
@@ -39,7 +40,16 @@ from kairox.retrieval.model import (
 )
 from kairox.secrets import scrub
 
-__all__ = ["CompositeWorkspaceRetriever", "QueryEmbeddingError"]
+__all__ = ["CANDIDATE_DEPTH", "CompositeWorkspaceRetriever", "QueryEmbeddingError", "Rescore"]
+
+#: How many hits each source is asked for when ``candidates`` is not given (``k`` when
+#: larger): the fused ranking is cut to ``k`` afterwards, so its top ranks are the same
+#: for every ``k`` up to this depth (``kairox search -k 5`` and ``-k 100`` agree).
+CANDIDATE_DEPTH = 100
+
+#: ``rescore(query, fused)``: the fused candidates re-scored and re-ordered, best first,
+#: before the cut to ``k`` (e.g. :class:`kairox.workspace.file_ranking.FileRanking`).
+Rescore = Callable[[str, list[FusedHit]], list[FusedHit]]
 
 
 class QueryEmbeddingError(RuntimeError):
@@ -83,8 +93,10 @@ class CompositeWorkspaceRetriever:
         SciFact train), ``"rrf"``, ``"minmax"`` or ``"dbsf"`` (see
         :mod:`kairox.retrieval.fusion`).
     :param rrf_k: the RRF constant.
-    :param candidates: how many hits to ask each source for; default ``max(query.k, 20)``
-        because deeper lists fuse better than exactly ``k``.
+    :param candidates: how many hits to ask each source for, fused before the cut to
+        ``k``; default ``max(query.k, CANDIDATE_DEPTH)``: a fixed depth keeps the top ranks
+        independent of ``k``, and deeper lists fuse better than exactly ``k``.
+    :param rescore: re-scores the fused candidates (all of them, before the cut to ``k``).
     :param skipped: sources that are configured but cannot be used, name -> reason (for
         example ``"kind 'tantivy' is not installed: kairox install kairox-tantivy"``).
         Each retrieval reports them as ``skipped`` with that reason.
@@ -114,6 +126,7 @@ class CompositeWorkspaceRetriever:
         candidates: int | None = None,
         skipped: Mapping[str, str] | None = None,
         source_filters: Mapping[str, FilterExpr | None] | None = None,
+        rescore: Rescore | None = None,
     ) -> None:
         self._sources: tuple[Source, ...] = tuple(sources)
         # A knowledge base's own `filter` (kairox.toml), ANDed into every query it gets.
@@ -149,6 +162,7 @@ class CompositeWorkspaceRetriever:
         self._fusion = fusion
         self._rrf_k = rrf_k
         self._candidates = candidates
+        self._rescore = rescore
         self._pool: _ReusablePool | None = None
         self._pool_lock = threading.Lock()
 
@@ -172,7 +186,7 @@ class CompositeWorkspaceRetriever:
         Returns within the largest source deadline (plus scheduling noise), whatever the
         sources do: a source past its deadline is cancelled and not waited for.
         """
-        depth = self._candidates or max(query.k, 20)
+        depth = max(query.k, self._candidates or CANDIDATE_DEPTH)
         # Tasks copy the context as they are made, and worker threads copy it from them:
         # every source (and query embedding) sees how many run next to it.
         fan_out = FAN_OUT.set(len(self._sources))
@@ -235,8 +249,10 @@ class CompositeWorkspaceRetriever:
             weights=self._weights,
             rrf_k=self._rrf_k,
             score_kinds=kinds,
-            limit=query.k,
+            limit=None if self._rescore is not None else query.k,
         )
+        if self._rescore is not None:
+            hits = self._rescore(query.text, hits)[: query.k]
         return RetrievalResult(hits=hits, reports=reports)
 
     def retrieve_sync(self, query: Query) -> RetrievalResult:
