@@ -284,7 +284,10 @@ def build_server(facade: AppFacade, *, session_id: str | None = None) -> MCPServ
         ] = None,
         by_file: Annotated[
             bool,
-            Field(description="One hit per workspace file (its best chunk), not per chunk."),
+            Field(
+                description="true: one hit per workspace file (its best chunk, with the file's line range); "
+                "false: one hit per matching chunk. Default: false."
+            ),
         ] = False,
     ) -> dict[str, Any]:
         return tools.search(query, k, profile, filter, by_file)
