@@ -1,13 +1,14 @@
 """Ranking the archive for a prompt: words and vectors fused, then a conversation's shape.
 
-A message is found by its words (FTS5 BM25 over speaker and text) and by its meaning (the
-workspace embedder's cosine), the two rankings fused ``convex`` as every Kairox search is
-(:func:`kairox.retrieval.fusion.fuse`). A conversation says one thing over several
-messages, so the fused scores are then spread over it: a message by someone the prompt
-names scores a little more (:data:`SPEAKER_BOOST`), each message gains a share of its best
-neighbour's score (:data:`NEIGHBOUR_LIFT`) and of the best score in its sitting
-(:data:`SITTING_LIFT`). Each hit is handed on with the neighbours that complete it: the
-message before a short reply (what it answers), the message after a question (its answer).
+A message is found by its words (FTS5 BM25 over speaker and text, the question asked without
+its stop words) and by its meaning (the workspace embedder's cosine), the two rankings fused
+``convex`` as every Kairox search is (:func:`kairox.retrieval.fusion.fuse`). A conversation
+says one thing over several messages, so the fused scores are then spread over it: a message
+by someone the prompt names scores a little more (:data:`SPEAKER_BOOST`), each message gains
+a share of its best neighbour's score (:data:`NEIGHBOUR_LIFT`) and of the best score in its
+sitting (:data:`SITTING_LIFT`). Each hit is handed on with the neighbours that complete it:
+the message before a short reply (what it answers), the message after a question (its
+answer).
 
 Everything after fusion is a few numpy operations over one score per archived message.
 """
