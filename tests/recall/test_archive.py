@@ -90,3 +90,27 @@ def test_indexing_converges_after_a_writer_is_killed(workspace):
         assert indexed_rows(archive) == (3, 3, 3)
         found = facade.recall("zeppelin", session_id="s1")
         assert found[0].messages[-1].text == "my zeppelin arrives on Tuesday"
+
+
+def test_the_words_of_a_question_are_asked_without_its_stop_words(facade):
+    record(
+        facade,
+        "s1",
+        [
+            said("Ann", "What did you do then? What was it like?"),
+            said("Bob", "I adopted a puppy.", role="assistant"),
+            said("Ann", "And what did you do when it was over?"),
+        ],
+    )
+    archive = facade.archive()
+    archive.sync()
+    texts = {m.event_id: m.text for m in archive.rows.messages}
+    # "what", "did", "you" and "do" say nothing about which message answers.
+    found = archive.search_words("What did you do, did you adopt?", 10)
+    assert [texts[event_id] for event_id, _ in found] == ["I adopted a puppy."]
+    # A question of stop words alone still asks them.
+    found = archive.search_words("What did you do?", 10)
+    assert {texts[event_id] for event_id, _ in found} == {
+        "What did you do then? What was it like?",
+        "And what did you do when it was over?",
+    }

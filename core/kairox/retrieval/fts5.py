@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Set
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
-def match_terms(text: str) -> list[str]:
-    """The distinct terms of ``text``, each quoted for FTS5, in order."""
-    return [f'"{term}"' for term in dict.fromkeys(_TOKEN.findall(text.casefold()))]
+def match_terms(text: str, stop_words: Set[str] = frozenset()) -> list[str]:
+    """The distinct terms of ``text``, each quoted for FTS5, in order; without the
+    ``stop_words`` (lower-case) unless ``text`` holds nothing else."""
+    terms = list(dict.fromkeys(_TOKEN.findall(text.casefold())))
+    kept = [term for term in terms if term not in stop_words] or terms
+    return [f'"{term}"' for term in kept]
 
 
 def match_expression(text: str) -> str | None:
