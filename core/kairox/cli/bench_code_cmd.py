@@ -8,23 +8,26 @@ import click
 from rich.table import Table
 
 from kairox.cli.app import AppContext, console
-from kairox.cli.bench_common import finish, json_option, names, option, out_option, wrote
+from kairox.cli.bench_common import (
+    finish,
+    folder_option,
+    json_option,
+    names,
+    option,
+    out_option,
+    work_option,
+    wrote,
+)
 
 
 @click.command()
-@click.option(
+@folder_option(
     "--sdists",
-    required=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="A folder of .tar.gz sdists, e.g. from `pip download --no-binary :all: --no-deps "
+    "A folder of .tar.gz sdists, e.g. from `pip download --no-binary :all: --no-deps "
     "click rich httpx -d DIR` (keep it outside the repository).",
-)
-@click.option(
-    "--work",
     required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Scratch folder: the stripped corpus and one index per chunking and embedder.",
 )
+@work_option("the stripped corpus and one index per chunking and embedder.")
 @option(
     "--embedders",
     "hashing,minilm",

@@ -1,4 +1,4 @@
-"""What the ``kairox bench`` commands share: the ``--out``/``--json`` options, parsing of
+"""What the ``kairox bench`` commands share: the ``--out``/``--json``/``--work`` options, parsing of
 comma-separated lists, running a benchmark under progress bars, and writing or printing
 its JSON report."""
 
@@ -15,6 +15,7 @@ from kairox.cli.app import console, progress_bars
 
 __all__ = [
     "finish",
+    "folder_option",
     "int_list",
     "json_option",
     "names",
@@ -25,6 +26,7 @@ __all__ = [
     "profile_option",
     "run",
     "show",
+    "work_option",
     "wrote",
 ]
 
@@ -37,6 +39,18 @@ def out_option(help: str = "Write JSON here.") -> Callable[[Any], Any]:
 def json_option(help: str = "Print the JSON report.") -> Callable[[Any], Any]:
     """``--json``: print the JSON report instead of the table."""
     return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def folder_option(flag: str, help: str, *decls: str, **extra: Any) -> Any:
+    """``flag DIR``: a folder that must exist (more names or the parameter's in ``decls``)."""
+    path = click.Path(exists=True, file_okay=False, path_type=Path)
+    return click.option(flag, *decls, type=path, help=help, **extra)
+
+
+def work_option(help: str) -> Any:
+    """``--work DIR`` (required): the benchmark's scratch folder, ``help`` saying what it holds."""
+    path = click.Path(file_okay=False, path_type=Path)
+    return click.option("--work", required=True, type=path, help=f"Scratch folder: {help}")
 
 
 def option(flag: str, default: Any, help: str | None = None, *decls: str, **extra: Any) -> Any:

@@ -9,27 +9,30 @@ import click
 from rich.table import Table
 
 from kairox.cli.app import AppContext, console
-from kairox.cli.bench_common import json_option, names, option, out_option, run, show
+from kairox.cli.bench_common import (
+    folder_option,
+    json_option,
+    names,
+    option,
+    out_option,
+    run,
+    show,
+    work_option,
+)
 from kairox.terminal import printable
 
 _COLUMNS = ("hit@1", "hit@5", "mrr@10", "recall@10")
 
 
 @click.command()
-@click.option(
+@folder_option(
     "--repo",
+    "A git repository: a checkout or a bare git folder (repeatable; default: the "
+    "current folder's). Its HEAD is what is indexed.",
     "repos",
     multiple=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="A git repository: a checkout or a bare git folder (repeatable; default: the "
-    "current folder's). Its HEAD is what is indexed.",
 )
-@click.option(
-    "--work",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Scratch folder: each repository's tree at HEAD and its private indexes.",
-)
+@work_option("each repository's tree at HEAD and its private indexes.")
 @option(
     "--systems",
     "default",
