@@ -12,7 +12,7 @@ from kairox.cli.app import AppContext, console
 from kairox.cli.bench_common import (
     folder_option,
     json_option,
-    names,
+    names_option,
     option,
     out_option,
     run,
@@ -33,13 +33,13 @@ _COLUMNS = ("hit@1", "hit@5", "mrr@10", "recall@10")
     multiple=True,
 )
 @work_option("each repository's tree at HEAD and its private indexes.")
-@option(
+@names_option(
     "--systems",
     "default",
     "Comma-separated: default (what `kairox search` runs), profile:NAME, workspace-fts "
     "(words only), workspace (vectors only). The references always run.",
 )
-@option("--embedders", "hashing", "Comma-separated embedding backends (minilm: its plugin).")
+@names_option("--embedders", "hashing", "Comma-separated embedding backends (minilm: its plugin).")
 @option(
     "--split",
     "test",
@@ -78,38 +78,24 @@ _COLUMNS = ("hit@1", "hit@5", "mrr@10", "recall@10")
 def history(
     app: AppContext,
     repos: tuple[Path, ...],
-    work: Path,
-    systems: str,
-    embedders: str,
-    split: str,
-    with_body: bool,
-    limit: int,
-    test_share: float,
-    min_queries: int,
-    k: int,
     write_queries: Path | None,
     out: Path | None,
     as_json: bool,
+    **settings: Any,
 ) -> None:
     """File localisation judged by the repository's own history: each small source commit's
     subject is a query, the files it changed the answers (hit@1, hit@5, MRR@10, Recall@10),
     beside whole-file BM25 and path-and-symbol matching in the same run."""
     from kairox.bench.history_run import history_benchmark
 
+    # work, systems, embedders, split, with_body, limit, test_share, min_queries, k: named
+    # as history_benchmark()'s keywords, each goes through as given.
     report = run(
         history_benchmark,
         list(repos) or [Path.cwd()],
-        work,
-        systems=names(systems, "--systems"),
-        embedders=names(embedders, "--embedders"),
-        split=split,
-        with_body=with_body,
-        limit=limit,
-        test_share=test_share,
-        min_queries=min_queries,
-        k=k,
         write_to=write_queries,
         pm=app.plugin_manager(),
+        **settings,
     )
     show(report, out, as_json, _table)
     if write_queries is not None and not as_json:
