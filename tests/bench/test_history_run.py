@@ -18,14 +18,22 @@ def bench_history(invoke, tmp_path):
     return run
 
 
-def test_one_run_scores_the_default_beside_the_references(history_repo, bench_history, tmp_path):
-    result = bench_history(
-        "--repo",
-        history_repo.root,
-        "--split",
-        "all",
-        "--min-queries",
-        "5",
+@pytest.fixture
+def bench_all_of_history(bench_history, history_repo):
+    """``bench history`` over all of ``history_repo``'s five queries (``--split all``)."""
+
+    def run(*args: str):
+        return bench_history(
+            "--repo", history_repo.root, "--split", "all", "--min-queries", "5", *args
+        )
+
+    return run
+
+
+def test_one_run_scores_the_default_beside_the_references(
+    history_repo, bench_all_of_history, tmp_path
+):
+    result = bench_all_of_history(
         "--systems",
         "default,workspace-fts",
         "--write-queries",
@@ -50,8 +58,8 @@ def test_one_run_scores_the_default_beside_the_references(history_repo, bench_hi
     assert (written / "test.tsv").read_text().startswith("query-id\tcorpus-id\tscore\n")
 
 
-def test_the_table_names_each_repository_and_the_pooled_row(history_repo, bench_history):
-    result = bench_history("--repo", history_repo.root, "--split", "all", "--min-queries", "5")
+def test_the_table_names_each_repository_and_the_pooled_row(bench_all_of_history):
+    result = bench_all_of_history()
     assert result.exit_code == 0, result.output
     assert "history-repo" in result.stdout and "pooled" in result.stdout
     assert "whole-file-bm25" in result.stdout and "× BM25" in result.stdout
@@ -123,7 +131,9 @@ def test_repo_names_are_short_and_unique(tmp_path):
     assert repo_names(paths) == ["pallets+flask", "flask", "flask-2"]
 
 
-def test_a_committed_kairox_toml_applies_and_profiles_are_systems(history_repo, bench_history):
+def test_a_committed_kairox_toml_applies_and_profiles_are_systems(
+    history_repo, bench_all_of_history
+):
     history_repo.commit(
         "configure kairox",
         {
@@ -131,13 +141,7 @@ def test_a_committed_kairox_toml_applies_and_profiles_are_systems(history_repo, 
             '[profiles.mmr]\nrerank = "mmr"\n'
         },
     )
-    result = bench_history(
-        "--repo",
-        history_repo.root,
-        "--split",
-        "all",
-        "--min-queries",
-        "5",
+    result = bench_all_of_history(
         "--systems",
         "default,profile:mmr",
         "--json",
@@ -153,14 +157,8 @@ def test_a_committed_kairox_toml_applies_and_profiles_are_systems(history_repo, 
     }
 
 
-def test_an_unknown_profile_is_refused_with_a_did_you_mean(history_repo, bench_history, tmp_path):
-    result = bench_history(
-        "--repo",
-        history_repo.root,
-        "--split",
-        "all",
-        "--min-queries",
-        "5",
+def test_an_unknown_profile_is_refused_with_a_did_you_mean(bench_all_of_history, tmp_path):
+    result = bench_all_of_history(
         "--systems",
         "profile:defualt",
     )
