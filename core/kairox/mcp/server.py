@@ -177,6 +177,23 @@ Profile = Annotated[
 ]
 
 
+def _how_many(what: str, default: int) -> Any:
+    """The ``k`` parameter of a tool returning ``what``, from 1 to ``MAX_K``."""
+    return Annotated[
+        int,
+        Field(
+            description=f"How many {what} to return at most, a whole number from 1 to {MAX_K}. "
+            f"Default: {default}.",
+            ge=1,
+            le=MAX_K,
+        ),
+    ]
+
+
+HitCount = _how_many("hits", 8)
+MessageCount = _how_many("earlier messages", 10)
+
+
 def _tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Kairox's own errors (and configuration errors) become MCP tool errors with their message."""
     import inspect
@@ -268,15 +285,7 @@ def build_server(facade: AppFacade, *, session_id: str | None = None) -> MCPServ
                 max_length=MAX_QUERY_CHARS,
             ),
         ],
-        k: Annotated[
-            int,
-            Field(
-                description=f"How many hits to return at most, a whole number from 1 to {MAX_K}. "
-                "Default: 8.",
-                ge=1,
-                le=MAX_K,
-            ),
-        ] = 8,
+        k: HitCount = 8,
         profile: Profile = None,
         filter: Annotated[
             dict[str, Any] | str | None,
@@ -327,15 +336,7 @@ def build_server(facade: AppFacade, *, session_id: str | None = None) -> MCPServ
                 max_length=MAX_QUERY_CHARS,
             ),
         ],
-        k: Annotated[
-            int,
-            Field(
-                description=f"How many earlier messages to return at most, from 1 to {MAX_K}. "
-                "Default: 10.",
-                ge=1,
-                le=MAX_K,
-            ),
-        ] = 10,
+        k: MessageCount = 10,
         session: Session = None,
     ) -> dict[str, Any]:
         return tools.recall(query, k, session)
