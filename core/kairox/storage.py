@@ -302,6 +302,11 @@ class SqliteComponentStore(ClosedOnExit):
         if self._owns_database:
             self.database.close()
 
+    def _fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one read, under the database's lock."""
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
 
 def where_equal(**columns: Any) -> tuple[list[str], list[Any]]:
     """``column = ?`` for each of ``columns`` given a value (``None``: no condition), and

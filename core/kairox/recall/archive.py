@@ -167,14 +167,13 @@ class MessageArchive(SqliteComponentStore):
         return len(messages)
 
     def _embed_missing(self) -> None:
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT m.event_id, m.role, m.speaker, m.text FROM recall_messages m "
-                "WHERE m.workspace_id IS ? AND m.event_id > ? AND NOT EXISTS (SELECT 1 FROM "
-                "recall_vectors v WHERE v.event_id = m.event_id AND v.embedder = ?) "
-                "ORDER BY m.event_id",
-                (self.workspace_id, self._rows.last_id, self.embedder.name),
-            ).fetchall()
+        rows = self._fetch_all(
+            "SELECT m.event_id, m.role, m.speaker, m.text FROM recall_messages m "
+            "WHERE m.workspace_id IS ? AND m.event_id > ? AND NOT EXISTS (SELECT 1 FROM "
+            "recall_vectors v WHERE v.event_id = m.event_id AND v.embedder = ?) "
+            "ORDER BY m.event_id",
+            (self.workspace_id, self._rows.last_id, self.embedder.name),
+        )
         for start in range(0, len(rows), EMBED_BATCH):
             batch = rows[start : start + EMBED_BATCH]
             texts = [f"{speaker or role}: {text}" for _, role, speaker, text in batch]
@@ -190,14 +189,13 @@ class MessageArchive(SqliteComponentStore):
                 )
 
     def _load_rows(self) -> None:
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT m.event_id, m.session_id, m.time, m.role, m.speaker, m.text, v.vector "
-                "FROM recall_messages m JOIN recall_vectors v ON v.event_id = m.event_id "
-                "AND v.embedder = ? WHERE m.workspace_id IS ? AND m.event_id > ? "
-                "ORDER BY m.event_id",
-                (self.embedder.name, self.workspace_id, self._rows.last_id),
-            ).fetchall()
+        rows = self._fetch_all(
+            "SELECT m.event_id, m.session_id, m.time, m.role, m.speaker, m.text, v.vector "
+            "FROM recall_messages m JOIN recall_vectors v ON v.event_id = m.event_id "
+            "AND v.embedder = ? WHERE m.workspace_id IS ? AND m.event_id > ? "
+            "ORDER BY m.event_id",
+            (self.embedder.name, self.workspace_id, self._rows.last_id),
+        )
         if not rows:
             return
         messages = [
