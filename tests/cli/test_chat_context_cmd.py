@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 from kairox.facade import AppFacade
 from kairox.memory.approvals import Proposer
+from kairox.testing.processes import shell_process
 
 
 def test_context_json_has_messages_budget_and_sources(invoke, workspace):
@@ -242,14 +242,7 @@ def test_the_readme_chat_script_example_runs_as_written(workspace):
     section = readme[readme.index("`--script FILE` (in `kairox chat`") :]
     block = section[section.index("```bash\n") + len("```bash\n") : section.index("\n```\n")]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    ran = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", block],
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    ran = shell_process(block, cwd=workspace, env=env)
     assert ran.returncode == 0, ran.stderr
     assert "You edit in Vim, as you told me." in ran.stdout
     facade = AppFacade(cwd=workspace)

@@ -1,4 +1,5 @@
-"""Running Python and the ``kairox`` command as new processes, the way a user runs them."""
+"""Running Python, the ``kairox`` command and shell scripts as new processes, the way a user
+runs them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["kairox_process", "python_process"]
+__all__ = ["kairox_process", "python_process", "shell_process"]
 
 
 def python_process(
@@ -36,6 +37,25 @@ def kairox_process(
     """Run ``python -m kairox ARGS``; the finished process, whatever its exit status."""
     return subprocess.run(
         [sys.executable, "-m", "kairox", *args],
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def shell_process(
+    script: str,
+    *args: str,
+    cwd: Path | str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` with ``bash -euo pipefail`` (the first failing command fails it),
+    ``args`` as its ``$0``, ``$1``...; the finished process, whatever its exit status."""
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script, *args],
         cwd=cwd,
         env=None if env is None else dict(env),
         capture_output=True,

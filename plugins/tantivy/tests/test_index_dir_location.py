@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
 import sys
 
-from kairox.testing.processes import kairox_process
+from kairox.testing.processes import kairox_process, shell_process
 
 
 def test_an_index_dir_inside_the_workspace_is_not_indexed(tmp_path):
@@ -54,13 +53,11 @@ def test_an_index_dir_inside_kairox_home_is_owner_only(tmp_path):
     )
     env = {**os.environ, "HOME": str(tmp_path / "home"), "KAIROX_HOME": str(home)}
     env.pop("KAIROX_LOAD_PLUGINS", None)
-    ingest = subprocess.run(
-        ["sh", "-c", 'umask 022 && exec "$0" -m kairox kb ingest notes docs', sys.executable],
+    ingest = shell_process(
+        'umask 022 && exec "$0" -m kairox kb ingest notes docs',
+        sys.executable,
         cwd=workspace,
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
     )
     assert ingest.returncode == 0, ingest.stderr
     index_dir = home / "kb" / "notes"
