@@ -109,12 +109,7 @@ class MemoryStore(ABC):
         """The record with this (normalised) key in this place and status, or ``None``."""
         scope = check_scope(scope)
         status = check_status(status)
-        normal = check_key(scope, key)
-        if normal is None:
-            raise ValueError("get_by_key() needs a key")
-        return self._find(
-            MemorySlot(scope, normal, *place(scope, workspace_id, session_id)), status
-        )
+        return self._find(_keyed_slot("get_by_key()", scope, key, workspace_id, session_id), status)
 
     def list(
         self,
@@ -149,11 +144,8 @@ class MemoryStore(ABC):
     ) -> builtins.list[MemoryRecord]:
         """The values a key has had in this place: the ``superseded`` ones oldest first, each
         with its ``valid_from`` and ``valid_to``, then the current (``approved``) one."""
-        scope = check_scope(scope)
-        normal = check_key(scope, key)
-        if normal is None:
-            raise ValueError("history() needs a key")
-        return self._history(MemorySlot(scope, normal, *place(scope, workspace_id, session_id)))
+        slot = _keyed_slot("history()", check_scope(scope), key, workspace_id, session_id)
+        return self._history(slot)
 
     def visible_to(
         self, workspace_id: str, session_id: str | None = None
@@ -232,6 +224,17 @@ def check_key(scope: str, key: str | None) -> str | None:
         return normalize_key(key)
     except ValueError as exc:
         raise ValueError(f"invalid memory key: {exc}") from None
+
+
+def _keyed_slot(
+    caller: str, scope: str, key: str | None, workspace_id: str | None, session_id: str | None
+) -> MemorySlot:
+    """The slot of ``key`` in a checked ``scope``'s place; ``caller`` (which needs a key, even
+    for a session memory) names itself in the error when none is given."""
+    normal = check_key(scope, key)
+    if normal is None:
+        raise ValueError(f"{caller} needs a key")
+    return MemorySlot(scope, normal, *place(scope, workspace_id, session_id))
 
 
 def place(
