@@ -336,7 +336,8 @@ def read_transcript(
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            # Without its line ending: an error at the end of the line names its column.
+            data = json.loads(line.rstrip("\r\n"))
         except json.JSONDecodeError as exc:
             problems.append((number, f"not valid JSON ({exc.msg} at column {exc.colno})"))
             continue
