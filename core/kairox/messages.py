@@ -48,6 +48,7 @@ __all__ = [
     "MESSAGE_KEYS",
     "ROLES",
     "MessageError",
+    "NoSuchSession",
     "RecordedMessage",
     "SessionMessage",
     "SessionSummary",
@@ -238,6 +239,16 @@ def read_messages(
         workspace_id=workspace_id,
     )
     return [found for found in map(recorded_message, stored) if found is not None]
+
+
+class NoSuchSession(KairoxError):
+    """No session of that id holds messages (a typo, or another workspace's)."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"no session {session_id!r} with messages; `kairox session list` shows them"
+        )
 
 
 def history_message(message: SessionMessage) -> ChatMessage:

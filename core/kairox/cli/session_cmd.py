@@ -18,8 +18,8 @@ from rich.table import Table
 from rich.text import Text
 
 from kairox.cli.app import CONFIG_ERROR_EXIT, AppContext, console, console_err, print_json
-from kairox.errors import KairoxError
 from kairox.messages import (
+    NoSuchSession,
     TranscriptError,
     read_messages,
     read_transcript,
@@ -152,9 +152,7 @@ def list_(app: AppContext, as_json: bool) -> None:
 def _messages(app: AppContext, session_id: str) -> list[RecordedMessage]:
     found = read_messages(app.facade().events, session_id)
     if not found:
-        raise KairoxError(
-            f"no session {session_id!r} with messages; `kairox session list` shows them"
-        )
+        raise NoSuchSession(session_id)
     return found
 
 
