@@ -292,3 +292,40 @@ def test_search_by_file_gives_one_hit_per_file(long_notes: Path):
     assert files[0].metadata["file_chunks"] > 1
     first, last = files[0].metadata["file_lines"]
     assert first <= files[0].metadata["line_start"] <= files[0].metadata["line_end"] <= last
+
+
+def test_a_config_path_that_is_not_a_file_names_both_ways_to_set_it(notes: Path):
+    with pytest.raises(Exception, match=re.escape("--config / config_path=")) as caught:
+        kairox.open(notes, config_path="/dev/zero")
+    assert "point --config at" not in str(caught.value)
+
+
+@pytest.mark.parametrize("bad", [[], "[]", 0, ["year"]])
+def test_a_filter_that_is_not_a_mapping_is_refused_whatever_its_type(notes: Path, bad):
+    from kairox.retrieval.filters import FilterError
+
+    kx = kairox.open(notes)
+    kx.index()
+    with pytest.raises(FilterError):
+        kx.search("uploads", filters=bad)
+    assert kx.search("uploads", filters=None).hits  # None: no filter
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_an_empty_query_is_refused_as_the_cli_refuses_it(notes: Path, blank):
+    from kairox.search_options import EmptyQueryError
+
+    kx = kairox.open(notes)
+    with pytest.raises(EmptyQueryError, match="the query is empty"):
+        kx.search(blank)
+    with pytest.raises(EmptyQueryError):
+        asyncio.run(kx.asearch(blank))
+
+
+def test_an_unknown_search_option_names_search_and_what_it_accepts(notes: Path):
+    kx = kairox.open(notes)
+    with pytest.raises(TypeError) as caught:
+        kx.search("uploads", chunks=True)
+    said = str(caught.value)
+    assert said.startswith("search() got an unexpected keyword argument 'chunks'")
+    assert "by_file" in said and "filters" in said and "_prepared" not in said
