@@ -167,7 +167,7 @@ def test_an_agent_loop_records_each_prompt_once_with_its_taint(notes: Path):
     ctx = kx.context("how do uploads retry?", session="loop")
     assert event_types(kx, "loop") == []  # context records nothing
     result = kx.record_reply(REMEMBER, session="loop", model="my-model")
-    assert result.text == "Noted. "
+    assert result.text == "Noted."
     (pending,) = result.proposals.pending
     # The model read the workspace's text: the proposal says so.
     assert pending.injection_warning and pending.tainted_by == ctx.tainted_by
@@ -185,7 +185,7 @@ def test_an_agent_loop_records_each_prompt_once_with_its_taint(notes: Path):
     said = [(r.message.role, r.message.content) for r in kx.messages("loop")]
     assert said == [
         ("user", "how do uploads retry?"),
-        ("assistant", "Noted. "),
+        ("assistant", "Noted."),
         ("user", "and then?"),
         ("assistant", "Then it gives up."),
         ("assistant", "Anything else?"),
@@ -252,19 +252,19 @@ def test_the_documented_agent_loop_runs_against_an_openai_server(notes: Path):
         requests = [r.json["messages"] for r in server.chat_requests]
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "Three times. ",
+        "Three times.",
         "proposed: uploads.retry Three retries.",
         "Then the upload is marked failed.",
     ]
     # The second request carried the first turn as history, its marker already removed.
-    assert {"role": "assistant", "content": "Three times. "} in requests[1]
+    assert {"role": "assistant", "content": "Three times."} in requests[1]
     assert "retry with backoff" in requests[0][0]["content"]  # the workspace's hit
     said = [
         (r.message.role, r.message.content) for r in kairox.open(notes).messages("support-chat")
     ]
     assert said == [
         ("user", "How do failed uploads retry?"),
-        ("assistant", "Three times. "),
+        ("assistant", "Three times."),
         ("user", "And after the last retry?"),
         ("assistant", "Then the upload is marked failed."),
     ]
@@ -292,3 +292,52 @@ def test_search_by_file_gives_one_hit_per_file(long_notes: Path):
     assert files[0].metadata["file_chunks"] > 1
     first, last = files[0].metadata["file_lines"]
     assert first <= files[0].metadata["line_start"] <= files[0].metadata["line_end"] <= last
+
+
+def test_a_config_path_that_is_not_a_file_names_both_ways_to_set_it(notes: Path):
+    with pytest.raises(Exception, match=re.escape("--config / config_path=")) as caught:
+        kairox.open(notes, config_path="/dev/zero")
+    assert "point --config at" not in str(caught.value)
+
+
+@pytest.mark.parametrize("bad", [[], "[]", 0, ["year"]])
+def test_a_filter_that_is_not_a_mapping_is_refused_whatever_its_type(notes: Path, bad):
+    from kairox.retrieval.filters import FilterError
+
+    kx = kairox.open(notes)
+    kx.index()
+    with pytest.raises(FilterError):
+        kx.search("uploads", filters=bad)
+    assert kx.search("uploads", filters=None).hits  # None: no filter
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_an_empty_query_is_refused_as_the_cli_refuses_it(notes: Path, blank):
+    from kairox.search_options import EmptyQueryError
+
+    kx = kairox.open(notes)
+    with pytest.raises(EmptyQueryError, match="the query is empty"):
+        kx.search(blank)
+    with pytest.raises(EmptyQueryError):
+        asyncio.run(kx.asearch(blank))
+
+
+def test_an_unknown_search_option_names_search_and_what_it_accepts(notes: Path):
+    kx = kairox.open(notes)
+    with pytest.raises(TypeError) as caught:
+        kx.search("uploads", chunks=True)
+    said = str(caught.value)
+    assert said.startswith("search() got an unexpected keyword argument 'chunks'")
+    assert "by_file" in said and "filters" in said and "_prepared" not in said
+
+
+def test_a_recorded_reply_keeps_no_whitespace_its_markers_left_at_the_end(notes: Path):
+    kx = kairox.open(notes)
+    reply = (
+        "You deploy to  ams. "
+        '<memory scope="workspace" key="deploy.region">ams</memory> '
+        '<memory scope="session">Answers briefly.</memory> \n'
+    )
+    turn = kx.record_reply(reply, session="deploy", prompt="where do I deploy?")
+    assert turn.text == "You deploy to  ams."  # inner text untouched
+    assert kx.messages("deploy")[-1].message.content == "You deploy to  ams."

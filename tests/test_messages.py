@@ -8,11 +8,13 @@ from kairox.events import SqliteEventStore, UserMessageAdded
 from kairox.messages import (
     MessageError,
     SessionMessage,
+    TranscriptError,
     history_message,
     message_event,
     messages_from,
     parse_time,
     read_messages,
+    read_transcript,
 )
 
 
@@ -106,3 +108,11 @@ def test_history_messages_keep_names_a_chat_api_accepts():
     assert (spaced.content, spaced.name) == ("Ann Lee: hi", None)
     tool = history_message(SessionMessage("tool", "21", name="weather"))
     assert (tool.role, tool.content) == ("assistant", "[tool weather returned]\n21")
+
+
+def test_a_broken_transcript_line_names_its_own_column():
+    lines = [b'{"role": "user", "content": "hi"}\n', b'{"role": "user", "content":\n']
+    with pytest.raises(TranscriptError) as caught:
+        read_transcript(lines, "t.jsonl")
+    # The value is missing at column 28, the end of line 2, not at column 1 of the next.
+    assert "line 2" in str(caught.value) and "at column 28)" in str(caught.value)

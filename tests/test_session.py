@@ -56,6 +56,15 @@ def test_a_turn_streams_visible_text_and_records_events(facade):
     ]
 
 
+def test_a_chat_reply_keeps_no_whitespace_its_markers_left_at_the_end(facade):
+    reply = 'You deploy to  ams. <memory scope="session">Answers briefly.</memory> \n'
+    session, result = run(one_turn(facade, [reply]))
+    assert result.text == "You deploy to  ams."  # as record_reply records it
+    completed = facade.events.list(session_id=session.session_id)
+    (answer,) = [e for e in completed if e.type == "AssistantMessageCompleted"]
+    assert answer.payload["text"] == "You deploy to  ams."
+
+
 def test_history_and_session_memory_reach_the_next_prompt(facade):
     async def go():
         model = ScriptedModel(['First answer. <memory scope="session">Call me Ada.</memory>', "ok"])
@@ -280,7 +289,7 @@ def test_token_deltas_are_written_in_batches_and_the_message_once(facade):
     [completed] = facade.events.list(
         session_id=session.session_id, types=["AssistantMessageCompleted"]
     )
-    assert completed.payload["text"] == reply
+    assert completed.payload["text"] == reply.rstrip()  # recorded without trailing whitespace
     assert deltas[-1].id < completed.id  # every delta lands before the completed message
 
 

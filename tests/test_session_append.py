@@ -64,7 +64,7 @@ def test_markers_are_kept_verbatim_unless_asked_for(facade):
 
     marked = run(facade.append_messages("marked", said, markers=True))
     assert [r.body for r in marked.proposals.accepted] == ["Likes tea."]
-    assert read_messages(facade.events, "marked")[-1].message.content == "Ok. "
+    assert read_messages(facade.events, "marked")[-1].message.content == "Ok."
 
 
 def test_a_long_history_is_compacted_as_a_live_chat_would_be(facade):

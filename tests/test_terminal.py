@@ -57,6 +57,12 @@ def test_safe_console_escapes_what_a_caller_forgot():
     assert "\x1b[8m" not in text
 
 
+def test_safe_console_shows_the_controls_rich_would_drop():
+    out = io.StringIO()
+    SafeConsole(file=out, highlight=False).print("p\x1b]0;t\x07.html \b\x0b\x0c\r", markup=False)
+    assert out.getvalue() == "p\\x1b]0;t\\x07.html \\x08\\x0b\\x0c\\x0d\n"
+
+
 @pytest.fixture
 def captured_stdout() -> Iterator[Callable[[str], bytes]]:
     """Run code with sys.stdin/stdout swapped for byte streams, like a real process's."""

@@ -43,6 +43,7 @@ from kairox.messages import (
     read_messages,
     session_summaries,
 )
+from kairox.search_options import checked_query
 from kairox.session_recording import PendingPrompts
 
 if TYPE_CHECKING:
@@ -168,16 +169,16 @@ class Kairox:
 
         ``result.hits`` are best first, each with ``sources`` (every source's rank);
         ``result.reports`` has one status per source. ``options`` are
-        :class:`~kairox.facade.SearchOptions` (``k``, ``filters``, ``profile``, ``fusion``,
+        :class:`~kairox.search_options.SearchOptions` (``k``, ``filters``, ``profile``, ``fusion``,
         ``only``, ...); the profile is this handle's unless given. It works inside a running
         event loop too (a notebook): it then runs on a worker thread while the loop waits;
         ``await`` :meth:`asearch` to keep the loop running.
         """
-        return self.facade.search_sync(query, **self._search_options(options))
+        return self.facade.search_sync(checked_query(query), **self._search_options(options))
 
     async def asearch(self, query: str, **options: Unpack[SearchOptions]) -> RetrievalResult:
         """:meth:`search` for ``async`` callers."""
-        return await self.facade.search(query, **self._search_options(options))
+        return await self.facade.search(checked_query(query), **self._search_options(options))
 
     def _search_options(self, options: SearchOptions) -> SearchOptions:
         return {**options, "profile": options.get("profile") or self.profile}

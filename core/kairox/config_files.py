@@ -53,7 +53,7 @@ class ConfigFileReader:
                 None,
                 None,
                 "is not a regular file (a device, pipe or socket)",
-                "point --config at a TOML file",
+                "point the config path (--config / config_path=) at a TOML file",
             )
             return None
         try:

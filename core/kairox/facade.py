@@ -26,6 +26,7 @@ from kairox import paths
 from kairox.facade_recall import RecallVerbs
 from kairox.retrieval import IngestableSource, Query, RetrievalResult
 from kairox.retrieval.fusion import DEFAULT_FUSION
+from kairox.search_options import SearchOptions, checked_options
 from kairox.workspace.file_ranking import by_file
 
 if TYPE_CHECKING:
@@ -58,20 +59,6 @@ class IndexOptions(TypedDict, total=False):
     wait: bool  # wait for another process's run (True) instead of raising IndexBusyError
     progress: Callable[[str, int, int], None] | None  # progress(relpath, done, total)
     embedding: EmbedProgress | None  # counts the chunks and sentences embedded
-
-
-class SearchOptions(TypedDict, total=False):
-    """The keyword options of every search call (:meth:`AppFacade.search`, its sync twin
-    and ``Kairox.search``); each may be left out."""
-
-    profile: str | None  # whose sources to search; the ``default`` profile when unset
-    k: int  # how many hits (10)
-    filters: Mapping[str, Any] | Any  # a metadata filter (none)
-    fusion: str  # how the sources' rankings are fused (the default fusion)
-    only: set[str] | None  # search only these sources (all of them)
-    rerank: str | None  # a reranker instead of the profile's; "none" for no stage
-    query_transform: str | None  # a query transform instead of the profile's; "none" too
-    by_file: bool  # one hit per workspace file, its best chunk (False: every chunk hit)
 
 
 class AppFacade(RecallVerbs):
@@ -412,7 +399,9 @@ class AppFacade(RecallVerbs):
         searcher = self.sources.with_stages(
             composite, name, rerank, query_transform, model_backend=self.model_backend
         )
-        return searcher, Query(text, k=k, filters=filters or {}), dict(groups)
+        # Only None means no filter: any other value ([] too) is parsed, and refused if bad.
+        query = Query(text, k=k, filters={} if filters is None else filters)
+        return searcher, query, dict(groups)
 
     async def search(self, text: str, **options: Unpack[SearchOptions]) -> RetrievalResult:
         """Search the workspace and every knowledge base the profile sees, fused.
@@ -423,7 +412,7 @@ class AppFacade(RecallVerbs):
         ``query_transform`` name a search stage instead of the profile's (``"none"``: no
         stage); ``result.stages`` reports them.
         """
-        composite, query, groups = self._prepared(text, **options)
+        composite, query, groups = self._prepared(text, **checked_options(options))
         result = await composite.retrieve(query)
         return self._finished(result, groups, options)
 
@@ -432,7 +421,7 @@ class AppFacade(RecallVerbs):
 
         Runs on the composite's own worker threads, kept between calls.
         """
-        composite, query, groups = self._prepared(text, **options)
+        composite, query, groups = self._prepared(text, **checked_options(options))
         return self._finished(composite.retrieve_sync(query), groups, options)
 
     @staticmethod

@@ -48,6 +48,7 @@ __all__ = [
     "MESSAGE_KEYS",
     "ROLES",
     "MessageError",
+    "NoSuchSession",
     "RecordedMessage",
     "SessionMessage",
     "SessionSummary",
@@ -240,6 +241,16 @@ def read_messages(
     return [found for found in map(recorded_message, stored) if found is not None]
 
 
+class NoSuchSession(KairoxError):
+    """No session of that id holds messages (a typo, or another workspace's)."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"no session {session_id!r} with messages; `kairox session list` shows them"
+        )
+
+
 def history_message(message: SessionMessage) -> ChatMessage:
     """How a recorded message goes back into a prompt's history.
 
@@ -336,7 +347,8 @@ def read_transcript(
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            # Without its line ending: an error at the end of the line names its column.
+            data = json.loads(line.rstrip("\r\n"))
         except json.JSONDecodeError as exc:
             problems.append((number, f"not valid JSON ({exc.msg} at column {exc.colno})"))
             continue

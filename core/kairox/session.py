@@ -37,7 +37,7 @@ from kairox.events import (
     ProfileSwitched,
     UserMessageAdded,
 )
-from kairox.memory import MarkerExtractor
+from kairox.memory import MarkerExtractor, recorded_reply
 from kairox.memory.approvals import TurnProposals
 from kairox.messages import (
     MESSAGE_EVENTS,
@@ -410,7 +410,7 @@ class Session(RecordingMixin):
             # Whatever arrived is kept, also when the backend failed part-way.
             show(extractor.close())
             await deltas.close()
-            text = "".join(pieces)
+            text = recorded_reply("".join(pieces))
             answered = self.events.append(
                 self.session_id,
                 workspace,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kairox.errors import KairoxError
 from kairox.events import AssistantMessageCompleted, ContextAssembled
-from kairox.memory import MarkerExtractor
+from kairox.memory import MarkerExtractor, recorded_reply
 from kairox.memory.approvals import TurnProposals
 from kairox.messages import SessionMessage, message_at, message_event
 from kairox.paths import state_lock
@@ -171,7 +171,7 @@ class RecordingMixin(CompactionMixin):
         if assembly is not None:
             recorded.append(assembled_event(assembly, turn_id))
         extractor = MarkerExtractor()
-        text = extractor.feed(reply.content) + extractor.close()
+        text = recorded_reply(extractor.feed(reply.content) + extractor.close())
         recorded.append(
             AssistantMessageCompleted(
                 text,
@@ -219,7 +219,7 @@ class RecordingMixin(CompactionMixin):
             tools = tools or message.role == "tool"
             if markers and message.role == "assistant":
                 extractor = MarkerExtractor()
-                text = extractor.feed(message.content) + extractor.close()
+                text = recorded_reply(extractor.feed(message.content) + extractor.close())
                 message = dataclasses.replace(message, content=text)
                 extracted.append((turn_id, extractor, ["tool output"] if tools else []))
             recorded.append(message_event(message, turn_id=turn_id))

@@ -47,6 +47,11 @@ class SafeConsole(Console):
     progress bar) and the styles it turns into escape codes at output pass through.
     """
 
+    def render_str(self, text: str, **options: Any) -> Any:
+        # Escaped before Rich makes a Text of it: Text() silently drops BEL, backspace,
+        # vertical tab, form feed and CR, which would leave no trace for render() to show.
+        return super().render_str(printable(text), **options)
+
     def render(self, renderable: Any, options: Any = None) -> Iterable[Segment]:
         for segment in super().render(renderable, options):
             if segment.control:

@@ -104,3 +104,10 @@ def test_an_empty_split_is_an_error():
     history = History(repo="r", head="h", queries=[])
     with pytest.raises(Exception, match="no queries"):
         evaluate_repo(history, None, {}, split="test")  # type: ignore[arg-type]
+
+
+def test_skipped_commits_reads_the_same_with_none_skipped_or_some():
+    from kairox.bench.history_eval import skipped_commits
+
+    assert skipped_commits({}) == "none"
+    assert skipped_commits({"merge": 1, "duplicate query": 2}) == "merge: 1; duplicate query: 2"

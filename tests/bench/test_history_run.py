@@ -63,7 +63,8 @@ def test_the_table_names_each_repository_and_the_pooled_row(bench_all_of_history
     assert result.exit_code == 0, result.output
     assert "history-repo" in result.stdout and "pooled" in result.stdout
     assert "whole-file-bm25" in result.stdout and "× BM25" in result.stdout
-    assert "skipped: " in result.stdout and "merge 1" in result.stdout
+    # Worded as the refusal words it ("none" when no commit was skipped).
+    assert "; skipped commits: " in result.stdout and "merge: 1" in result.stdout
 
 
 def test_too_few_commits_is_refused_before_indexing(history_repo, bench_history, tmp_path):

@@ -130,6 +130,16 @@ def test_search_output_shows_brackets_literally(invoke, workspace):
     assert "[profiles.default]" in result.output
 
 
+def test_a_skipped_file_s_name_shows_its_controls_escaped(invoke, workspace):
+    (workspace / "kairox.toml").write_text("[profiles.default]\n")
+    (workspace / "p\x1b]0;t\x07.pdf").write_bytes(b"%PDF-1.4 not really")
+    result = invoke("index")
+    assert result.exit_code == 0, result.output
+    # As search output shows it: every control visible, BEL too (Rich alone drops it).
+    assert "skipped p\\x1b]0;t\\x07.pdf: conversion failed" in result.output
+    assert "\x07" not in result.output and "\x1b" not in result.output
+
+
 def test_the_cap_comes_from_workspace_max_file_bytes(invoke, workspace):
     (workspace / "kairox.toml").write_text(
         '[workspace]\nmax_file_bytes = 100\n\n[knowledge_bases.kb]\nkind = "sqlite-fts"\n'

@@ -75,10 +75,24 @@ def test_injection_warning_is_shown(invoke, workspace):
 
 def test_bad_input_is_explained(invoke):
     result = invoke("memory", "set", "--scope", "user", "--key", "bad key!", "body")
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # bad input, like a bad option
     assert "'!'" in result.output and "editor.font" in result.output
-    empty = invoke("memory", "set", "--scope", "user", "--key", "k", "  ")
-    assert empty.exit_code == 1 and "body is empty" in empty.output
+    for blank in ("", "  "):
+        empty = invoke("memory", "set", "--scope", "workspace", "--key", "k", blank)
+        assert empty.exit_code == 2 and "the body is empty; write what" in empty.output
+    assert invoke("memory", "list", "--json").output.strip() == "[]"  # nothing written
+
+
+def test_setting_the_same_body_again_changes_nothing(invoke, workspace):
+    assert invoke("memory", "set", "--scope", "workspace", "--key", "k", "Tabs.").exit_code == 0
+    before = json.loads(invoke("memory", "list", "--json").output)
+    again = invoke("memory", "set", "--scope", "workspace", "--key", "k", "Tabs.")
+    assert again.exit_code == 0 and again.output.startswith("unchanged workspace memory k")
+    assert json.loads(invoke("memory", "list", "--json").output) == before  # same `updated`
+    history = json.loads(invoke("memory", "history", "k", "--json").output)
+    changed = invoke("memory", "set", "--scope", "workspace", "--key", "k", "Spaces.")
+    assert changed.output.startswith("saved workspace memory k")
+    assert len(json.loads(invoke("memory", "history", "k", "--json").output)) > len(history)
 
 
 def test_escape_sequences_in_a_body_are_shown_not_obeyed(invoke, workspace):
@@ -171,14 +185,14 @@ def test_history_shows_every_value_with_its_validity(workspace):
 def test_a_body_over_the_bound_is_refused_with_the_setting_to_change(workspace):
     (workspace / "kairox.toml").write_text("[memory]\nmax_body_chars = 100\n")
     refused = kairox(workspace, "memory", "set", "--scope", "user", "--key", "k", "x" * 101)
-    assert refused.returncode == 1
+    assert refused.returncode == 2
     assert "101 characters long (at most 100, [memory] max_body_chars)" in refused.stderr
     assert (
         kairox(workspace, "memory", "set", "--scope", "user", "--key", "k", "x" * 100).returncode
         == 0
     )
     too_long_edit = kairox(workspace, "memory", "edit", "k", "y" * 101)
-    assert too_long_edit.returncode == 1 and "max_body_chars" in too_long_edit.stderr
+    assert too_long_edit.returncode == 2 and "max_body_chars" in too_long_edit.stderr
 
 
 def test_forget_without_a_terminal_says_yes_is_needed(workspace):

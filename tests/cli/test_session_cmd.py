@@ -41,6 +41,16 @@ def test_a_bad_line_imports_nothing(invoke, workspace, bad, said):
     assert read_messages(AppFacade(cwd=workspace).events, "s1") == []
 
 
+@pytest.mark.parametrize("content", ["", "\n  \n"])
+def test_a_file_without_messages_is_refused_and_creates_no_session(invoke, workspace, content):
+    path = workspace / "empty.jsonl"
+    path.write_text(content)
+    result = invoke("session", "import", str(path), "--session", "z")
+    assert result.exit_code == 2, result.output
+    assert "holds no messages" in result.output and "session 'z' was not created" in result.output
+    assert invoke("session", "show", "z").exit_code == 1
+
+
 def test_import_export_round_trip(invoke, workspace):
     path = write(workspace / "t.jsonl", [TRANSCRIPT[0], "", *TRANSCRIPT[1:]])  # a blank line
     imported = invoke("session", "import", str(path), "--session", "s1", "--json")

@@ -139,7 +139,7 @@ async def test_a_client_keeps_its_conversation_in_kairox(stdio_server, indexed_w
         recorded = payload(
             await client.call_tool("record_reply", {"reply": reply, "session": "chat-1"})
         )
-        assert recorded["text"] == "Three times. "
+        assert recorded["text"] == "Three times."
         (pending,) = recorded["memories"]["pending"]
         assert pending["key"] == "uploads.retry" and pending["tainted_by"]  # it read the notes
 
@@ -149,7 +149,7 @@ async def test_a_client_keeps_its_conversation_in_kairox(stdio_server, indexed_w
         {**said[0], "time": "2024-05-08T00:00:00"},
         said[1],
         {"role": "user", "content": asked},
-        {"role": "assistant", "content": "Three times. "},
+        {"role": "assistant", "content": "Three times."},
     ]
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import subprocess
 import sys
 
 import pytest
 from click.testing import CliRunner
 
-from kairox.cli import build_cli
+from kairox.cli import build_cli, tui_cmd
 from kairox.cli.app import AppContext
 from kairox.cli.tui_cmd import tui
 from kairox.default_plugins.scripted_model import ScriptedModel
@@ -29,6 +31,7 @@ def run_tui(monkeypatch, *args: str):
 
     made: list[KairoxApp] = []
     monkeypatch.setattr(KairoxApp, "run", lambda self, **kw: made.append(self))
+    monkeypatch.setattr(tui_cmd, "on_a_terminal", lambda: True)  # CliRunner has no terminal
     obj = AppContext(pm=build_plugin_manager(entry_points=False))
     result = CliRunner().invoke(tui, list(args), obj=obj)
     assert result.exit_code == 0, result.output
@@ -60,6 +63,36 @@ def test_an_unknown_profile_is_a_clear_error(workspace):
     result = CliRunner().invoke(tui, ["--profile", "nosuch"], obj=obj)
     assert result.exit_code != 0
     assert "nosuch" in str(result.exception or result.output)
+
+
+NO_TERMINAL = "kairox tui needs a terminal; use kairox chat for line mode or pipes"
+
+
+def test_without_a_terminal_the_tui_is_refused(workspace):
+    (workspace / "kairox.toml").write_text(CONFIG)
+    obj = AppContext(pm=build_plugin_manager(entry_points=False))
+    result = CliRunner().invoke(tui, [], obj=obj)  # stdin and stdout: not terminals
+    assert result.exit_code == 2 and NO_TERMINAL in result.output
+
+
+def test_stdin_not_a_terminal_is_refused_even_with_stdout_one(workspace):
+    (workspace / "kairox.toml").write_text(CONFIG)
+    leader, follower = pty.openpty()
+    try:
+        with open(os.devnull, "rb") as nothing:
+            done = subprocess.run(
+                [sys.executable, "-m", "kairox", "tui"],
+                cwd=workspace,
+                stdin=nothing,
+                stdout=follower,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=120,
+            )
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert done.returncode == 2 and NO_TERMINAL in done.stderr
 
 
 def test_help_lists_the_same_options_as_chat():

@@ -36,6 +36,7 @@ __all__ = [
     "measure",
     "pooled",
     "references",
+    "skipped_commits",
 ]
 
 #: Queries the evaluated split must hold, below which a repository is refused.
@@ -57,15 +58,20 @@ def file_ranking(hits: Sequence[Any]) -> list[str]:
     return list(dict.fromkeys(hit if isinstance(hit, str) else document_id(hit) for hit in hits))
 
 
+def skipped_commits(skipped: Mapping[str, int]) -> str:
+    """How many commits were skipped for each reason (``merge: 1; ...``), or ``none``."""
+    return "; ".join(f"{reason}: {count}" for reason, count in skipped.items()) or "none"
+
+
 def check_enough(history: History, split: str, minimum: int = MIN_QUERIES) -> None:
     """Refuse ``history`` when its ``split`` holds fewer than ``minimum`` queries."""
     found = len(history.split(split))
     if found >= minimum:
         return
-    reasons = "; ".join(f"{reason}: {count}" for reason, count in history.skipped.items())
     raise HistoryRefused(
         f"{history.repo}: {found} usable commits in the {split} split, at least {minimum} "
-        f"needed ({len(history.queries)} queries in all; skipped commits: {reasons or 'none'}). "
+        f"needed ({len(history.queries)} queries in all; "
+        f"skipped commits: {skipped_commits(history.skipped)}). "
         "A repository with a longer history of small source changes works; --min-queries "
         "lowers the bar"
     )

@@ -108,6 +108,9 @@ def history(
 
 
 def _table(report: dict[str, Any]) -> None:
+    # Imported here as history_benchmark is above: `kairox --help` stays light.
+    from kairox.bench.history_eval import skipped_commits
+
     rows = [*report["repos"], report["pooled"]]
     systems = list(report["pooled"]["systems"])
     table = Table("repository", "queries", "system", *_COLUMNS, "× BM25")
@@ -129,11 +132,11 @@ def _table(report: dict[str, Any]) -> None:
     )
     console.print(table)
     for row in report["repos"]:
-        skipped = ", ".join(f"{reason} {n}" for reason, n in row["skipped"].items())
         console.print(
             printable(
                 f"{row['name']}: {row['queries']} {report['split']} queries "
-                f"({row['train_queries']} train), head {row['head'][:12]}; skipped: {skipped}"
+                f"({row['train_queries']} train), head {row['head'][:12]}; "
+                f"skipped commits: {skipped_commits(row['skipped'])}"
             ),
             markup=False,
         )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -10,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kairox.cli.app import AppContext, console, fold_long_values, print_json
+from kairox.memory.approvals import MemoryInputError
 from kairox.memory.store import MemoryRecord
 from kairox.terminal import printable
 
@@ -47,6 +50,15 @@ def print_record(record: MemoryRecord) -> None:
     """Every field of one record, one line each."""
     for name, value in record_json(record).items():
         console.print(Text(f"{name}: ", style="bold") + Text(printable(str(value))))
+
+
+@contextmanager
+def _input_checked() -> Iterator[None]:
+    """A key or body the person typed that is not valid: exit 2, like any bad option."""
+    try:
+        yield
+    except MemoryInputError as exc:
+        raise click.UsageError(printable(str(exc))) from None
 
 
 @click.group()
@@ -110,9 +122,13 @@ def reject(app: AppContext, memory_id: int, reason: str) -> None:
 def set_(app: AppContext, scope: str, key: str, body: str) -> None:
     """Write a memory yourself (no approval needed: you are the approver)."""
     facade = app.facade()
-    _show(
-        facade.memory.set(scope, key, body, workspace_id=facade.workspace_id, actor="cli"), "saved"
-    )
+    with _input_checked():
+        same = facade.memory.unchanged(scope, key, body, workspace_id=facade.workspace_id)
+        if same is not None:
+            _show(same, "unchanged")
+            return
+        record = facade.memory.set(scope, key, body, workspace_id=facade.workspace_id, actor="cli")
+    _show(record, "saved")
 
 
 @memory.command()
@@ -125,15 +141,17 @@ def set_(app: AppContext, scope: str, key: str, body: str) -> None:
 def edit(app: AppContext, key: str, body: str | None, scope: str | None) -> None:
     """Replace the body under KEY (opens $EDITOR when BODY is not given)."""
     facade = app.facade()
-    current = facade.memory.find(key, workspace_id=facade.workspace_id, scope=scope)
+    with _input_checked():
+        current = facade.memory.find(key, workspace_id=facade.workspace_id, scope=scope)
     if body is None:
         edited = click.edit(current.body)
         if edited is None or not edited.strip():
             raise click.ClickException("nothing changed: the editor was closed without a body")
         body = edited.strip()
-    edited_record = facade.memory.edit(
-        key, body, workspace_id=facade.workspace_id, scope=scope, actor="cli"
-    )
+    with _input_checked():
+        edited_record = facade.memory.edit(
+            key, body, workspace_id=facade.workspace_id, scope=scope, actor="cli"
+        )
     _show(edited_record, "edited")
 
 

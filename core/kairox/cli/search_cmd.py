@@ -211,6 +211,39 @@ def check_stage(facade: Any, table: str, name: str | None, hint: str) -> None:
     raise click.BadParameter(f"{problem}{end}Installed: {installed}, or none.", param_hint=hint)
 
 
+def _given_options(ctx: click.Context) -> set[str]:
+    """The parameters the user typed (not their defaults)."""
+    return {
+        name
+        for name in ctx.params
+        if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+    }
+
+
+# The flag each ``search`` parameter is typed as, for the options --history has no use for.
+_NOT_FOR_HISTORY = {
+    "profile": "--profile",
+    "fusion": "--fusion",
+    "only": "--source",
+    "rerank": "--rerank",
+    "query_transform": "--query-transform",
+    "filter_text": "--filter",
+    "chunks": "--chunks",
+}
+
+
+def refuse_for_history(given: set[str], output: str) -> None:
+    """Refuse (exit 2) options that do not apply to ``--history`` rather than ignore them."""
+    flags = [flag for name, flag in _NOT_FOR_HISTORY.items() if name in given]
+    if output not in ("lines", "json"):
+        flags.append(f"--format {output}")
+    if flags:
+        raise click.UsageError(
+            f"{', '.join(flags)} {'does' if len(flags) == 1 else 'do'} not apply to --history; "
+            "it takes -k, --session, --json (or --format json) and --workspace"
+        )
+
+
 @click.command()
 @click.argument("query")
 @click.option("-p", "--profile", default=None, help="Profile name or alias (default: default).")
@@ -298,9 +331,13 @@ def search(
     the messages of every session)."""
     if not query.strip():
         raise click.BadParameter("the query is empty; say what to look for", param_hint="QUERY")
+    given = _given_options(click.get_current_context())
     if history:
+        refuse_for_history(given, output)
         search_history(app.facade(workspace), query, k, session, as_json or output == "json")
         return
+    if "session" in given:
+        raise click.UsageError("--session applies to --history only: add --history")
     filters = parse_cli_filter(filter_text)
     facade = app.facade(workspace)
     name = facade.resolve_profile(profile)

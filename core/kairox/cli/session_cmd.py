@@ -11,15 +11,15 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 from rich.table import Table
 from rich.text import Text
 
 from kairox.cli.app import CONFIG_ERROR_EXIT, AppContext, console, console_err, print_json
-from kairox.errors import KairoxError
 from kairox.messages import (
+    NoSuchSession,
     TranscriptError,
     read_messages,
     read_transcript,
@@ -70,15 +70,21 @@ def import_(
     role: user, assistant, system or tool; name (the speaker) and time (ISO 8601) optional.
 
     Nothing is imported if any line is bad: each bad line is named, and the exit status
-    is 2. The history is compacted as a live conversation would have been.
+    is 2. A file with no messages (empty, or blank lines only) is refused the same way. The history is compacted as a live conversation would have been.
     """
     app: AppContext = ctx.obj
     try:
         messages = _read(file)
     except TranscriptError as exc:
-        console_err.print("[bold red]error:[/] ", end="")
-        console_err.print(str(exc), markup=False)
-        ctx.exit(BAD_INPUT_EXIT)
+        _refuse(ctx, str(exc))
+    if not messages:
+        # An empty import creates no session: saying "imported 0" would suggest one exists.
+        source = "stdin" if str(file) == "-" else str(file)
+        _refuse(
+            ctx,
+            f"{source} holds no messages (it is empty or only blank lines); nothing was "
+            f"imported and session {session_id!r} was not created",
+        )
     result = asyncio.run(
         app.facade().append_messages(session_id, messages, profile=profile, markers=markers)
     )
@@ -96,6 +102,12 @@ def import_(
             + Text(printable(record.body))
             + Text(f"  (approve: kairox memory approve {record.id})")
         )
+
+
+def _refuse(ctx: click.Context, problem: str) -> NoReturn:
+    console_err.print("[bold red]error:[/] ", end="")
+    console_err.print(printable(problem), markup=False)
+    ctx.exit(BAD_INPUT_EXIT)
 
 
 def _read(file: Path) -> list[SessionMessage]:
@@ -152,9 +164,7 @@ def list_(app: AppContext, as_json: bool) -> None:
 def _messages(app: AppContext, session_id: str) -> list[RecordedMessage]:
     found = read_messages(app.facade().events, session_id)
     if not found:
-        raise KairoxError(
-            f"no session {session_id!r} with messages; `kairox session list` shows them"
-        )
+        raise NoSuchSession(session_id)
     return found
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 import click
@@ -28,6 +29,11 @@ def build_app(facade: AppFacade, options: ChatOptions | None = None) -> KairoxAp
     return KairoxApp(facade, profile=name, backend=model, session_id=options.session_id)
 
 
+def on_a_terminal() -> bool:
+    """Whether standard input and output are both a terminal, as a full-screen UI needs."""
+    return all(stream is not None and stream.isatty() for stream in (sys.stdin, sys.stdout))
+
+
 @click.command()
 @chat_options
 @click.pass_obj
@@ -37,4 +43,10 @@ def tui(app: AppContext, options: ChatOptions) -> None:
     Keys: Enter send · Esc review proposals · a approve · r reject · ctrl+k compact ·
     ctrl+p switch profile · ctrl+t toggle the trace panel · ctrl+q quit.
     """
-    build_app(app.facade(), options).run()
+    tui_app = build_app(app.facade(), options)
+    if not on_a_terminal():
+        # Without one, Textual would write full-screen escape codes into a pipe until killed.
+        raise click.UsageError(
+            "kairox tui needs a terminal; use kairox chat for line mode or pipes"
+        )
+    tui_app.run()

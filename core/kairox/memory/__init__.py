@@ -19,6 +19,7 @@ from kairox.memory.markers import (
     RejectedMarker,
     extract_memory_markers,
     normalize_key,
+    recorded_reply,
 )
 from kairox.memory.records import STATUSES, MemoryRecord, Scope, Status
 from kairox.memory.store import MEMORY_SCHEMA_VERSION, SqliteMemoryStore
@@ -40,4 +41,5 @@ __all__ = [
     "Status",
     "extract_memory_markers",
     "normalize_key",
+    "recorded_reply",
 ]

@@ -64,6 +64,9 @@ class MemoryEdits:
                 f"a memory you write yourself is 'user' or 'workspace', not {scope!r}"
             )
         body = self._body(body, "body")
+        same = self.unchanged(scope, key, body, workspace_id=workspace_id)
+        if same is not None:  # nothing to write: no new `updated`, no event
+            return same
         with self._atomic():
             record = self.store.put(
                 scope,
@@ -78,6 +81,16 @@ class MemoryEdits:
                 MemoryAccepted(**about(record), actor=actor),
             )
         return record
+
+    def unchanged(
+        self, scope: str, key: str, body: str, *, workspace_id: str
+    ) -> MemoryRecord | None:
+        """The approved ``scope`` memory under ``key`` when it already holds ``body`` (writing
+        it again would change nothing), else ``None``."""
+        record = self.store.get_by_key(
+            scope, checked_key(key), workspace_id=workspace_id if scope == "workspace" else None
+        )
+        return record if record is not None and record.body == body else None
 
     def find(self, key: str, *, workspace_id: str, scope: str | None = None) -> MemoryRecord:
         """The approved memory with ``key``: this workspace's first, then the user's."""

@@ -257,3 +257,9 @@ def extract_memory_markers(text: str) -> ExtractionResult:
     extractor = MarkerExtractor()
     visible = extractor.feed(text) + extractor.close()
     return ExtractionResult(visible, extractor.markers, extractor.rejected)
+
+
+def recorded_reply(visible: str) -> str:
+    """A reply's visible text as it is recorded: without the whitespace that removed markers
+    (or the model) left at its end; the text before is kept as it is."""
+    return visible.rstrip()
