@@ -313,10 +313,14 @@ class WorkspaceConfig(BaseModel):
     # embedder's own default (hashing 0.05, others 1.0; benchmarks/README.md).
     vector_weight: float | None = Field(default=None, ge=0)
     # How workspace hits are ranked as files (kairox.workspace.file_ranking): a weight per
-    # file role over the built-in ones (a role the query names counts at least 1), how much
+    # file role over the built-in ones, what a role the query names counts at least and
+    # how much its files whose path spells the query's other words gain (ASKED_ROLE_WEIGHT,
+    # ASKED_PATH_BONUS there; not imported: config stays free of the ranking), how much
     # a file's further chunks add to its best, and the fixed candidate depth each source
     # is asked for and fused before the cut to k (so the top ranks never depend on k).
     role_weights: dict[StrictStr, float] = Field(default_factory=dict)
+    asked_role_weight: float = Field(default=1.5, ge=0)
+    asked_path_bonus: float = Field(default=1.0, ge=0)
     file_evidence: float = Field(default=0.2, ge=0)
     candidate_depth: StrictInt = Field(default=100, ge=1, le=1000)
     # gitignore-syntax patterns relative to the workspace root (kairox.workspace.selection).
@@ -441,6 +445,13 @@ _FIELD_FIXES: dict[str, str] = {
         "use a table of file roles and weights >= 0, e.g. role_weights = "
         "{ test = 0.2, docs = 0.25 } (roles: implementation, test, docs, changelog, example, "
         "benchmark, config, generated, vendored)"
+    ),
+    "asked_role_weight": (
+        "use a number >= 0, e.g. asked_role_weight = 1.5 (1: a role the query names "
+        "counts as much as implementation)"
+    ),
+    "asked_path_bonus": (
+        "use a number >= 0, e.g. asked_path_bonus = 1.0 (0: a file's path adds nothing)"
     ),
     "file_evidence": "use a number >= 0, e.g. file_evidence = 0.2 (0: a file's best chunk alone)",
     "candidate_depth": "use a whole number from 1 to 1000, e.g. candidate_depth = 100",

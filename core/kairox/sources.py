@@ -252,6 +252,8 @@ class SourceFactory:
                 settings = self.config.workspace
                 ranking = FileRanking(
                     role_weights={**DEFAULT_ROLE_WEIGHTS, **settings.role_weights},
+                    asked_role_weight=settings.asked_role_weight,
+                    asked_path_bonus=settings.asked_path_bonus,
                     file_evidence=settings.file_evidence,
                     sources=frozenset(
                         name

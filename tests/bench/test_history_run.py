@@ -4,10 +4,16 @@ the refusal of a thin history, and its queries tuning a workspace with ``bench t
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
-from kairox.bench.history_run import repo_names
+from kairox import EmbeddingBackendSpec
+from kairox.bench import BenchError, BenchUsageError
+from kairox.bench.history_run import check_dependencies, repo_names
+from kairox.registry import Registry
 
 
 @pytest.fixture
@@ -166,3 +172,52 @@ def test_an_unknown_profile_is_refused_with_a_did_you_mean(bench_all_of_history,
     assert result.exit_code == 2
     assert "default" in result.output
     assert not list((tmp_path / "work").glob("*/state-*/kairox.db"))  # refused before indexing
+
+
+def _without(module: str | None, *args: object) -> subprocess.CompletedProcess[str]:
+    """``kairox ARGS`` in a fresh interpreter where ``module`` cannot be imported (no
+    plugin loaded: the built-ins only)."""
+    hide = f"sys.modules[{module!r}] = None\n" if module else ""
+    script = f"import sys\n{hide}from kairox.cli import main\nmain({[str(a) for a in args]!r})\n"
+    env = {**os.environ, "KAIROX_LOAD_PLUGINS": ""}
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("module", "package"), [("rank_bm25", "rank-bm25"), ("ir_measures", "ir-measures")]
+)
+def test_a_missing_bench_library_is_reported_before_any_work(
+    history_repo, tmp_path, module, package
+):
+    work = tmp_path / "work"
+    args = ("bench", "history", "--repo", history_repo.root, "--work", work)
+    done = _without(module, *args, "--split", "all", "--min-queries", "5")
+    assert done.returncode == 1, done.stderr
+    assert f"needs the {package!r} package" in done.stderr
+    assert "pip install 'kairox[bench]'" in done.stderr
+    assert "Usage:" not in done.stderr
+    assert not work.exists()  # nothing exported, nothing embedded
+
+
+def test_an_embedder_whose_plugin_is_missing_is_reported_before_any_work(history_repo, tmp_path):
+    work = tmp_path / "work"
+    args = ("bench", "history", "--repo", history_repo.root, "--work", work)
+    done = _without(None, *args, "--embedders", "hashing,minilm", "--min-queries", "5")
+    assert done.returncode == 1, done.stderr
+    assert "kairox install kairox-sentence-transformers" in done.stderr
+    assert "Usage:" not in done.stderr
+    assert not work.exists()
+
+
+def test_an_embedder_that_cannot_load_is_a_missing_dependency():
+    def broken():
+        raise ImportError("the 'torch' package is not installed: pip install torch")
+
+    registry = Registry()
+    registry.embedding_backends.add(EmbeddingBackendSpec("broken", broken), "test")
+    with pytest.raises(BenchError, match=r"'broken' embedding backend cannot load.*pip install"):
+        check_dependencies(["broken"], registry)
+    with pytest.raises(BenchUsageError, match="no embedding backend 'nope'; installed: broken"):
+        check_dependencies(["nope"], registry)

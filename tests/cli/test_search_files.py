@@ -156,3 +156,58 @@ def test_a_query_asking_for_tests_gets_the_test(invoke, demo_tree):
     assert invoke("index").exit_code == 0
     hits = search_json(invoke, "the test that a plugin can register a knowledge base kind")
     assert hits[0]["metadata"]["path"] == "tests/test_plugins.py"
+
+
+@pytest.fixture
+def auth_tree(workspace: Path) -> Path:
+    """Digest authentication's implementation, which matches its words best, beside its
+    docs page and its test, which match them nearly as well."""
+    write(
+        workspace,
+        "httpx/_auth.py",
+        """
+        class DigestAuth:
+            \"\"\"Digest authentication: the digest response hash of a challenge.\"\"\"
+
+            def digest_authentication_response(self, challenge):
+                # digest authentication hashes the challenge with the password
+                return self.digest(challenge)
+        """,
+    )
+    write(
+        workspace,
+        "docs/authentication.md",
+        """
+        # Digest authentication
+
+        Pass `auth=DigestAuth(user, password)`: digest authentication computes the response
+        hash of the challenge for you.
+        """,
+    )
+    write(
+        workspace,
+        "tests/test_auth.py",
+        """
+        def test_digest_authentication_response_hash():
+            # the response hash of a challenge
+            assert DigestAuth("user", "password").digest(challenge)
+        """,
+    )
+    write(workspace, "httpx/_client.py", "class Client:\n    def send(self, request): ...\n")
+    write(workspace, "httpx/_models.py", "class Response:\n    def read(self): ...\n")
+    return workspace
+
+
+@pytest.mark.parametrize(
+    ("query", "first"),
+    [
+        ("digest authentication response hash", "httpx/_auth.py"),
+        # The implementation matches better; a named role counts more than it does.
+        ("documentation of the digest authentication response hash", "docs/authentication.md"),
+        ("the tests for digest authentication response hash", "tests/test_auth.py"),
+    ],
+)
+def test_a_query_naming_docs_or_tests_gets_that_role_first(invoke, auth_tree, query, first):
+    assert invoke("index").exit_code == 0
+    hits = search_json(invoke, query)
+    assert [h["metadata"]["path"] for h in hits][:1] == [first], hits

@@ -17,6 +17,7 @@ from kairox.config import (
 )
 from kairox.config_loader import load_config
 from kairox.registry import Registry
+from kairox.workspace.file_ranking import ASKED_PATH_BONUS, ASKED_ROLE_WEIGHT
 
 from .conftest import load_ws, problems_of, write
 
@@ -123,6 +124,15 @@ def test_workspace_file_ranking_settings(env: Path, registry: Registry) -> None:
         "'tests' is not a file role" in problem.problem
         and "implementation, test" in problem.problem
     )
+    assert defaults.asked_role_weight == ASKED_ROLE_WEIGHT
+    assert defaults.asked_path_bonus == ASKED_PATH_BONUS
+    raised = load_ws(env, "[workspace]\nasked_role_weight = 1\n", registry).workspace
+    assert raised.asked_role_weight == 1.0
+    err, _ = problems_of(env, "[workspace]\nasked_role_weight = -2\n", registry)
+    [problem] = err.problems
+    assert problem.key == "asked_role_weight" and "asked_role_weight = 1.5" in problem.fix
+    err, _ = problems_of(env, "[workspace]\nasked_path_bonus = -1\n", registry)
+    assert [p.key for p in err.problems] == ["asked_path_bonus"]
     err, _ = problems_of(env, "[workspace]\ncandidate_depth = 0\n", registry)
     assert [p.key for p in err.problems] == ["candidate_depth"]
 

@@ -52,6 +52,39 @@ def test_a_query_that_asks_for_docs_gets_the_docs_page() -> None:
     assert paths(ranked)[0] == "docs/advanced/authentication.md"
 
 
+def test_a_named_role_goes_ahead_of_an_implementation_that_matches_better(auth_hits):
+    # The implementation matches the words best; the query asks for tests, docs.
+    hits = [hit("httpx/_auth.py", 1.0), hit("tests/test_auth.py", 0.8), hit("docs/auth.md", 0.75)]
+    assert paths(FileRanking().rescore("the tests for digest authentication", hits))[0] == (
+        "tests/test_auth.py"
+    )
+    assert paths(FileRanking().rescore("docs on digest authentication", hits))[0] == (
+        "docs/auth.md"
+    )
+    # asked_role_weight 1 (and no path bonus): a named role counts as much as the
+    # implementation, which then stays first.
+    even = FileRanking(asked_role_weight=1.0, asked_path_bonus=0)
+    assert paths(even.rescore("the tests for digest authentication", hits))[0] == "httpx/_auth.py"
+
+
+def test_among_the_files_of_a_named_role_the_one_its_path_names_comes_first() -> None:
+    hits = [
+        hit("httpx/proxies.py", 1.0),  # not docs: its path gains nothing
+        hit("docs/advanced/transports.md", 0.8),  # mentions proxies more often
+        hit("docs/advanced/proxies.md", 0.5),
+    ]
+    ranked = FileRanking().rescore("docs on proxies", hits)
+    assert paths(ranked) == [
+        "docs/advanced/proxies.md",
+        "docs/advanced/transports.md",
+        "httpx/proxies.py",
+    ]
+    # Without the bonus, or for a query naming no role, the path counts for nothing.
+    no_bonus = FileRanking(asked_path_bonus=0).rescore("docs on proxies", hits)
+    assert paths(no_bonus)[0] == "docs/advanced/transports.md"
+    assert paths(FileRanking().rescore("proxies", hits))[0] == "httpx/proxies.py"
+
+
 def test_role_weights_are_configurable(auth_hits):
     flat = FileRanking(role_weights={})  # every role counts 1.0: the fused order stands
     assert paths(flat.rescore("digest", auth_hits)) == paths(auth_hits)
@@ -97,6 +130,8 @@ def test_hits_of_other_sources_are_not_weighted() -> None:
         ({"role_weights": {"tests": 0.5}}, "unknown roles"),
         ({"role_weights": {"test": -1.0}}, ">= 0"),
         ({"file_evidence": -0.1}, "file_evidence"),
+        ({"asked_role_weight": -1.0}, "asked_role_weight"),
+        ({"asked_path_bonus": -1.0}, "asked_path_bonus"),
     ],
 )
 def test_bad_settings_are_refused(settings, problem) -> None:

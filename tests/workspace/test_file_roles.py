@@ -62,6 +62,10 @@ def test_the_more_specific_role_wins() -> None:
         ("what changed in the changelog", {Role.CHANGELOG}),
         ("an example of a blueprint, and its tests", {Role.EXAMPLE, Role.TEST}),
         ("attestation of contest results", set()),  # words, not substrings
+        # Words a developer mostly means otherwise ask for no role.
+        ("the release script's config loading", set()),
+        ("route spec changes in the ci workflow", set()),
+        ("guide the fixture through the news feed", set()),
     ],
 )
 def test_asked_roles_are_named_words(query: str, roles: set[Role]) -> None:

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kairox.bench import BenchError
+from kairox.bench import BenchError, BenchUsageError
 from kairox.bench.history_paths import is_source
 
 __all__ = [
@@ -144,7 +144,7 @@ class History:
     def split(self, name: str) -> list[HistoryQuery]:
         """The queries of ``train``, ``test`` or ``all``."""
         if name not in SPLITS:
-            raise BenchError(f"unknown split {name!r}; choose one of: {', '.join(SPLITS)}")
+            raise BenchUsageError(f"unknown split {name!r}; choose one of: {', '.join(SPLITS)}")
         return [q for q in self.queries if name == "all" or q.split == name]
 
 
@@ -156,7 +156,7 @@ def _git(repo: Path, *args: str) -> str:
     except FileNotFoundError:
         raise BenchError("the history benchmark needs git on PATH") from None
     if done.returncode != 0:
-        raise BenchError(
+        raise BenchUsageError(
             f"{repo} is not a git repository with commits (git {args[0]}: "
             f"{done.stderr.strip() or done.returncode}); pass a checkout or a bare git folder"
         )
@@ -280,7 +280,7 @@ def extract(
     ``limit`` keeps the newest usable commits only (None: every one).
     """
     if not 0 <= test_share <= 1:
-        raise BenchError(f"the test share must lie between 0 and 1, got {test_share}")
+        raise BenchUsageError(f"the test share must lie between 0 and 1, got {test_share}")
     repo = Path(repo)
     head, at_head = _head_files(repo)
     history = History(repo=str(repo), head=head, queries=[])
@@ -352,7 +352,9 @@ def export_head(repo: Path, dest: Path) -> Path:
     benchmark indexes, so uncommitted edits never count."""
     dest.mkdir(parents=True, exist_ok=True)
     if any(dest.iterdir()):
-        raise BenchError(f"{dest} is not empty; give an empty or new folder to export HEAD into")
+        raise BenchUsageError(
+            f"{dest} is not empty; give an empty or new folder to export HEAD into"
+        )
     command = ["git", "-C", str(repo), "archive", "--format=tar", "HEAD"]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as git:
         assert git.stdout is not None

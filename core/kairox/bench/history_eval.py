@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kairox.bench import BenchError
+from kairox.bench import BenchError, BenchUsageError
 from kairox.bench.history import History, HistoryQuery
 from kairox.bench.history_refs import BM25, PATH_SYMBOL, PathSymbolRanker, WholeFileBm25, tree_texts
 from kairox.bench.judgments import document_id
@@ -49,7 +49,7 @@ Search = Callable[[str], Sequence[Any]]
 Progress = Callable[[str, int, int], None]
 
 
-class HistoryRefused(BenchError):
+class HistoryRefused(BenchUsageError):
     """A repository's history gives too few usable queries to judge anything by."""
 
 

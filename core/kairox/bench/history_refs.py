@@ -19,12 +19,27 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
 from kairox.bench import BENCH_EXTRA, BenchError
+from kairox.lazy_imports import LazyImport
 from kairox.workspace.files import iter_workspace_files, read_text
 
-__all__ = ["REFERENCES", "PathSymbolRanker", "WholeFileBm25", "code_tokens", "tree_texts"]
+__all__ = [
+    "RANK_BM25",
+    "REFERENCES",
+    "PathSymbolRanker",
+    "WholeFileBm25",
+    "code_tokens",
+    "tree_texts",
+]
 
 BM25, PATH_SYMBOL = "whole-file-bm25", "path-symbol"
 REFERENCES = (BM25, PATH_SYMBOL)
+#: What whole-file BM25 is computed with (``check()`` it before any work).
+RANK_BM25 = LazyImport(
+    "rank_bm25",
+    needed_by="the whole-file BM25 reference",
+    install=f"{BENCH_EXTRA} (or pip install rank-bm25)",
+    distributions={"rank_bm25": "rank-bm25"},
+)
 
 _IDENTIFIER = re.compile(r"[A-Za-z0-9]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
@@ -58,13 +73,11 @@ class WholeFileBm25:
 
     def __init__(self, texts: dict[str, str]) -> None:
         try:
-            from rank_bm25 import BM25Okapi
-        except ImportError:
-            raise BenchError(
-                f"the whole-file BM25 reference needs rank-bm25: {BENCH_EXTRA}"
-            ) from None
+            rank_bm25 = RANK_BM25.load()
+        except ImportError as exc:
+            raise BenchError(str(exc)) from None
         self.paths = list(texts)
-        self._bm25 = BM25Okapi([code_tokens(texts[p]) for p in self.paths] or [[]])
+        self._bm25 = rank_bm25.BM25Okapi([code_tokens(texts[p]) for p in self.paths] or [[]])
 
     def __call__(self, query: str, k: int = 100) -> list[str]:
         words = code_tokens(query)

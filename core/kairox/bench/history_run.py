@@ -28,17 +28,28 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kairox.bench import BenchError
+from kairox.bench import BenchError, BenchUsageError
 from kairox.bench.history import History, export_head, extract
 from kairox.bench.history_eval import check_enough, evaluate_repo, pooled
+from kairox.bench.history_refs import RANK_BM25
+from kairox.bench.metrics import IR_MEASURES
 from kairox.bench.report import machine
+from kairox.config import KNOWN_EMBEDDING_PACKAGES
 from kairox.embed_progress import EmbedProgress
 
 if TYPE_CHECKING:
     from kairox.facade import AppFacade
     from kairox.plugins import KairoxPluginManager
+    from kairox.registry import Registry
 
-__all__ = ["DEFAULT_SYSTEMS", "history_benchmark", "repo_names", "write_queries"]
+__all__ = [
+    "DEFAULT_SYSTEMS",
+    "check_dependencies",
+    "check_systems",
+    "history_benchmark",
+    "repo_names",
+    "write_queries",
+]
 
 DEFAULT_SYSTEMS = ("default",)
 SOURCES = ("workspace-fts", "workspace")
@@ -119,9 +130,35 @@ def check_systems(systems: Sequence[str]) -> None:
     """Refuse a system name the benchmark cannot run, before anything is read."""
     for system in systems:
         if system not in (*DEFAULT_SYSTEMS, *SOURCES) and not system.startswith("profile:"):
-            raise BenchError(
+            raise BenchUsageError(
                 f"unknown system {system!r}; choose default, profile:NAME, {', '.join(SOURCES)}"
             )
+
+
+def check_dependencies(embedders: Sequence[str], registry: Registry) -> None:
+    """Refuse a run whose metrics, references or embedders cannot work here, before any
+    tree is exported or embedded: a missing library or plugin is a :class:`BenchError`
+    with its install hint, an embedder nobody ships a :class:`BenchUsageError`."""
+    for library in (IR_MEASURES, RANK_BM25):
+        try:
+            library.check()
+        except ImportError as exc:
+            raise BenchError(str(exc)) from None
+    for name in embedders:
+        spec = registry.embedding_backends.get(name)
+        if spec is None:
+            known = ", ".join(sorted(registry.embedding_backends))
+            package = KNOWN_EMBEDDING_PACKAGES.get(name)
+            if package is not None:
+                raise BenchError(
+                    f"the {name!r} embedding backend comes with a plugin that is not "
+                    f"installed: kairox install {package} (installed backends: {known})"
+                )
+            raise BenchUsageError(f"no embedding backend {name!r}; installed: {known}")
+        try:  # building a backend checks its libraries; its model loads on first use
+            spec.factory()
+        except ImportError as exc:
+            raise BenchError(f"the {name!r} embedding backend cannot load: {exc}") from None
 
 
 def history_benchmark(
@@ -144,10 +181,7 @@ def history_benchmark(
     the pooled row). Every repository is checked for enough queries before any is indexed."""
     check_systems(systems)
     registry = (pm.registry if pm is not None else None) or _registry()
-    for name in embedders:
-        if name not in registry.embedding_backends:
-            known = ", ".join(sorted(registry.embedding_backends))
-            raise BenchError(f"no embedding backend {name!r}; installed: {known}")
+    check_dependencies(embedders, registry)
     names = repo_names(repos)
     histories = []
     for repo in repos:
@@ -213,7 +247,7 @@ def _index(facade: AppFacade, label: str, progress: Progress | None) -> None:
     )
 
 
-def _registry() -> Any:
+def _registry() -> Registry:
     from kairox.plugins import get_plugin_manager
 
     return get_plugin_manager().registry

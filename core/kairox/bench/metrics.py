@@ -12,21 +12,27 @@ import numpy as np
 
 from kairox.bench import BENCH_EXTRA, BenchError
 from kairox.bench.beir import BeirDataset
+from kairox.lazy_imports import LazyImport
 
 DEPTH = 100  # hits per query: enough for Recall@100
 
 
 METRICS = ("ndcg@10", "recall@100", "mrr@10")
 
+#: The library every benchmark's quality figures come from (``check()`` it up front).
+IR_MEASURES = LazyImport(
+    "ir_measures",
+    needed_by="kairox bench",
+    install=f"{BENCH_EXTRA} (or pip install ir-measures)",
+    distributions={"ir_measures": "ir-measures"},
+)
+
 
 def _need_ir_measures() -> Any:
     try:
-        import ir_measures
-    except ImportError:
-        raise BenchError(
-            f"kairox bench needs ir-measures: {BENCH_EXTRA} (or pip install ir-measures)"
-        ) from None
-    return ir_measures
+        return IR_MEASURES.load()
+    except ImportError as exc:
+        raise BenchError(str(exc)) from None
 
 
 def per_query(

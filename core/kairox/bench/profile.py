@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kairox.bench import BenchError
+from kairox.bench import BenchError, BenchUsageError
 from kairox.retrieval import Document, IngestableSource, Query, RetrievalResult, SourceStatus
 
 if TYPE_CHECKING:
@@ -34,10 +34,6 @@ if TYPE_CHECKING:
     from kairox.retrieval import Source
 
 PREFIXES = ("profile:", "kb:", "kind:")
-
-
-class BenchUsageError(BenchError):
-    """An unknown system, profile, knowledge base or kind (the CLI exits 2)."""
 
 
 def did_you_mean(name: str, known: list[str]) -> str:

@@ -86,13 +86,17 @@ def history(
     """File localisation judged by the repository's own history: each small source commit's
     subject is a query, the files it changed the answers (hit@1, hit@5, MRR@10, Recall@10),
     beside whole-file BM25 and path-and-symbol matching in the same run."""
+    from kairox.bench import BenchUsageError
     from kairox.bench.history_run import history_benchmark
 
-    # work, systems, embedders, split, with_body, limit, test_share, min_queries, k: named
-    # as history_benchmark()'s keywords, each goes through as given.
+    # Only a bad request is a usage error; a missing library or plugin (a BenchError,
+    # checked before any work) is reported as every `kairox bench` reports one. work,
+    # systems, embedders, split, with_body, limit, test_share, min_queries, k: named as
+    # history_benchmark()'s keywords, each goes through as given.
     report = run(
         history_benchmark,
         list(repos) or [Path.cwd()],
+        errors=(BenchUsageError,),
         write_to=write_queries,
         pm=app.plugin_manager(),
         **settings,

@@ -90,21 +90,19 @@ def role_of(relpath: str) -> Role:
     return Role.IMPLEMENTATION
 
 
-#: The query words that ask for a role: a query holding one is not steered away from
-#: files of that role. Whole words, compared lower-cased.
+#: The query words that ask for a role: a query holding one lifts files of that role
+#: (:class:`kairox.workspace.file_ranking.FileRanking`). Whole words, compared
+#: lower-cased. Words that a developer mostly means otherwise are left out ("release",
+#: "changes", "news", "config", "ci", "workflow", "guide", "spec", "fixture": "the
+#: release script", "config loading", "the route spec"); leaving them out raised the
+#: history benchmark's test half by 0.003 MRR@10 and lost no role question.
 ROLE_QUERY_WORDS: dict[Role, frozenset[str]] = {
-    Role.TEST: frozenset(
-        {"test", "tests", "testing", "tested", "unittest", "pytest", "spec", "specs", "fixture"}
-    ),
-    Role.DOCS: frozenset(
-        {"docs", "doc", "documentation", "readme", "guide", "tutorial", "manual", "howto"}
-    ),
-    Role.CHANGELOG: frozenset({"changelog", "changelogs", "changes", "news", "release"}),
+    Role.TEST: frozenset({"test", "tests", "testing", "tested", "unittest", "pytest"}),
+    Role.DOCS: frozenset({"docs", "doc", "documentation", "readme", "tutorial", "manual", "howto"}),
+    Role.CHANGELOG: frozenset({"changelog", "changelogs"}),
     Role.EXAMPLE: frozenset({"example", "examples", "sample", "demo"}),
     Role.BENCHMARK: frozenset({"benchmark", "benchmarks", "bench"}),
-    Role.CONFIG: frozenset(
-        {"config", "configuration", "makefile", "ci", "workflow", "dockerfile", "pyproject"}
-    ),
+    Role.CONFIG: frozenset({"configuration", "makefile", "dockerfile", "pyproject"}),
     Role.GENERATED: frozenset({"generated", "lockfile"}),
     Role.VENDORED: frozenset({"vendored", "vendor"}),
 }
