@@ -45,6 +45,10 @@ def test_scale_reports_each_system_at_each_size_with_a_plot(dataset, tmp_path):
         assert row["search_p50_ms"] > 0
         if system != "bm25s":
             assert row["written"] == size and row["bm25s_p50_ms"] > 0
+    # The approximate index is measured against exact search on the hashing vectors.
+    ann = rows[120, "kb, words + hashing"]
+    assert ann["ann_vectors"] == 120 and ann["ann_recall@10"] >= 0.98
+    assert "ann_vectors" not in rows[120, "kb, words"]
     # Vectors cost disk: the hashing rows take more than words alone.
     assert rows[120, "kb, words + hashing"]["disk_bytes"] > rows[120, "kb, words"]["disk_bytes"]
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -13,6 +13,10 @@ peak resident set are read from the operating system when it ends:
     bm25s indexing the same passages and saving its index
     (:mod:`kairox.bench.scale_peer`).
 
+With vectors and usearch installed, the approximate index is measured on the knowledge
+base's passage vectors too (:mod:`kairox.bench.scale_ann`): build time, p50 against
+exact search, recall@k against exact.
+
 Each system's size on disk is what its files take. The searches load the knowledge base
 and bm25s's saved index in this process and run query by query, interleaved, so that
 host noise hits both alike; a few warm-up queries are not timed.
@@ -34,11 +38,13 @@ from typing import Any
 
 from kairox.bench import BenchError
 from kairox.bench.report import created_now, machine, percentile
+from kairox.bench.scale_ann import measure_ann
 from kairox.bench.scale_corpus import source_passages, write_corpus
 from kairox.bench.scale_peer import SavedBm25s
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.default_plugins.sqlite_fts import SqliteFtsSource
 from kairox.retrieval import Query
+from kairox.retrieval.ann import USEARCH
 
 WARMUP = 3
 #: The embedding backend ``--vectors`` configures (the default's).
@@ -222,6 +228,8 @@ def _measure_size(
         what = f"searching {size:,} passages ({system})"
         ours, theirs = _search_all(source, peer, queries, k, progress, what)
         _timed(row, ours, theirs)
+        if with_vectors and source.embedder is not None and USEARCH.available():
+            row.update(measure_ann(kb_folder / "kb.db", source.embedder, queries, k))
         rows.append(row)
         del source  # its connection closes with it, before the next system's files
     rows[0]["search_p50_ms"] = rows[1]["bm25s_p50_ms"]

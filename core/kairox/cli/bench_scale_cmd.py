@@ -20,7 +20,20 @@ _SCALE: tuple[Column, ...] = (
     ("× text", cell("disk_per_text", ".1f")),
     ("p50 ms", cell("search_p50_ms", ".2f", none="-")),
     ("× bm25s", cell("ratio_to_bm25s", ".2f", none="-")),
+    ("ANN recall@k", lambda row: _ann(row, "ann_recall@", ".3f")),
+    ("ANN p50 ms (exact)", lambda row: _ann_latency(row)),
 )
+
+
+def _ann(row: dict[str, Any], prefix: str, spec: str) -> str:
+    found = [value for key, value in row.items() if key.startswith(prefix)]
+    return format(found[0], spec) if found and found[0] is not None else "-"
+
+
+def _ann_latency(row: dict[str, Any]) -> str:
+    if row.get("ann_p50_ms") is None:
+        return "-"
+    return f"{row['ann_p50_ms']:.2f} ({row['exact_p50_ms']:.2f})"
 
 
 def table(report: dict[str, Any]) -> None:
