@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kairox.retrieval.ann import AnnIndex, key_of, keys_of, rescored_top_k
-from kairox.retrieval.vectors import top_k
+from kairox.retrieval.vectors import SentenceVectors, top_k
 
 pytest.importorskip("usearch")
 
@@ -97,3 +97,21 @@ def test_without_usearch_the_error_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "usearch.index", None)
     with pytest.raises(ImportError, match=r"pip install 'kairox\[ann\]'"):
         AnnIndex(DIM)
+
+
+def test_rescoring_is_sentence_aware_as_exact_search_is():
+    matrix = clustered(80, seed=4)  # fewer rows than candidates: every row is rescored
+    sentence_matrix = clustered(200, seed=5)
+    owners = np.sort(np.random.default_rng(6).integers(0, 80, 200))
+    sentences = SentenceVectors(sentence_matrix, owners, unit=True)
+    keys = keys_of(hashes(80))
+    index = AnnIndex(DIM)
+    index.sync(keys, lambda positions: matrix[positions])
+    order = np.argsort(keys)
+    for query in clustered(5, seed=7):
+        exact = top_k(matrix, query, 10, sentences=sentences, sentence_weight=0.5)
+        found = rescored_top_k(
+            index, keys[order], order, matrix, query, 10, sentences=sentences, sentence_weight=0.5
+        )
+        assert found[0].tolist() == exact[0].tolist()
+        np.testing.assert_allclose(found[1], exact[1], rtol=1e-5)

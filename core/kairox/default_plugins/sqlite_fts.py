@@ -27,6 +27,7 @@ from kairox.embedding import EmbeddingBackend
 from kairox.errors import KairoxError
 from kairox.registry import BuildContext, KnowledgeBaseKind, registers
 from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind, sqlite_engine
+from kairox.retrieval.ann import ANN_THRESHOLD
 from kairox.retrieval.filters import ALL_OPERATORS, FilterExpr, parse_filter
 from kairox.retrieval.filters.sql import compile_sql, register_functions
 from kairox.retrieval.fts5 import match_terms
@@ -312,6 +313,9 @@ class SqliteFtsConfig(KnowledgeBaseConfig):
     # How much meaning counts against words in the fused ranking (1: alike, as the workspace).
     vector_weight: float = Field(default=1.0, ge=0)
     vector_pack: StrictBool = True
+    # From this many passages on (with `pip install 'kairox[ann]'`), unfiltered searches
+    # by meaning go through an approximate index (kairox.retrieval.ann).
+    ann_threshold: int = Field(default=ANN_THRESHOLD, ge=1)
 
 
 class SqliteFtsSource:
@@ -331,6 +335,7 @@ class SqliteFtsSource:
         sentence_weight: float = SENTENCE_WEIGHT,
         vector_weight: float = 1.0,
         vector_pack: bool = True,
+        ann_threshold: int = ANN_THRESHOLD,
     ) -> None:
         self.name = name
         self.path = path
@@ -339,7 +344,11 @@ class SqliteFtsSource:
         #: With an embedder the source is hybrid: words and meaning, fused (convex).
         self.embedder = embedder
         self.vector_weight = vector_weight
-        self._vector_options = {"sentence_weight": sentence_weight, "vector_pack": vector_pack}
+        self._vector_options = {
+            "sentence_weight": sentence_weight,
+            "vector_pack": vector_pack,
+            "ann_threshold": ann_threshold,
+        }
         self._vectors: DocumentVectors | None = None
         self._index: SqliteFtsIndex | None = None
         # Concurrent first queries run in several worker threads; they must share one
@@ -460,6 +469,7 @@ def build_source(kb_id: str, config: SqliteFtsConfig, ctx: BuildContext) -> Sqli
         sentence_weight=config.sentence_weight,
         vector_weight=config.vector_weight,
         vector_pack=config.vector_pack,
+        ann_threshold=config.ann_threshold,
     )
 
 

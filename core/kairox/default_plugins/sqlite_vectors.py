@@ -6,11 +6,16 @@ addressed by (text hash, embedder), so an unchanged text is never embedded twice
 vectors of two models never meet, and searches are sentence-aware (a document's score
 blends its own cosine with its best sentence's, ``sentence_weight``). They live in the
 knowledge base's own SQLite file, and after each ingest a copy is packed next to it
-(:mod:`kairox.workspace.vector_pack`) for a new process to map at once.
+(:mod:`kairox.workspace.vector_pack`) for a new process to map at once. From
+``ann_threshold`` passages on (and with usearch installed), the pack gets an HNSW graph
+of its passage vectors beside it (:mod:`kairox.retrieval.ann`), updated incrementally
+after each ingest; unfiltered searches then score the graph's candidates exactly instead
+of every passage.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -24,6 +29,7 @@ import numpy as np
 
 from kairox.embedding import EmbeddingBackend
 from kairox.retrieval import Document
+from kairox.retrieval.ann import ANN_THRESHOLD, USEARCH, AnnIndex, keys_of, rescored_top_k
 from kairox.retrieval.vectors import EMBED_BATCH, SentenceVectors, embed_unit, top_k
 from kairox.workspace.chunking import split_sentences
 from kairox.workspace.vector_pack import (
@@ -49,6 +55,15 @@ _SCHEMA = (
 # Vectors copied from the database to a pack at a time (1.5 MB of 384-wide vectors).
 _COPY_ROWS = 1024
 _NO_VECTORS = np.empty((0, 0), dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class _Graph:
+    """A pack's approximate index: the graph, and its keys sorted with each one's row."""
+
+    index: AnnIndex
+    sorted_keys: np.ndarray
+    rows: np.ndarray
 
 
 def _hash(text: str) -> str:
@@ -99,16 +114,20 @@ class DocumentVectors:
         *,
         sentence_weight: float,
         vector_pack: bool = True,
+        ann_threshold: int = ANN_THRESHOLD,
     ) -> None:
         self._db = db
         self._lock = lock
         self.embedder = embedder
         self.sentence_weight = sentence_weight
         self.vector_pack = vector_pack
+        self.ann_threshold = ann_threshold
         self._pack_folder = path.parent / f"{path.name}.vectors"
         self._pack_key = pack_key(str(path.resolve()), embedder.name, embedder.dim)
         self._kind = (embedder.name, embedder.dim)
-        self._cache: tuple[tuple[int, int], np.ndarray, np.ndarray, SentenceVectors | None]
+        self._cache: tuple[
+            tuple[int, int], np.ndarray, np.ndarray, SentenceVectors | None, _Graph | None
+        ]
         self._cache = None  # type: ignore[assignment]
         with self._lock, self._db:
             for statement in _SCHEMA:
@@ -238,7 +257,35 @@ class DocumentVectors:
                     row_of.update((h, row) for row, (h, _) in enumerate(block, len(row_of)))
                     vectors = np.frombuffer(b"".join(v for _, v in block), dtype=np.float32)
                     writer.add(vectors.reshape(len(block), dim))
-                return writer.finish(_arrange(passages, sentences, row_of, _NO_VECTORS))
+                token = writer.finish(_arrange(passages, sentences, row_of, _NO_VECTORS))
+            # The pack's passages, in its order: those whose vector exists.
+            hashes = [h for _, h in passages if h in row_of]
+            if len(hashes) >= self.ann_threshold and USEARCH.available():
+                # On failure no keys are saved, so searches stay exact.
+                with contextlib.suppress(OSError, RuntimeError):
+                    self._write_graph(token, hashes)
+            return token
+
+    def _graph_path(self) -> Path:
+        # One graph across packs: it is keyed by text hash, so each run only updates it.
+        return self._pack_folder / f"{self._pack_key}.usearch"
+
+    def _keys_path(self, token: str) -> Path:
+        # Named as the pack's files are, so it goes when the pack does (remove_packs).
+        return self._pack_folder / f"{self._pack_key}-{token}.keys.npy"
+
+    def _write_graph(self, token: str, hashes: Sequence[str]) -> None:
+        """Bring the graph up to the pack ``token`` (adding and removing what changed),
+        then save the pack's keys beside it: only with both does a search use it."""
+        pack = read_pack(self._pack_folder, self._pack_key, token, self.embedder.dim)
+        if pack is None:
+            return
+        path = self._graph_path()
+        graph = AnnIndex.open(path, self.embedder.dim, view=False) or AnnIndex(self.embedder.dim)
+        keys = keys_of(hashes)
+        graph.sync(keys, lambda positions: pack.vectors[pack.chunk_rows[positions]])
+        graph.save(path)
+        np.save(self._keys_path(token), keys)
 
     # -- searching ----------------------------------------------------------------
 
@@ -264,45 +311,79 @@ class DocumentVectors:
         vectors = np.frombuffer(b"".join(v for _, v in rows), dtype=np.float32)
         return _arrange(passages, sentences, row_of, vectors.reshape(len(rows), self.embedder.dim))
 
-    def _stored_pack(self) -> VectorPack | None:
+    def _pack_token(self) -> str | None:
         if not self.vector_pack:
             return None
         row = self._db.execute(
             "SELECT token FROM kb_vector_packs WHERE embedder = ? AND dim = ?", self._kind
         ).fetchone()
-        if row is None:
-            return None
-        return read_pack(self._pack_folder, self._pack_key, row[0], self.embedder.dim)
+        return None if row is None else row[0]
 
-    def _arrays(self) -> tuple[np.ndarray, np.ndarray, SentenceVectors | None]:
+    def _stored_pack(self, token: str | None = None) -> VectorPack | None:
+        token = token or self._pack_token()
+        if token is None:
+            return None
+        return read_pack(self._pack_folder, self._pack_key, token, self.embedder.dim)
+
+    def _stored_graph(self, token: str, passages: int) -> _Graph | None:
+        """The pack's graph, when it has one that matches it (else searches are exact)."""
+        if passages < self.ann_threshold or not USEARCH.available():
+            return None
+        try:
+            keys = np.load(self._keys_path(token), allow_pickle=False)
+        except (OSError, ValueError):
+            return None
+        graph = AnnIndex.open(self._graph_path(), self.embedder.dim)
+        if graph is None or keys.dtype != np.uint64 or keys.shape != (passages,):
+            return None
+        order = np.argsort(keys, kind="stable")
+        return _Graph(graph, keys[order], order)
+
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, SentenceVectors | None, _Graph | None]:
         key = (self._db.execute("PRAGMA data_version").fetchone()[0], self._db.total_changes())
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1:]
-        pack = self._stored_pack() or self._from_rows()
+        token = self._pack_token()
+        pack = self._stored_pack(token)
+        graph = None if pack is None or token is None else self._stored_graph(token, len(pack.ids))
+        pack = pack or self._from_rows()
         matrix = np.asarray(pack.vectors[pack.chunk_rows])
         sentences = None
         if self.sentence_weight and len(pack.owners):
             sentences = SentenceVectors(
                 pack.vectors, pack.owners, unit=True, rows=pack.sentence_rows
             )
-        self._cache = (key, pack.ids, matrix, sentences)
-        return pack.ids, matrix, sentences
+        self._cache = (key, pack.ids, matrix, sentences, graph)
+        return pack.ids, matrix, sentences, graph
 
     def search(
         self, vector: np.ndarray, k: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
         """``(document rowid, score)`` of the ``k`` nearest documents, best first."""
         with self._lock:
-            ids, matrix, sentences = self._arrays()
+            ids, matrix, sentences, graph = self._arrays()
             if len(ids) == 0:
                 return []
-            mask = None if allowed is None else np.isin(ids, allowed)
-            rows, scores = top_k(
-                matrix,
-                np.asarray(vector, dtype=np.float32),
-                k,
-                mask=mask,
-                sentences=sentences,
-                sentence_weight=self.sentence_weight,
-            )
+            query = np.asarray(vector, dtype=np.float32)
+            if graph is not None and allowed is None:
+                rows, scores = rescored_top_k(
+                    graph.index,
+                    graph.sorted_keys,
+                    graph.rows,
+                    matrix,
+                    query,
+                    k,
+                    sentences=sentences,
+                    sentence_weight=self.sentence_weight,
+                )
+            else:  # small, or filtered (the graph knows nothing of metadata): exact
+                mask = None if allowed is None else np.isin(ids, allowed)
+                rows, scores = top_k(
+                    matrix,
+                    query,
+                    k,
+                    mask=mask,
+                    sentences=sentences,
+                    sentence_weight=self.sentence_weight,
+                )
             return [(int(ids[r]), float(s)) for r, s in zip(rows, scores, strict=True)]

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from kairox.lazy_imports import LazyImport
+from kairox.retrieval.vectors import SentenceVectors, normalise
 
 __all__ = [
     "ANN_THRESHOLD",
@@ -139,14 +140,19 @@ def rescored_top_k(
     matrix: np.ndarray,
     query: np.ndarray,
     k: int,
+    *,
+    sentences: SentenceVectors | None = None,
+    sentence_weight: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rows of ``matrix`` and exact scores of the ``k`` best among the graph's
     candidates, best first (ties by row, rows scoring 0 or less left out, as
-    :func:`~kairox.retrieval.vectors.top_k`).
+    :func:`~kairox.retrieval.vectors.top_k`, and sentence-aware as it is when
+    ``sentences`` are given).
 
     ``sorted_keys`` are the rows' keys in ascending order and ``rows_of_sorted`` the row
     of each; a key the matrix does not hold (the graph is older) is left out.
     """
+    query = normalise(query)[0]
     count = max(MIN_CANDIDATES, k * CANDIDATES_PER_RESULT)
     keys = index.candidates(query, count)
     at = np.searchsorted(sorted_keys, keys)
@@ -155,7 +161,11 @@ def rescored_top_k(
     rows = np.unique(rows_of_sorted[at[sorted_keys[at] == keys]])
     if len(rows) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-    scores = matrix[rows] @ np.asarray(query, dtype=np.float32)
+    scores = matrix[rows] @ query
+    if sentences is not None and sentence_weight and len(sentences.owners):
+        best = sentences.best_of(query, rows)
+        blended = (1 - sentence_weight) * scores + sentence_weight * best
+        scores = np.where(np.isnan(best), scores, blended).astype(np.float32)
     order = np.lexsort((rows, -scores))[:k]
     best, best_scores = rows[order], scores[order]
     keep = best_scores > 0
