@@ -345,29 +345,25 @@ def ingest(
     last call. Files over ``max_bytes`` are skipped and counted, as by ``kairox index``;
     counts are of documents, ``chunks_written`` of what was written.
     """
+    stats = IngestStats()
+
+    def pieces(item: IngestInput) -> list[Document]:
+        if not (chunk and item.chunk):
+            return [item.document]
+        return chunk_document(
+            item.document,
+            item.converted,
+            chunk_tokens=chunk_tokens,
+            chunk_overlap=chunk_overlap,
+            encoding=encoding,
+        )
+
     with IngestLedger() as ledger:
         found = _check_inputs(paths, root, max_bytes, ledger, checked)
         if planned is not None:
             planned(found)
-        return _write(
-            target,
-            _inputs(paths, root, (stats := IngestStats()), max_bytes, converters),
-            stats,
-            ledger,
-            prune=prune,
-            progress=progress,
-            pieces=lambda item: (
-                chunk_document(
-                    item.document,
-                    item.converted,
-                    chunk_tokens=chunk_tokens,
-                    chunk_overlap=chunk_overlap,
-                    encoding=encoding,
-                )
-                if chunk and item.chunk
-                else [item.document]
-            ),
-        )
+        inputs = _inputs(paths, root, stats, max_bytes, converters)
+        return _write(target, inputs, stats, ledger, prune=prune, progress=progress, pieces=pieces)
 
 
 def _write(

@@ -46,7 +46,7 @@ ANN_THRESHOLD = 100_000
 #: recall@10 against exact >= 0.98 after rescoring (benchmarks/README.md, "Scale").
 CONNECTIVITY = 32
 EXPANSION_ADD = 200
-EXPANSION_SEARCH = 512
+EXPANSION_SEARCH = 1024
 #: Candidates looked up per result wanted, at least :data:`MIN_CANDIDATES`.
 CANDIDATES_PER_RESULT = 10
 MIN_CANDIDATES = 100
