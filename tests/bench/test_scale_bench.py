@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 import pytest
 from click.testing import CliRunner
 
+from kairox.bench import BenchError
+from kairox.bench.scale import run_child
 from kairox.bench.scale_corpus import source_passages, write_corpus
 from kairox.cli.bench_scale_cmd import scale
 from tests.bench.conftest import command_cli
@@ -60,3 +64,11 @@ def test_a_size_below_one_is_a_usage_error(dataset):
         command_cli(scale), ["scale", "--source", str(dataset), "--sizes", "10,0"]
     )
     assert result.exit_code == 2 and "at least 1" in result.output
+
+
+def test_a_failing_child_is_a_bench_error_with_its_stderr(tmp_path):
+    code = "import sys; print('a' * 10); sys.stderr.write('broke here'); sys.exit(3)"
+    with pytest.raises(BenchError, match=r"failed \(3\): broke here"):
+        run_child([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ))
+    ran = run_child([sys.executable, "-c", "print(sum(range(10**6)))"], cwd=tmp_path, env={})
+    assert ran.stdout.strip() == str(sum(range(10**6))) and ran.peak_rss_mb > 1
