@@ -238,7 +238,8 @@ class DocumentVectors:
 
     def _write_pack(self) -> str:
         """A new pack of this embedder's vectors, copied from the database a block at a
-        time (an ingest run's end never holds the whole matrix); returns its token."""
+        time, its index arrays built in SQL and streamed (an ingest run's end never holds
+        the whole matrix, nor a Python object per vector); returns its token."""
         dim = self.embedder.dim
         # One transaction: the count, the rows and the vectors are one snapshot, whatever
         # another process commits meanwhile.
@@ -246,25 +247,66 @@ class DocumentVectors:
             (count,) = self._db.execute(
                 "SELECT count(*) FROM kb_embeddings WHERE embedder = ? AND dim = ?", self._kind
             ).fetchone()
-            passages, sentences = self._index_rows()
-            with PackWriter(self._pack_folder, self._pack_key, rows=count, dim=dim) as writer:
-                row_of: dict[str, int] = {}
-                rows = self._db.execute(
-                    "SELECT text_hash, vector FROM kb_embeddings WHERE embedder = ? AND dim = ?",
-                    self._kind,
-                )
-                while block := list(itertools.islice(rows, _COPY_ROWS)):
-                    row_of.update((h, row) for row, (h, _) in enumerate(block, len(row_of)))
-                    vectors = np.frombuffer(b"".join(v for _, v in block), dtype=np.float32)
-                    writer.add(vectors.reshape(len(block), dim))
-                token = writer.finish(_arrange(passages, sentences, row_of, _NO_VECTORS))
-            # The pack's passages, in its order: those whose vector exists.
-            hashes = [h for _, h in passages if h in row_of]
-            if len(hashes) >= self.ann_threshold and USEARCH.available():
-                # On failure no keys are saved, so searches stay exact.
-                with contextlib.suppress(OSError, RuntimeError):
-                    self._write_graph(token, hashes)
+            # Each vector's row in the pack, in the order they are copied (temp: this
+            # connection only, never in the file).
+            self._db.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS kb_pack_rows "
+                "(text_hash TEXT PRIMARY KEY, row INTEGER NOT NULL)"
+            )
+            self._db.execute("DELETE FROM kb_pack_rows")
+            self._db.execute(
+                "INSERT INTO kb_pack_rows SELECT text_hash, row_number() OVER (ORDER BY rowid) "
+                "- 1 FROM kb_embeddings WHERE embedder = ? AND dim = ?",
+                self._kind,
+            )
+            try:
+                with PackWriter(self._pack_folder, self._pack_key, rows=count, dim=dim) as writer:
+                    rows = self._db.execute(
+                        "SELECT vector FROM kb_embeddings WHERE embedder = ? AND dim = ? "
+                        "ORDER BY rowid",
+                        self._kind,
+                    )
+                    while block := list(itertools.islice(rows, _COPY_ROWS)):
+                        vectors = np.frombuffer(b"".join(v for (v,) in block), dtype=np.float32)
+                        writer.add(vectors.reshape(len(block), dim))
+                    token = writer.finish(self._pack_index())
+                if count >= self.ann_threshold and USEARCH.available():
+                    # On failure no keys are saved, so searches stay exact.
+                    with contextlib.suppress(OSError, RuntimeError):
+                        self._write_graph(token)
+            finally:
+                self._db.execute("DELETE FROM kb_pack_rows")
             return token
+
+    def _pack_index(self) -> VectorPack:
+        """The pack's index arrays (no vectors), from ``kb_pack_rows``: passages and
+        sentences whose vector exists, by document rowid (as :func:`_arrange` makes them)."""
+        passages = self._pairs(
+            "SELECT d.rowid, r.row FROM kb_passages p JOIN documents d ON d.id = p.id "
+            "JOIN kb_pack_rows r ON r.text_hash = p.text_hash ORDER BY d.rowid"
+        )
+        sentences = self._pairs(
+            "SELECT d.rowid, r.row FROM kb_sentences s JOIN documents d ON d.id = s.id "
+            "JOIN kb_pack_rows r ON r.text_hash = s.text_hash "
+            "ORDER BY d.rowid, s.sentence_index"
+        )
+        ids = passages[:, 0]
+        # A sentence belongs to the position of its document among the passages kept.
+        at = np.searchsorted(ids, sentences[:, 0])
+        owned = at < len(ids)
+        owned[owned] = ids[at[owned]] == sentences[owned, 0]
+        return VectorPack(
+            ids=ids.copy(),
+            chunk_rows=passages[:, 1].copy(),
+            owners=at[owned].astype(np.int64),
+            sentence_rows=sentences[owned, 1].copy(),
+            vectors=_NO_VECTORS,
+        )
+
+    def _pairs(self, sql: str) -> np.ndarray:
+        """A two-integer-column query as an ``(n, 2)`` int64 array, streamed."""
+        flat = itertools.chain.from_iterable(self._db.execute(sql))
+        return np.fromiter(flat, dtype=np.int64).reshape(-1, 2)
 
     def _graph_path(self) -> Path:
         # One graph across packs: it is keyed by text hash, so each run only updates it.
@@ -274,15 +316,19 @@ class DocumentVectors:
         # Named as the pack's files are, so it goes when the pack does (remove_packs).
         return self._pack_folder / f"{self._pack_key}-{token}.keys.npy"
 
-    def _write_graph(self, token: str, hashes: Sequence[str]) -> None:
+    def _write_graph(self, token: str) -> None:
         """Bring the graph up to the pack ``token`` (adding and removing what changed),
         then save the pack's keys beside it: only with both does a search use it."""
         pack = read_pack(self._pack_folder, self._pack_key, token, self.embedder.dim)
-        if pack is None:
+        if pack is None or len(pack.ids) < self.ann_threshold:
             return
+        hashes = self._db.execute(
+            "SELECT p.text_hash FROM kb_passages p JOIN documents d ON d.id = p.id "
+            "JOIN kb_pack_rows r ON r.text_hash = p.text_hash ORDER BY d.rowid"
+        )
+        keys = keys_of(h for (h,) in hashes)
         path = self._graph_path()
         graph = AnnIndex.open(path, self.embedder.dim, view=False) or AnnIndex(self.embedder.dim)
-        keys = keys_of(hashes)
         graph.sync(keys, lambda positions: pack.vectors[pack.chunk_rows[positions]])
         graph.save(path)
         np.save(self._keys_path(token), keys)
@@ -304,7 +350,8 @@ class DocumentVectors:
     def _from_rows(self) -> VectorPack:
         passages, sentences = self._index_rows()
         rows = self._db.execute(
-            "SELECT text_hash, vector FROM kb_embeddings WHERE embedder = ? AND dim = ?",
+            "SELECT text_hash, vector FROM kb_embeddings WHERE embedder = ? AND dim = ? "
+            "ORDER BY rowid",
             self._kind,
         ).fetchall()
         row_of = {h: n for n, (h, _) in enumerate(rows)}
