@@ -401,7 +401,9 @@ def _write(
         before = owned.pop(doc_id, set())
         if doc_id in stored:
             before.add(doc_id)
-        fresh = [p for p in parts if stored.get(p.id) != p.fingerprint]
+        # A fingerprint is a hash of everything stored: made only to compare (the store
+        # makes it again when writing).
+        fresh = [p for p in parts if p.id not in stored or stored[p.id] != p.fingerprint]
         # A stored chunk this document no longer has (unless another input produced
         # it: checked once every input has been through).
         lost = before.difference(p.id for p in parts)
