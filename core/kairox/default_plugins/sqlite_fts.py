@@ -27,7 +27,6 @@ from kairox.embedding import EmbeddingBackend
 from kairox.errors import KairoxError
 from kairox.registry import BuildContext, KnowledgeBaseKind, registers
 from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind, sqlite_engine
-from kairox.retrieval.ann import ANN_THRESHOLD
 from kairox.retrieval.filters import ALL_OPERATORS, FilterExpr, parse_filter
 from kairox.retrieval.filters.sql import compile_sql, register_functions
 from kairox.retrieval.fts5 import match_terms
@@ -313,9 +312,11 @@ class SqliteFtsConfig(KnowledgeBaseConfig):
     # How much meaning counts against words in the fused ranking (1: alike, as the workspace).
     vector_weight: float = Field(default=1.0, ge=0)
     vector_pack: StrictBool = True
-    # From this many passages on (with `pip install 'kairox[ann]'`), unfiltered searches
-    # by meaning go through an approximate index (kairox.retrieval.ann).
-    ann_threshold: int = Field(default=ANN_THRESHOLD, ge=1)
+    # Set: from this many passages on (with `pip install 'kairox[ann]'`), unfiltered
+    # searches by meaning go through an approximate index (kairox.retrieval.ann; 100,000
+    # is its suggested value). Off by default: on hashing vectors its recall@10 against
+    # exact was 0.91 at 100k (benchmarks/README.md, "Scale").
+    ann_threshold: int | None = Field(default=None, ge=1)
 
 
 class SqliteFtsSource:
@@ -335,7 +336,7 @@ class SqliteFtsSource:
         sentence_weight: float = SENTENCE_WEIGHT,
         vector_weight: float = 1.0,
         vector_pack: bool = True,
-        ann_threshold: int = ANN_THRESHOLD,
+        ann_threshold: int | None = None,
     ) -> None:
         self.name = name
         self.path = path

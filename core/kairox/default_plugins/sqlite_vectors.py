@@ -6,9 +6,9 @@ addressed by (text hash, embedder), so an unchanged text is never embedded twice
 vectors of two models never meet, and searches are sentence-aware (a document's score
 blends its own cosine with its best sentence's, ``sentence_weight``). They live in the
 knowledge base's own SQLite file, and after each ingest a copy is packed next to it
-(:mod:`kairox.workspace.vector_pack`) for a new process to map at once. From
-``ann_threshold`` passages on (and with usearch installed), the pack gets an HNSW graph
-of its passage vectors beside it (:mod:`kairox.retrieval.ann`), updated incrementally
+(:mod:`kairox.workspace.vector_pack`) for a new process to map at once. With
+``ann_threshold`` set, from that many passages on (and with usearch installed), the pack
+gets an HNSW graph of its passage vectors beside it (:mod:`kairox.retrieval.ann`), updated incrementally
 after each ingest; unfiltered searches then score the graph's candidates exactly instead
 of every passage.
 """
@@ -29,7 +29,7 @@ import numpy as np
 
 from kairox.embedding import EmbeddingBackend
 from kairox.retrieval import Document
-from kairox.retrieval.ann import ANN_THRESHOLD, USEARCH, AnnIndex, keys_of, rescored_top_k
+from kairox.retrieval.ann import USEARCH, AnnIndex, keys_of, rescored_top_k
 from kairox.retrieval.vectors import EMBED_BATCH, SentenceVectors, embed_unit, top_k
 from kairox.workspace.chunking import split_sentences
 from kairox.workspace.vector_pack import (
@@ -114,7 +114,7 @@ class DocumentVectors:
         *,
         sentence_weight: float,
         vector_pack: bool = True,
-        ann_threshold: int = ANN_THRESHOLD,
+        ann_threshold: int | None = None,
     ) -> None:
         self._db = db
         self._lock = lock
@@ -270,7 +270,7 @@ class DocumentVectors:
                         vectors = np.frombuffer(b"".join(v for (v,) in block), dtype=np.float32)
                         writer.add(vectors.reshape(len(block), dim))
                     token = writer.finish(self._pack_index())
-                if count >= self.ann_threshold and USEARCH.available():
+                if self.ann_threshold is not None and count >= self.ann_threshold:
                     # On failure no keys are saved, so searches stay exact.
                     with contextlib.suppress(OSError, RuntimeError):
                         self._write_graph(token)
@@ -320,7 +320,9 @@ class DocumentVectors:
         """Bring the graph up to the pack ``token`` (adding and removing what changed),
         then save the pack's keys beside it: only with both does a search use it."""
         pack = read_pack(self._pack_folder, self._pack_key, token, self.embedder.dim)
-        if pack is None or len(pack.ids) < self.ann_threshold:
+        if pack is None or self.ann_threshold is None or len(pack.ids) < self.ann_threshold:
+            return
+        if not USEARCH.available():
             return
         hashes = self._db.execute(
             "SELECT p.text_hash FROM kb_passages p JOIN documents d ON d.id = p.id "
@@ -374,7 +376,9 @@ class DocumentVectors:
 
     def _stored_graph(self, token: str, passages: int) -> _Graph | None:
         """The pack's graph, when it has one that matches it (else searches are exact)."""
-        if passages < self.ann_threshold or not USEARCH.available():
+        if self.ann_threshold is None or passages < self.ann_threshold:
+            return None
+        if not USEARCH.available():
             return None
         try:
             keys = np.load(self._keys_path(token), allow_pickle=False)
