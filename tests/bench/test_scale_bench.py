@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from kairox.bench import BenchError
-from kairox.bench.scale import run_child
+from kairox.bench.scale import python_module, run_child
 from kairox.bench.scale_corpus import source_passages, write_corpus
 from kairox.cli.bench_scale_cmd import scale
 from tests.bench.conftest import command_cli
@@ -72,3 +72,10 @@ def test_a_failing_child_is_a_bench_error_with_its_stderr(tmp_path):
         run_child([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ))
     ran = run_child([sys.executable, "-c", "print(sum(range(10**6)))"], cwd=tmp_path, env={})
     assert ran.stdout.strip() == str(sum(range(10**6))) and ran.peak_rss_mb > 1
+
+
+def test_a_python_module_child_reports_its_own_peak_not_its_parent_s(tmp_path):
+    ballast = b"x" * (300 * 2**20)  # resident here: 300 MB more than the child ever holds
+    ran = run_child(python_module("json.tool", "--help"), cwd=tmp_path, env=dict(os.environ))
+    assert "json" in ran.stdout and ran.peak_rss_mb < 200
+    del ballast

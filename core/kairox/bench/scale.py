@@ -63,11 +63,39 @@ class ChildRun:
     stdout: str
 
 
+# Runs a module as ``python -m`` would, writing its own peak resident set (VmHWM) to a
+# file at exit: Linux's ru_maxrss of an exec'd child starts from its parent's resident
+# set at the fork (here, this process with bm25s loaded), so it cannot be used.
+_PEAK_FILE = "KAIROX_BENCH_PEAK_FILE"
+_REPORTS_PEAK = f"""
+import atexit, os, runpy, sys
+
+def _peak():
+    with open("/proc/self/status") as status, open(os.environ["{_PEAK_FILE}"], "w") as out:
+        out.write(next((line.split()[1] for line in status if line.startswith("VmHWM:")), ""))
+
+atexit.register(_peak)
+module = sys.argv.pop(1)
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
+def python_module(module: str, *args: str) -> list[str]:
+    """The command running ``python -m module args`` that reports its own peak memory."""
+    return [sys.executable, "-c", _REPORTS_PEAK, module, *args]
+
+
 def run_child(argv: Sequence[str], *, cwd: Path, env: dict[str, str]) -> ChildRun:
-    """Run ``argv`` to its end and read its resource usage (``wait4``); a failure is a
-    :class:`BenchError` carrying the end of its stderr."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    """Run ``argv`` to its end and read its resource usage (``wait4``); the peak resident
+    set is the one a :func:`python_module` child reports, else ``ru_maxrss``. A failure is
+    a :class:`BenchError` carrying the end of its stderr."""
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.NamedTemporaryFile("r", suffix=".peak") as peak,
+    ):
         started = time.perf_counter()
+        env = {**env, _PEAK_FILE: peak.name}
         process = subprocess.Popen(list(argv), cwd=cwd, env=env, stdout=out, stderr=err)
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - started
@@ -77,11 +105,12 @@ def run_child(argv: Sequence[str], *, cwd: Path, env: dict[str, str]) -> ChildRu
         if process.returncode != 0:
             tail = err.read().decode(errors="replace")[-2000:]
             raise BenchError(f"{' '.join(argv[:4])}... failed ({process.returncode}): {tail}")
+        reported = peak.read().strip()
         return ChildRun(
             cpu_s=usage.ru_utime + usage.ru_stime,
             wall_s=wall,
-            # ru_maxrss is in KiB on Linux.
-            peak_rss_mb=usage.ru_maxrss / 1024,
+            # Both in KiB on Linux.
+            peak_rss_mb=(int(reported) if reported else usage.ru_maxrss) / 1024,
             stdout=out.read().decode(),
         )
 
@@ -114,8 +143,8 @@ def ingest_kb(corpus: Path, folder: Path, *, vectors: bool) -> tuple[ChildRun, S
     (folder / "kairox.toml").write_text(
         f'[knowledge_bases.scale]\nkind = "sqlite-fts"\npath = "kb.db"\n{backend}'
     )
-    argv = [sys.executable, "-m", "kairox", "kb", "ingest", "scale", str(corpus)]
-    ran = run_child([*argv, "--no-chunk", "--json"], cwd=folder, env=_child_env(folder))
+    argv = python_module("kairox", "kb", "ingest", "scale", str(corpus), "--no-chunk", "--json")
+    ran = run_child(argv, cwd=folder, env=_child_env(folder))
     embedder = HashingEmbedder() if vectors else None
     return ran, SqliteFtsSource("scale", folder / "kb.db", embedder=embedder)
 
@@ -208,7 +237,7 @@ def _measure_size(
     text = write_corpus(passages, size, corpus)
     peer_folder = folder / "bm25s"
     peer_run = run_child(
-        [sys.executable, "-m", "kairox.bench.scale_peer", str(corpus), str(peer_folder)],
+        python_module("kairox.bench.scale_peer", str(corpus), str(peer_folder)),
         cwd=folder,
         env=_child_env(folder),
     )

@@ -8,9 +8,9 @@ blends its own cosine with its best sentence's, ``sentence_weight``). They live 
 knowledge base's own SQLite file, and after each ingest a copy is packed next to it
 (:mod:`kairox.workspace.vector_pack`) for a new process to map at once. With
 ``ann_threshold`` set, from that many passages on (and with usearch installed), the pack
-gets an HNSW graph of its passage vectors beside it (:mod:`kairox.retrieval.ann`), updated incrementally
-after each ingest; unfiltered searches then score the graph's candidates exactly instead
-of every passage.
+gets an HNSW graph of its passage vectors beside it (:mod:`kairox.retrieval.ann`),
+updated incrementally after each ingest; unfiltered searches then score the graph's
+candidates exactly instead of every passage.
 """
 
 from __future__ import annotations
