@@ -40,10 +40,10 @@ USEARCH = LazyImport(
     install="pip install 'kairox[ann]'",
 )
 
-#: Vectors from which a collection is searched through the graph (below: exactly).
+#: Suggested passages from which to search through the graph (below: exactly); opt-in.
 ANN_THRESHOLD = 100_000
-#: Graph degree and build/search breadth; chosen on 100k hashing-embedder vectors for
-#: recall@10 against exact >= 0.98 after rescoring (benchmarks/README.md, "Scale").
+#: Graph degree and build/search breadth: recall@10 against exact 0.985 after rescoring
+#: on 10k hashing-embedder vectors, but 0.91 on 100k (benchmarks/README.md, "Scale").
 CONNECTIVITY = 32
 EXPANSION_ADD = 200
 EXPANSION_SEARCH = 1024
