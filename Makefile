@@ -20,7 +20,7 @@ install-core: $(BIN)/python
 install: $(BIN)/python
 	# torch first, pinned: 2.13.0 is the CPU build (any other version pulls a CUDA build).
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[test,bench,code,documents,mcp,langchain,llamaindex]' $(foreach p,$(filter-out .,$(PACKAGES)),-e '$(p)')
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,ann,code,documents,mcp,langchain,llamaindex]' $(foreach p,$(filter-out .,$(PACKAGES)),-e '$(p)')
 	# minilm's ONNX Runtime path (and minilm-int8) and its OpenVINO bf16 path; without them
 	# minilm runs on sentence-transformers
 	$(BIN)/python -m pip install --quiet -e './plugins/sentence-transformers[onnx,openvino]'

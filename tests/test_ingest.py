@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from kairox.default_plugins.sqlite_fts import SqliteFtsSource
-from kairox.ingest import MAX_METADATA_DEPTH, IngestError, IngestStats, collect_documents, ingest
+from kairox.ingest import (
+    BATCH_SIZE,
+    MAX_METADATA_DEPTH,
+    IngestError,
+    IngestStats,
+    collect_documents,
+    ingest,
+)
 from kairox.retrieval import Query
 from kairox.testing import ModelHoldingEmbedder, run
 from kairox.testing.unprivileged import require_permissions, run_unprivileged
@@ -280,3 +287,80 @@ def test_documents_are_converted_and_a_broken_one_is_skipped_by_name(tmp_path):
     assert stats.skipped_reasons == {"conversion failed": 1}
     [(path, why)] = stats.skipped
     assert path.endswith("broken.pdf") and why.startswith("conversion failed (pdf: is not")
+
+
+# -- streaming ----------------------------------------------------------------------------
+
+
+class RecordingTarget(SqliteFtsSource):
+    """A sqlite-fts source that notes each write's size in a shared event list."""
+
+    def __init__(self, path: Path, events: list[tuple[str, int]]) -> None:
+        super().__init__("kb", path)
+        self.events = events
+
+    def upsert(self, documents):
+        self.events.append(("upsert", len(documents)))
+        super().upsert(documents)
+
+
+def _records(path: Path, count: int, prefix: str = "p") -> Path:
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"{prefix}{n}", "text": f"passage {n}"}) + "\n" for n in range(count)
+        )
+    )
+    return path
+
+
+def test_a_bad_record_after_many_batches_of_good_ones_changes_nothing(tmp_path):
+    source = SqliteFtsSource("kb", tmp_path / "kb.db")
+    ingest(source, [_records(tmp_path / "old.jsonl", 3, "old")], root=tmp_path)
+    good = _records(tmp_path / "good.jsonl", 2 * BATCH_SIZE + 7)
+    bad = jsonl(tmp_path, '{"id": "x", "text": "fine"}', '{"id": "y"}')
+    with pytest.raises(IngestError, match=r"records.jsonl:2: missing text"):
+        ingest(source, [good, bad], root=tmp_path)
+    assert set(source.fingerprints()) == {"old0", "old1", "old2"}
+
+
+def test_inputs_are_checked_whole_then_written_in_batches_with_progress(tmp_path):
+    events: list[tuple[str, int]] = []
+    total = 2 * BATCH_SIZE + 7
+    stats = ingest(
+        RecordingTarget(tmp_path / "kb.db", events),
+        [_records(tmp_path / "a.jsonl", total)],
+        root=tmp_path,
+        checked=lambda n: events.append(("checked", n)),
+        planned=lambda n: events.append(("planned", n)),
+        progress=lambda n: events.append(("progress", n)),
+    )
+    kinds = [kind for kind, _ in events]
+    planned_at = kinds.index("planned")
+    assert set(kinds[:planned_at]) == {"checked"} and events[planned_at - 1] == ("checked", total)
+    assert events[planned_at] == ("planned", total)
+    writes = [n for kind, n in events if kind == "upsert"]
+    assert len(writes) == 3 and max(writes) <= BATCH_SIZE and sum(writes) == total
+    assert sum(n for kind, n in events if kind == "progress") == total
+    assert (stats.added, stats.chunks_written) == (total, total)
+
+
+def test_the_last_copy_of_an_id_wins_and_the_first_leaves_no_chunks(tmp_path):
+    first = tmp_path / "first.jsonl"
+    first.write_text(json.dumps({"id": "doc", "text": _long_markdown(), "title": "old"}) + "\n")
+    last = tmp_path / "last.jsonl"
+    last.write_text(json.dumps({"id": "doc", "text": "A short note.", "title": "new"}) + "\n")
+    source = SqliteFtsSource("kb", tmp_path / "kb.db")
+    stats = ingest(source, [first, last], root=tmp_path, chunk_tokens=128, chunk_overlap=16)
+    assert set(source.fingerprints()) == {"doc"}
+    assert (stats.added, stats.chunks_written) == (1, 1)
+    assert [h.text for h in run(source.retrieve(Query("note")))] == ["new\nA short note."]
+
+
+def test_prune_deletes_what_no_input_holds_and_counts_documents(tmp_path):
+    source = SqliteFtsSource("kb", tmp_path / "kb.db")
+    doc = tmp_path / "runbook.md"
+    doc.write_text(_long_markdown())
+    ingest(source, [doc, _records(tmp_path / "a.jsonl", 4)], root=tmp_path, chunk_tokens=128)
+    stats = ingest(source, [_records(tmp_path / "a.jsonl", 2)], root=tmp_path, prune=True)
+    assert set(source.fingerprints()) == {"p0", "p1"}
+    assert (stats.unchanged, stats.deleted) == (2, 3)  # runbook.md, p2 and p3

@@ -485,12 +485,14 @@ class AppFacade(RecallVerbs):
         chunk: bool | None = None,
         planned: Callable[[int], None] | None = None,
         stage: Callable[[str], None] | None = None,
+        checked: Callable[[int], None] | None = None,
     ) -> IngestStats:
         """Fill knowledge base ``kb_id`` from files, folders and JSONL, incrementally.
 
         Documents are chunked as the knowledge base's ``chunk``, ``chunk_tokens`` and
         ``chunk_overlap`` say; ``chunk=False`` stores them whole this once.
-        ``planned(n)``: the chunks to write, once known; ``progress(n)``: written;
+        ``checked(n)``: documents checked so far (the first pass); ``planned(n)``: the
+        documents to go through, once known; ``progress(n)``: documents gone through;
         ``stage(what)``: a step before the first write ("" when it is over).
         """
         from kairox.ingest import ingest
@@ -508,6 +510,7 @@ class AppFacade(RecallVerbs):
                 progress=progress,
                 planned=planned,
                 stage=stage,
+                checked=checked,
                 max_bytes=self.config.workspace.max_file_bytes,
                 chunk=settings.chunk if chunk is None else chunk,
                 chunk_tokens=settings.chunk_tokens,

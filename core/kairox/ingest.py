@@ -12,23 +12,29 @@ is stored as it is; a longer one as chunks ``<id>#0``, ``<id>#1``..., each namin
 document (``document_id``, its title and uri) and its span (``start``/``end``, the
 heading path, the page, ``line_start``/``line_end`` where the lines are the file's).
 Only chunks whose fingerprint changed are written, and chunks a document no longer has
-are deleted; ``prune`` deletes stored documents this run did not produce.
+are deleted; ``prune`` deletes stored documents this run did not produce. The inputs are
+streamed (checked in a first pass, written in batches in a second), so memory does not
+grow with the corpus; JSONL records are read by :mod:`kairox.ingest_records`.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import stat
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from kairox.context.tokens import DEFAULT_ENCODING
 from kairox.embedding import load_model, model_loaded, release_model
-from kairox.errors import KairoxError
+from kairox.ingest_ledger import IngestLedger
+from kairox.ingest_records import (
+    MAX_METADATA_DEPTH,
+    IngestError,
+    IngestInput,
+    read_jsonl,
+    read_records,
+)
 from kairox.retrieval import Document, IngestableSource
 from kairox.run_stats import PATH_WHYS, TALLY, ChangeCounts
 from kairox.workspace.convert.base import Converted
@@ -37,18 +43,24 @@ from kairox.workspace.convert.sections import chunk_converted
 from kairox.workspace.convert.text import plain
 from kairox.workspace.files import (
     DEFAULT_MAX_BYTES,
-    NOT_REGULAR,
     Skipped,
     iter_workspace_files,
 )
 
+__all__ = [
+    "BATCH_SIZE",
+    "MAX_METADATA_DEPTH",
+    "IngestError",
+    "IngestStats",
+    "chunk_document",
+    "collect_documents",
+    "ingest",
+    "read_jsonl",
+]
+
 BATCH_SIZE = 500
-#: How deeply a record's metadata may nest (deeper is refused, not a RecursionError).
-MAX_METADATA_DEPTH = 32
-
-
-class IngestError(KairoxError, ValueError):
-    """An input cannot be ingested; the message names the file (and line) and the fix."""
+# Ids counted into the ledger at a time in the checking pass.
+_CHECK_BATCH = 5_000
 
 
 @dataclass
@@ -80,135 +92,6 @@ def _document_id(path: Path, root: Path) -> str:
         return str(resolved)
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON; write null or a string instead")
-
-
-def _check_value(value: Any, where: str, name: str, depth: int = 0) -> None:
-    """Refuse what cannot be stored faithfully: lone surrogates, deep nesting, non-finite
-    numbers (the recursion is bounded by :data:`MAX_METADATA_DEPTH`)."""
-    if depth > MAX_METADATA_DEPTH:
-        raise IngestError(
-            f"{where}: {name!r} nests deeper than {MAX_METADATA_DEPTH} levels; flatten it"
-        )
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            code = ord(value[exc.start])
-            raise IngestError(
-                f"{where}: {name!r} holds a lone surrogate (\\u{code:04x}) at character "
-                f"{exc.start}, which is not text; fix the escape in the file"
-            ) from None
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise IngestError(f"{where}: {name!r} holds {value}, which JSON cannot hold")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _check_value(key, where, name, depth + 1)
-            _check_value(item, where, name, depth + 1)
-    elif isinstance(value, list):
-        for item in value:
-            _check_value(item, where, name, depth + 1)
-
-
-def _text_field(record: dict[str, Any], key: str, where: str, *, required: bool) -> str | None:
-    value = record.get(key)
-    if value is None and not required:
-        return None
-    if key == "id" and isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    if not isinstance(value, str):
-        wanted = "a string or a whole number" if key == "id" else "a string"
-        got = "null" if value is None else type(value).__name__
-        raise IngestError(f"{where}: {key!r} must be {wanted}, got {got}")
-    return value
-
-
-@dataclass(frozen=True)
-class _Input:
-    """One document read, with its structure and whether it is to be chunked."""
-
-    document: Document
-    converted: Converted | None = None
-    chunk: bool = True
-
-
-def _record(line: bytes, where: str) -> _Input | None:
-    try:
-        decoded = line.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise IngestError(
-            f"{where}: not valid UTF-8 (byte 0x{line[exc.start]:02x} at column {exc.start + 1}); "
-            "save the file as UTF-8"
-        ) from None
-    if not decoded.strip():
-        return None
-    try:
-        record = json.loads(decoded, parse_constant=_no_constant)
-    except json.JSONDecodeError as exc:
-        raise IngestError(f"{where}: not valid JSON ({exc.msg})") from exc
-    except ValueError as exc:  # NaN / Infinity, from _no_constant
-        raise IngestError(f"{where}: {exc}") from None
-    except RecursionError:
-        raise IngestError(
-            f"{where}: nested too deeply to read (at most {MAX_METADATA_DEPTH} levels)"
-        ) from None
-    if not isinstance(record, dict):
-        raise IngestError(f"{where}: expected a JSON object, got {type(record).__name__}")
-    missing = [key for key in ("id", "text") if key not in record]
-    if missing:
-        raise IngestError(
-            f"{where}: missing {', '.join(missing)}; every record needs 'id' and 'text'"
-        )
-    metadata = record.get("metadata") or {}
-    if not isinstance(metadata, dict):
-        raise IngestError(f"{where}: 'metadata' must be an object")
-    fields = {
-        key: _text_field(record, key, where, required=key in ("id", "text"))
-        for key in ("id", "text", "title", "uri")
-    }
-    for key, value in (*fields.items(), ("metadata", metadata)):
-        _check_value(value, where, key)
-    chunk = record.get("chunk", True)
-    if not isinstance(chunk, bool):
-        raise IngestError(f"{where}: 'chunk' must be true or false, got {type(chunk).__name__}")
-    document = Document(
-        id=fields["id"] or "",
-        text=fields["text"] or "",
-        title=fields["title"] or "",
-        uri=fields["uri"],
-        metadata=metadata,
-    )
-    return _Input(document, chunk=chunk)
-
-
-def _open_regular(path: Path) -> int:
-    """A descriptor of ``path`` if it is a regular file; never blocks on a FIFO."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise IngestError(f"{path}: {NOT_REGULAR}; give a file, a folder or a .jsonl file")
-    return fd
-
-
-def read_jsonl(path: Path) -> Iterator[Document]:
-    """The records of a JSONL file; a bad line raises :class:`IngestError` naming it."""
-    for item in _read_records(path):
-        yield item.document
-
-
-def _read_records(path: Path) -> Iterator[_Input]:
-    try:
-        fd = _open_regular(path)
-    except OSError as exc:
-        raise IngestError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    with open(fd, "rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            item = _record(line, f"{path}:{number}")
-            if item is not None:
-                yield item
-
-
 def collect_documents(
     paths: Sequence[Path],
     *,
@@ -230,14 +113,9 @@ def collect_documents(
         yield item.document
 
 
-def _collect(
-    paths: Sequence[Path],
-    root: Path,
-    stats: IngestStats,
-    max_bytes: int,
-    converters: Converters | None,
-) -> Iterator[_Input]:
-    converters = converters if converters is not None else Converters.builtin()
+def _files(paths: Sequence[Path], stats: IngestStats, max_bytes: int) -> Iterator[Path]:
+    """The files of ``paths`` in order, folders walked like a workspace (each file the
+    walk skips counted in ``stats``); a missing path is an :class:`IngestError`."""
     for given in paths:
         try:
             is_dir = stat.S_ISDIR(os.stat(given).st_mode)
@@ -251,26 +129,92 @@ def _collect(
                 stats.skip(str(folder / relpath), reason)
 
             walked = iter_workspace_files(given, max_bytes=max_bytes, on_skip=skipped)
-            files = [f.path for f in walked]
+            yield from (f.path for f in walked)
         else:
-            files = [given]
-        for path in files:
+            yield given
+
+
+def _read_file(
+    path: Path, root: Path, stats: IngestStats, max_bytes: int, converters: Converters
+) -> IngestInput | None:
+    """A (non-JSONL) file as one document, or ``None`` when it is skipped (counted)."""
+    converted = converters.read(path, max_bytes=max_bytes)
+    if isinstance(converted, Skipped):
+        stats.skip(str(path), converted.reason, converted.detail)
+        return None
+    doc_id = _document_id(path, root)
+    document = Document(
+        id=doc_id,
+        text=converted.text,
+        title=converted.title or path.name,
+        uri=str(path.resolve()),
+        metadata={"path": doc_id, "ext": path.suffix},
+    )
+    return IngestInput(document, converted)
+
+
+def _inputs(
+    paths: Sequence[Path],
+    root: Path,
+    stats: IngestStats,
+    max_bytes: int,
+    converters: Converters | None,
+) -> Iterator[tuple[str, IngestInput | None]]:
+    """``(document id, input)`` per document of ``paths`` in order; the input is ``None``
+    for a file that was skipped when read."""
+    converters = converters if converters is not None else Converters.builtin()
+    for path in _files(paths, stats, max_bytes):
+        if path.suffix == ".jsonl":
+            yield from ((item.document.id, item) for item in read_records(path))
+        else:
+            yield _document_id(path, root), _read_file(path, root, stats, max_bytes, converters)
+
+
+def _collect(
+    paths: Sequence[Path],
+    root: Path,
+    stats: IngestStats,
+    max_bytes: int,
+    converters: Converters | None,
+) -> Iterator[IngestInput]:
+    for _, item in _inputs(paths, root, stats, max_bytes, converters):
+        if item is not None:
+            yield item
+
+
+def _check_inputs(
+    paths: Sequence[Path],
+    root: Path,
+    max_bytes: int,
+    ledger: IngestLedger,
+    checked: Callable[[int], None] | None,
+) -> int:
+    """The first pass: every JSONL record parsed and validated (an :class:`IngestError`
+    names the first bad one), every document id counted in ``ledger``; other files are
+    not read yet (reading them cannot fail, only skip). Returns the documents found."""
+
+    def ids() -> Iterator[str]:
+        for path in _files(paths, IngestStats(), max_bytes):
             if path.suffix == ".jsonl":
-                yield from _read_records(path)
-                continue
-            converted = converters.read(path, max_bytes=max_bytes)
-            if isinstance(converted, Skipped):
-                stats.skip(str(path), converted.reason, converted.detail)
-                continue
-            doc_id = _document_id(path, root)
-            document = Document(
-                id=doc_id,
-                text=converted.text,
-                title=converted.title or path.name,
-                uri=str(path.resolve()),
-                metadata={"path": doc_id, "ext": path.suffix},
-            )
-            yield _Input(document, converted)
+                yield from (item.document.id for item in read_records(path))
+            else:
+                yield _document_id(path, root)
+
+    count = 0
+    batch: list[str] = []
+    for doc_id in ids():
+        batch.append(doc_id)
+        if len(batch) >= _CHECK_BATCH:
+            ledger.add_inputs(batch)
+            count += len(batch)
+            batch.clear()
+            if checked is not None:
+                checked(count)
+    ledger.add_inputs(batch)
+    count += len(batch)
+    if checked is not None:
+        checked(count)
+    return count
 
 
 def chunk_document(
@@ -320,6 +264,67 @@ def _owner(stored_id: str) -> str:
     return base if sep and number.isdigit() else stored_id
 
 
+class _Batches:
+    """Changed chunks written ``BATCH_SIZE`` at a time, documents counted as they pass."""
+
+    def __init__(
+        self,
+        target: IngestableSource,
+        stats: IngestStats,
+        progress: Callable[[int], None] | None,
+        ledger: IngestLedger | None,
+        embedder: object = None,
+        stage: Callable[[str], None] | None = None,
+    ) -> None:
+        self.target, self.stats, self.progress, self.ledger = target, stats, progress, ledger
+        # Before the first write, the target's model is loaded as a step of its own (a
+        # one-time export can take a minute), not inside a first batch that seems to hang.
+        self.embedder, self.stage = embedder, stage
+        self.changed: list[Document] = []
+        self.produced: list[str] = []
+        self.documents = 0
+
+    def add(self, parts: Sequence[Document], fresh: Sequence[Document]) -> None:
+        self.changed.extend(fresh)
+        if self.ledger is not None:
+            self.produced.extend(p.id for p in parts)
+        self.documents += 1
+        if len(self.changed) >= BATCH_SIZE or self.documents >= BATCH_SIZE:
+            self.flush()
+
+    def skip(self) -> None:
+        self.documents += 1
+
+    def flush(self) -> None:
+        if self.changed:
+            if self.stage is not None:
+                if self.embedder is not None:
+                    load_model(self.embedder, self.stage)
+                self.stage("")
+                self.stage = None
+            self.target.upsert(self.changed)
+            self.stats.chunks_written += len(self.changed)
+            self.changed = []
+        if self.ledger is not None and self.produced:
+            self.ledger.add_produced(self.produced)
+            self.produced = []
+        if self.progress is not None and self.documents:
+            self.progress(self.documents)
+        self.documents = 0
+
+
+def _owned_chunks(stored: Mapping[str, str], ledger: IngestLedger) -> dict[str, set[str]]:
+    """``document id -> its stored chunk ids``, for the stored ids that are chunks (an id
+    an input holds as a document id is its own owner, whatever its shape)."""
+    chunks = [i for i in stored if _owner(i) != i]
+    documents = ledger.inputs_among(chunks)
+    owned: dict[str, set[str]] = {}
+    for stored_id in chunks:
+        if stored_id not in documents:
+            owned.setdefault(_owner(stored_id), set()).add(stored_id)
+    return owned
+
+
 def ingest(
     target: IngestableSource,
     paths: Sequence[Path],
@@ -334,85 +339,123 @@ def ingest(
     encoding: str = DEFAULT_ENCODING,
     converters: Converters | None = None,
     planned: Callable[[int], None] | None = None,
+    checked: Callable[[int], None] | None = None,
     stage: Callable[[str], None] | None = None,
 ) -> IngestStats:
     """Write the documents of ``paths`` into ``target``; only changed chunks are written.
 
-    Everything is read, validated and chunked before the first write, so a malformed
-    input changes nothing. ``chunk=False`` stores every document whole (for data that is
-    already passage-sized, such as a BEIR corpus); a JSONL record's own ``"chunk":
-    false`` does the same for that record. ``planned(n)`` is called once with the number
-    of chunks to write, ``progress(n)`` with the number of chunks written, and
-    ``stage(what)`` with a step before the first write (loading the target's model), then
-    with ``""``. Files over ``max_bytes`` are skipped and counted, as by ``kairox index``;
+    The inputs are streamed twice, so memory does not grow with them: a first pass
+    parses and validates every JSONL record and counts the document ids (on disk, in an
+    :class:`~kairox.ingest_ledger.IngestLedger`), so a malformed input changes nothing;
+    the second reads, chunks and writes ``BATCH_SIZE`` chunks at a time. ``chunk=False``
+    stores every document whole (for data that is already passage-sized, such as a BEIR
+    corpus); a JSONL record's own ``"chunk": false`` does the same for that record. When
+    an id comes more than once, its last copy is the one stored. ``checked(n)`` is called
+    during the first pass with the documents checked so far, ``planned(n)`` once with the
+    documents to go through, ``progress(n)`` with the documents gone through since its
+    last call; ``stage(what)`` with a step before the first write (loading the target's
+    model), then with ``""``. Files over ``max_bytes`` are skipped and counted, as by
+    ``kairox index``;
     counts are of documents, ``chunks_written`` of what was written.
     """
     stats = IngestStats()
+
+    def pieces(item: IngestInput) -> list[Document]:
+        if not (chunk and item.chunk):
+            return [item.document]
+        return chunk_document(
+            item.document,
+            item.converted,
+            chunk_tokens=chunk_tokens,
+            chunk_overlap=chunk_overlap,
+            encoding=encoding,
+        )
+
+    with IngestLedger() as ledger:
+        found = _check_inputs(paths, root, max_bytes, ledger, checked)
+        if planned is not None:
+            planned(found)
+        if stage is not None:
+            stage("")  # the check is over (a caller may show it as a stage)
+        inputs = _inputs(paths, root, stats, max_bytes, converters)
+        return _write(
+            target,
+            inputs,
+            stats,
+            ledger,
+            prune=prune,
+            progress=progress,
+            pieces=pieces,
+            stage=stage,
+        )
+
+
+def _write(
+    target: IngestableSource,
+    inputs: Iterator[tuple[str, IngestInput | None]],
+    stats: IngestStats,
+    ledger: IngestLedger,
+    *,
+    prune: bool,
+    progress: Callable[[int], None] | None,
+    pieces: Callable[[IngestInput], list[Document]],
+    stage: Callable[[str], None] | None = None,
+) -> IngestStats:
+    """The second pass of :func:`ingest`: what changed written, what went deleted."""
     # As a workspace index run does: a model this run loads is released before the
     # target's end-of-run work (sqlite-fts packs its vectors), a warm one stays.
     embedder = getattr(target, "embedder", None)
     release_after = embedder is not None and not model_loaded(embedder)
-    inputs: dict[str, _Input] = {}
-    for item in _collect(paths, root, stats, max_bytes, converters):
-        inputs[item.document.id] = item  # a later copy of an id wins, as it would on disk
-    pieces = {
-        doc_id: (
-            chunk_document(
-                item.document,
-                item.converted,
-                chunk_tokens=chunk_tokens,
-                chunk_overlap=chunk_overlap,
-                encoding=encoding,
-            )
-            if chunk and item.chunk
-            else [item.document]
-        )
-        for doc_id, item in inputs.items()
-    }
-    produced = {piece.id for parts in pieces.values() for piece in parts}
     stored = target.fingerprints()
-    owned: dict[str, set[str]] = {}
-    for stored_id in stored:
-        owner = stored_id if stored_id in inputs else _owner(stored_id)
-        owned.setdefault(owner, set()).add(stored_id)
-    changed: list[Document] = []
+    owned = _owned_chunks(stored, ledger) if stored else {}
+    # Produced ids matter only against what is stored (a first ingest has nothing stale).
+    batches = _Batches(target, stats, progress, ledger if stored else None, embedder, stage)
+    repeated = ledger.repeated()
     stale: list[str] = []
-    for doc_id, parts in pieces.items():
-        before = owned.get(doc_id, set())
-        fresh = [p for p in parts if stored.get(p.id) != p.fingerprint]
-        # A stored chunk this document no longer has, unless another input produced it.
-        gone = sorted(before - produced)
-        changed.extend(fresh)
-        stale.extend(gone)
-        if not fresh and not gone:
+    for doc_id, item in inputs:
+        if doc_id in repeated:
+            repeated[doc_id] -= 1
+            if repeated[doc_id]:  # a later copy of this id wins, as it would on disk
+                batches.skip()
+                continue
+        if item is None:
+            ledger.forget_input(doc_id)
+            batches.skip()
+            continue
+        parts = pieces(item)
+        before = owned.pop(doc_id, set())
+        if doc_id in stored:
+            before.add(doc_id)
+        # A fingerprint is a hash of everything stored: made only to compare (the store
+        # makes it again when writing).
+        fresh = [p for p in parts if p.id not in stored or stored[p.id] != p.fingerprint]
+        # A stored chunk this document no longer has (unless another input produced
+        # it: checked once every input has been through).
+        lost = before.difference(p.id for p in parts)
+        stale.extend(lost)
+        if not fresh and not lost:
             stats.unchanged += 1
         elif before:
             stats.updated += 1
         else:
             stats.added += 1
-    if planned is not None:
-        planned(len(changed))
-    if stage is not None:
-        if embedder is not None and changed:
-            load_model(embedder, stage)  # a step of its own, not a first batch that hangs
-        stage("")
-    for start in range(0, len(changed), BATCH_SIZE):
-        part = changed[start : start + BATCH_SIZE]
-        target.upsert(part)
-        stats.chunks_written += len(part)
-        if progress is not None:
-            progress(len(part))
+        batches.add(parts, fresh)
+    batches.flush()
+    if stale:
+        stale = sorted(set(stale) - ledger.produced_among(stale))
     if stale:
         target.delete(stale)
     gone: list[str] = []
-    if prune:
-        gone = sorted(set(stored) - produced - set(stale))
+    if prune and stored:
+        left = sorted(set(stored) - set(stale))
+        gone = sorted(set(left) - ledger.produced_among(left))
         if gone:
             target.delete(gone)
-        stats.deleted = len({_owner(g) for g in gone} - set(inputs))
+        owners = sorted({_owner(g) for g in gone})
+        stats.deleted = len(set(owners) - ledger.inputs_among(owners))
     if release_after:
         release_model(embedder)
     finish = getattr(target, "finish", None)
-    if callable(finish) and (changed or stale or gone):
+    if callable(finish) and (stats.chunks_written or stale or gone):
         finish()  # the target's end-of-run work (sqlite-fts packs its vectors)
     return stats

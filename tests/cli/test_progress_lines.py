@@ -33,7 +33,7 @@ def test_piped_kb_ingest_counts_documents(kairox_process, workspace):
     )
     result = kairox_process("kb", "ingest", "papers", "papers.jsonl")
     assert result.returncode == 0, result.stderr
-    assert "ingesting into papers: 3/3 chunks written" in result.stderr
+    assert "ingesting into papers: 3/3 documents ingested" in result.stderr
 
 
 @pytest.mark.parametrize(

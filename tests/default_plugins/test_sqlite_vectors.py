@@ -202,3 +202,58 @@ class TestHybridConformance(SourceConformance):
             path="missing.db",
             embedding_backend="hashing-384",
         )
+
+
+# -- the approximate index of large collections -------------------------------------------
+
+
+def _passages(count: int, start: int = 0) -> str:
+    topics = ["sea waves", "car traffic", "physician clinic", "glad ending", "forest trail"]
+    return "\n".join(
+        f'{{"id": "p{n}", "text": "Note {n} on {topics[n % 5]}. Line {n % 7} of it."}}'
+        for n in range(start, start + count)
+    )
+
+
+def test_from_its_threshold_on_search_goes_through_the_graph_and_finds_what_exact_does(tmp_path):
+    pytest.importorskip("usearch")
+    embedder = HashingEmbedder(dim=64)
+    records = tmp_path / "docs.jsonl"
+    records.write_text(_passages(120))
+    graphed = build(tmp_path, embedder, ann_threshold=50)
+    ingest(graphed, [records], root=tmp_path)
+    folder = tmp_path / "kb.db.vectors"
+    assert len(list(folder.glob("*.usearch"))) == 1 and len(list(folder.glob("*.keys.npy"))) == 1
+    exact = build(tmp_path, embedder, ann_threshold=10_000)
+    fresh = build(tmp_path, embedder, ann_threshold=50)  # a new process maps the graph
+    for text in ("sea waves", "physician", "line 3 of forest trail", "note 77"):
+        query = Query(text, k=5)
+        assert [h.id for h in run(fresh.retrieve(query))] == [
+            h.id for h in run(exact.retrieve(query))
+        ]
+    assert fresh._vectors is not None and fresh._vectors._arrays()[3] is not None
+    assert exact._vectors is not None and exact._vectors._arrays()[3] is None
+
+
+def test_the_graph_follows_the_collection_across_ingests(tmp_path):
+    pytest.importorskip("usearch")
+    from kairox.retrieval.ann import AnnIndex
+
+    embedder = HashingEmbedder(dim=64)
+    records = tmp_path / "docs.jsonl"
+    records.write_text(_passages(100))
+    source = build(tmp_path, embedder, ann_threshold=50)
+    ingest(source, [records], root=tmp_path)
+    records.write_text(_passages(80, start=40))  # p0..p39 leave, p100..p119 arrive
+    ingest(source, [records], root=tmp_path, prune=True)
+    [path] = (tmp_path / "kb.db.vectors").glob("*.usearch")
+    graph = AnnIndex.open(path, 64)
+    assert graph is not None and len(graph) == 80
+    assert len(list((tmp_path / "kb.db.vectors").glob("*.keys.npy"))) == 1  # the old one went
+    hits = run(build(tmp_path, embedder, ann_threshold=50).retrieve(Query("note 12 sea", k=10)))
+    assert hits and not {h.id for h in hits} & {f"p{n}" for n in range(40)}
+
+
+def test_the_threshold_is_a_setting_of_at_least_one():
+    with pytest.raises(ValueError, match="ann_threshold"):
+        sqlite_fts.SqliteFtsConfig(kind="sqlite-fts", path="kb.db", ann_threshold=0)

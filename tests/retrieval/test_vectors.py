@@ -13,6 +13,7 @@ from kairox.retrieval.vectors import (
     SENTENCE_WEIGHT,
     SentenceVectors,
     VectorSource,
+    normalise,
     passage_scores,
     top_k,
 )
@@ -130,3 +131,19 @@ def test_vector_source_finds_a_document_by_one_of_its_sentences() -> None:
     query_vector = embedder.embed(["Tomatoes want sun"])[0]
     whole = float(source.matrix[0] @ (query_vector / np.linalg.norm(query_vector)))
     assert hits[0].score == pytest.approx(0.5 * whole + 0.5 * 1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("shared_rows", [False, True])
+@pytest.mark.parametrize("grouped", [False, True])
+def test_best_of_some_passages_equals_best_of_all_at_those_rows(grouped, shared_rows):
+    rng = np.random.default_rng(3)
+    owners = rng.integers(0, 12, 40)  # passages 0..11; some have none
+    if grouped:
+        owners = np.sort(owners)
+    matrix = rng.standard_normal((25 if shared_rows else 40, 8)).astype(np.float32)
+    rows = rng.integers(0, 25, 40) if shared_rows else None
+    sentences = SentenceVectors(matrix, owners, rows=rows)
+    query = normalise(rng.standard_normal(8))[0]
+    positions = np.array([11, 0, 5, 3, 14])  # 14: beyond every owner
+    whole = sentences.best(query, 15)
+    np.testing.assert_allclose(sentences.best_of(query, positions), whole[positions], rtol=1e-6)

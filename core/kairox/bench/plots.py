@@ -1,8 +1,8 @@
 """PNG plots of the benchmark reports (matplotlib, Agg backend: no display needed).
 
-``python -m kairox.bench.plots --retrieval R.json --scaling S.json --out-dir DIR`` writes
-``retrieval-quality.png``, ``retrieval-latency.png`` and ``dense-scaling.png`` (each only
-when its report is given).
+``python -m kairox.bench.plots --retrieval R.json --scaling S.json --scale C.json
+--out-dir DIR`` writes ``retrieval-quality.png``, ``retrieval-latency.png``,
+``dense-scaling.png`` and ``scale.png`` (each only when its report is given).
 """
 
 from __future__ import annotations
@@ -128,6 +128,35 @@ def plot_scaling(report: Mapping[str, Any], out: Path) -> Path:
     return _save(fig, plt, out)
 
 
+def plot_scale(report: Mapping[str, Any], out: Path) -> Path:
+    """Ingest peak memory and search p50 against the number of passages, one line per
+    system (log-log), side by side."""
+    plt = _pyplot()
+    by_system: dict[str, list[tuple[int, float, float | None]]] = {}
+    for row in report["results"]:
+        point = (row["passages"], row["peak_rss_mb"], row.get("search_p50_ms"))
+        by_system.setdefault(row["system"], []).append(point)
+    fig, (memory, latency) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for system, points in by_system.items():
+        points.sort()
+        xs = [p[0] for p in points]
+        memory.plot(xs, [p[1] for p in points], marker="o", label=system)
+        timed = [(x, p[2]) for x, p in zip(xs, points, strict=True) if p[2] is not None]
+        if timed:
+            latency.plot(*zip(*timed, strict=True), marker="o", label=system)
+    for ax, label in ((memory, "ingest peak RSS, MB"), (latency, "search p50, ms")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("passages")
+        ax.set_ylabel(label)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=8)
+    source = Path(str(report.get("source", "?"))).name
+    fig.suptitle(f"Scale · {source} · {report.get('created', '')[:10]}")
+    fig.tight_layout()
+    return _save(fig, plt, out)
+
+
 def _save(fig: Any, plt: Any, out: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
@@ -139,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--retrieval", type=Path, help="a `kairox bench retrieval --out` report")
     parser.add_argument("--scaling", type=Path, help="a `kairox bench scaling --out` report")
+    parser.add_argument("--scale", type=Path, help="a `kairox bench scale --out` report")
     parser.add_argument("--out-dir", type=Path, required=True)
     args = parser.parse_args(argv)
     written = []
@@ -150,6 +180,9 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
         written.append(
             plot_scaling(json.loads(args.scaling.read_text()), args.out_dir / "dense-scaling.png")
         )
+    if args.scale is not None:
+        report = json.loads(args.scale.read_text())
+        written.append(plot_scale(report, args.out_dir / "scale.png"))
     for path in written:
         print(f"wrote {path}")
     return written

@@ -350,3 +350,12 @@ def _attach_embed_benchmark() -> None:
 
 
 _attach_embed_benchmark()
+
+
+def _attach_scale_benchmark() -> None:
+    from kairox.cli.bench_scale_cmd import scale
+
+    bench.add_command(scale)
+
+
+_attach_scale_benchmark()

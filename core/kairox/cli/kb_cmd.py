@@ -43,12 +43,13 @@ def ingest(
     PDF, HTML, Office files and notebooks are converted to text (HTML, PDF and Office
     need `pip install 'kairox[documents]'`). Unchanged documents are not rewritten.
     Only regular files are read, up to [workspace] max_file_bytes (default 2 MB); each
-    skipped input gets a line on stderr.
+    skipped input gets a line on stderr. The inputs are checked in full before anything
+    is written (a bad record changes nothing), then streamed in batches.
     """
     facade = app.facade()
     with embed_progress(f"ingesting into {kb_id}", disabled=as_json) as counts:
-        counts.unit = "chunks"  # what the store writes (documents are chunked first)
-        counts.set_stage("reading inputs")
+        counts.verb = "ingested"
+        counts.set_stage("checking inputs")
         stats = facade.ingest(
             kb_id,
             list(inputs),
@@ -56,6 +57,7 @@ def ingest(
             progress=lambda n: counts.advance(documents=n),
             planned=lambda n: counts.plan(documents=n),
             stage=counts.set_stage,
+            checked=lambda n: counts.set_stage(f"checking inputs: {n:,} documents"),
             chunk=False if no_chunk else None,
         )
     if as_json:

@@ -317,6 +317,11 @@ class SqliteFtsConfig(KnowledgeBaseConfig):
     # How much meaning counts against words in the fused ranking (1: alike, as the workspace).
     vector_weight: float = Field(default=1.0, ge=0)
     vector_pack: StrictBool = True
+    # Set: from this many passages on (with `pip install 'kairox[ann]'`), unfiltered
+    # searches by meaning go through an approximate index (kairox.retrieval.ann; 100,000
+    # is its suggested value). Off by default: on hashing vectors its recall@10 against
+    # exact was 0.91 at 100k (benchmarks/README.md, "Scale").
+    ann_threshold: int | None = Field(default=None, ge=1)
 
     def own_paths(self) -> tuple[str, ...]:
         return (self.path,)
@@ -339,6 +344,7 @@ class SqliteFtsSource:
         sentence_weight: float = SENTENCE_WEIGHT,
         vector_weight: float = 1.0,
         vector_pack: bool = True,
+        ann_threshold: int | None = None,
     ) -> None:
         self.name = name
         self.path = path
@@ -347,7 +353,11 @@ class SqliteFtsSource:
         #: With an embedder the source is hybrid: words and meaning, fused (convex).
         self.embedder = embedder
         self.vector_weight = vector_weight
-        self._vector_options = {"sentence_weight": sentence_weight, "vector_pack": vector_pack}
+        self._vector_options = {
+            "sentence_weight": sentence_weight,
+            "vector_pack": vector_pack,
+            "ann_threshold": ann_threshold,
+        }
         self._vectors: DocumentVectors | None = None
         self._index: SqliteFtsIndex | None = None
         # Concurrent first queries run in several worker threads; they must share one
@@ -468,6 +478,7 @@ def build_source(kb_id: str, config: SqliteFtsConfig, ctx: BuildContext) -> Sqli
         sentence_weight=config.sentence_weight,
         vector_weight=config.vector_weight,
         vector_pack=config.vector_pack,
+        ann_threshold=config.ann_threshold,
     )
 
 

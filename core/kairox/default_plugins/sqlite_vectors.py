@@ -6,11 +6,16 @@ addressed by (text hash, embedder), so an unchanged text is never embedded twice
 vectors of two models never meet, and searches are sentence-aware (a document's score
 blends its own cosine with its best sentence's, ``sentence_weight``). They live in the
 knowledge base's own SQLite file, and after each ingest a copy is packed next to it
-(:mod:`kairox.workspace.vector_pack`) for a new process to map at once.
+(:mod:`kairox.workspace.vector_pack`) for a new process to map at once. With
+``ann_threshold`` set, from that many passages on (and with usearch installed), the pack
+gets an HNSW graph of its passage vectors beside it (:mod:`kairox.retrieval.ann`),
+updated incrementally after each ingest; unfiltered searches then score the graph's
+candidates exactly instead of every passage.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -24,6 +29,7 @@ import numpy as np
 
 from kairox.embedding import EmbeddingBackend
 from kairox.retrieval import Document
+from kairox.retrieval.ann import USEARCH, AnnIndex, keys_of, rescored_top_k
 from kairox.retrieval.vectors import EMBED_BATCH, SentenceVectors, embed_unit, top_k
 from kairox.workspace.chunking import split_sentences
 from kairox.workspace.vector_pack import (
@@ -49,6 +55,15 @@ _SCHEMA = (
 # Vectors copied from the database to a pack at a time (1.5 MB of 384-wide vectors).
 _COPY_ROWS = 1024
 _NO_VECTORS = np.empty((0, 0), dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class _Graph:
+    """A pack's approximate index: the graph, and its keys sorted with each one's row."""
+
+    index: AnnIndex
+    sorted_keys: np.ndarray
+    rows: np.ndarray
 
 
 def _hash(text: str) -> str:
@@ -99,16 +114,20 @@ class DocumentVectors:
         *,
         sentence_weight: float,
         vector_pack: bool = True,
+        ann_threshold: int | None = None,
     ) -> None:
         self._db = db
         self._lock = lock
         self.embedder = embedder
         self.sentence_weight = sentence_weight
         self.vector_pack = vector_pack
+        self.ann_threshold = ann_threshold
         self._pack_folder = path.parent / f"{path.name}.vectors"
         self._pack_key = pack_key(str(path.resolve()), embedder.name, embedder.dim)
         self._kind = (embedder.name, embedder.dim)
-        self._cache: tuple[tuple[int, int], np.ndarray, np.ndarray, SentenceVectors | None]
+        self._cache: tuple[
+            tuple[int, int], np.ndarray, np.ndarray, SentenceVectors | None, _Graph | None
+        ]
         self._cache = None  # type: ignore[assignment]
         with self._lock, self._db:
             for statement in _SCHEMA:
@@ -219,7 +238,8 @@ class DocumentVectors:
 
     def _write_pack(self) -> str:
         """A new pack of this embedder's vectors, copied from the database a block at a
-        time (an ingest run's end never holds the whole matrix); returns its token."""
+        time, its index arrays built in SQL and streamed (an ingest run's end never holds
+        the whole matrix, nor a Python object per vector); returns its token."""
         dim = self.embedder.dim
         # One transaction: the count, the rows and the vectors are one snapshot, whatever
         # another process commits meanwhile.
@@ -227,18 +247,93 @@ class DocumentVectors:
             (count,) = self._db.execute(
                 "SELECT count(*) FROM kb_embeddings WHERE embedder = ? AND dim = ?", self._kind
             ).fetchone()
-            passages, sentences = self._index_rows()
-            with PackWriter(self._pack_folder, self._pack_key, rows=count, dim=dim) as writer:
-                row_of: dict[str, int] = {}
-                rows = self._db.execute(
-                    "SELECT text_hash, vector FROM kb_embeddings WHERE embedder = ? AND dim = ?",
-                    self._kind,
-                )
-                while block := list(itertools.islice(rows, _COPY_ROWS)):
-                    row_of.update((h, row) for row, (h, _) in enumerate(block, len(row_of)))
-                    vectors = np.frombuffer(b"".join(v for _, v in block), dtype=np.float32)
-                    writer.add(vectors.reshape(len(block), dim))
-                return writer.finish(_arrange(passages, sentences, row_of, _NO_VECTORS))
+            # Each vector's row in the pack, in the order they are copied (temp: this
+            # connection only, never in the file).
+            self._db.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS kb_pack_rows "
+                "(text_hash TEXT PRIMARY KEY, row INTEGER NOT NULL)"
+            )
+            self._db.execute("DELETE FROM kb_pack_rows")
+            self._db.execute(
+                "INSERT INTO kb_pack_rows SELECT text_hash, row_number() OVER (ORDER BY rowid) "
+                "- 1 FROM kb_embeddings WHERE embedder = ? AND dim = ?",
+                self._kind,
+            )
+            try:
+                with PackWriter(self._pack_folder, self._pack_key, rows=count, dim=dim) as writer:
+                    rows = self._db.execute(
+                        "SELECT vector FROM kb_embeddings WHERE embedder = ? AND dim = ? "
+                        "ORDER BY rowid",
+                        self._kind,
+                    )
+                    while block := list(itertools.islice(rows, _COPY_ROWS)):
+                        vectors = np.frombuffer(b"".join(v for (v,) in block), dtype=np.float32)
+                        writer.add(vectors.reshape(len(block), dim))
+                    token = writer.finish(self._pack_index())
+                if self.ann_threshold is not None and count >= self.ann_threshold:
+                    # On failure no keys are saved, so searches stay exact.
+                    with contextlib.suppress(OSError, RuntimeError):
+                        self._write_graph(token)
+            finally:
+                self._db.execute("DELETE FROM kb_pack_rows")
+            return token
+
+    def _pack_index(self) -> VectorPack:
+        """The pack's index arrays (no vectors), from ``kb_pack_rows``: passages and
+        sentences whose vector exists, by document rowid (as :func:`_arrange` makes them)."""
+        passages = self._pairs(
+            "SELECT d.rowid, r.row FROM kb_passages p JOIN documents d ON d.id = p.id "
+            "JOIN kb_pack_rows r ON r.text_hash = p.text_hash ORDER BY d.rowid"
+        )
+        sentences = self._pairs(
+            "SELECT d.rowid, r.row FROM kb_sentences s JOIN documents d ON d.id = s.id "
+            "JOIN kb_pack_rows r ON r.text_hash = s.text_hash "
+            "ORDER BY d.rowid, s.sentence_index"
+        )
+        ids = passages[:, 0]
+        # A sentence belongs to the position of its document among the passages kept.
+        at = np.searchsorted(ids, sentences[:, 0])
+        owned = at < len(ids)
+        owned[owned] = ids[at[owned]] == sentences[owned, 0]
+        return VectorPack(
+            ids=ids.copy(),
+            chunk_rows=passages[:, 1].copy(),
+            owners=at[owned].astype(np.int64),
+            sentence_rows=sentences[owned, 1].copy(),
+            vectors=_NO_VECTORS,
+        )
+
+    def _pairs(self, sql: str) -> np.ndarray:
+        """A two-integer-column query as an ``(n, 2)`` int64 array, streamed."""
+        flat = itertools.chain.from_iterable(self._db.execute(sql))
+        return np.fromiter(flat, dtype=np.int64).reshape(-1, 2)
+
+    def _graph_path(self) -> Path:
+        # One graph across packs: it is keyed by text hash, so each run only updates it.
+        return self._pack_folder / f"{self._pack_key}.usearch"
+
+    def _keys_path(self, token: str) -> Path:
+        # Named as the pack's files are, so it goes when the pack does (remove_packs).
+        return self._pack_folder / f"{self._pack_key}-{token}.keys.npy"
+
+    def _write_graph(self, token: str) -> None:
+        """Bring the graph up to the pack ``token`` (adding and removing what changed),
+        then save the pack's keys beside it: only with both does a search use it."""
+        pack = read_pack(self._pack_folder, self._pack_key, token, self.embedder.dim)
+        if pack is None or self.ann_threshold is None or len(pack.ids) < self.ann_threshold:
+            return
+        if not USEARCH.available():
+            return
+        hashes = self._db.execute(
+            "SELECT p.text_hash FROM kb_passages p JOIN documents d ON d.id = p.id "
+            "JOIN kb_pack_rows r ON r.text_hash = p.text_hash ORDER BY d.rowid"
+        )
+        keys = keys_of(h for (h,) in hashes)
+        path = self._graph_path()
+        graph = AnnIndex.open(path, self.embedder.dim, view=False) or AnnIndex(self.embedder.dim)
+        graph.sync(keys, lambda positions: pack.vectors[pack.chunk_rows[positions]])
+        graph.save(path)
+        np.save(self._keys_path(token), keys)
 
     # -- searching ----------------------------------------------------------------
 
@@ -257,52 +352,89 @@ class DocumentVectors:
     def _from_rows(self) -> VectorPack:
         passages, sentences = self._index_rows()
         rows = self._db.execute(
-            "SELECT text_hash, vector FROM kb_embeddings WHERE embedder = ? AND dim = ?",
+            "SELECT text_hash, vector FROM kb_embeddings WHERE embedder = ? AND dim = ? "
+            "ORDER BY rowid",
             self._kind,
         ).fetchall()
         row_of = {h: n for n, (h, _) in enumerate(rows)}
         vectors = np.frombuffer(b"".join(v for _, v in rows), dtype=np.float32)
         return _arrange(passages, sentences, row_of, vectors.reshape(len(rows), self.embedder.dim))
 
-    def _stored_pack(self) -> VectorPack | None:
+    def _pack_token(self) -> str | None:
         if not self.vector_pack:
             return None
         row = self._db.execute(
             "SELECT token FROM kb_vector_packs WHERE embedder = ? AND dim = ?", self._kind
         ).fetchone()
-        if row is None:
-            return None
-        return read_pack(self._pack_folder, self._pack_key, row[0], self.embedder.dim)
+        return None if row is None else row[0]
 
-    def _arrays(self) -> tuple[np.ndarray, np.ndarray, SentenceVectors | None]:
+    def _stored_pack(self, token: str | None = None) -> VectorPack | None:
+        token = token or self._pack_token()
+        if token is None:
+            return None
+        return read_pack(self._pack_folder, self._pack_key, token, self.embedder.dim)
+
+    def _stored_graph(self, token: str, passages: int) -> _Graph | None:
+        """The pack's graph, when it has one that matches it (else searches are exact)."""
+        if self.ann_threshold is None or passages < self.ann_threshold:
+            return None
+        if not USEARCH.available():
+            return None
+        try:
+            keys = np.load(self._keys_path(token), allow_pickle=False)
+        except (OSError, ValueError):
+            return None
+        graph = AnnIndex.open(self._graph_path(), self.embedder.dim)
+        if graph is None or keys.dtype != np.uint64 or keys.shape != (passages,):
+            return None
+        order = np.argsort(keys, kind="stable")
+        return _Graph(graph, keys[order], order)
+
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, SentenceVectors | None, _Graph | None]:
         key = (self._db.execute("PRAGMA data_version").fetchone()[0], self._db.total_changes())
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1:]
-        pack = self._stored_pack() or self._from_rows()
+        token = self._pack_token()
+        pack = self._stored_pack(token)
+        graph = None if pack is None or token is None else self._stored_graph(token, len(pack.ids))
+        pack = pack or self._from_rows()
         matrix = np.asarray(pack.vectors[pack.chunk_rows])
         sentences = None
         if self.sentence_weight and len(pack.owners):
             sentences = SentenceVectors(
                 pack.vectors, pack.owners, unit=True, rows=pack.sentence_rows
             )
-        self._cache = (key, pack.ids, matrix, sentences)
-        return pack.ids, matrix, sentences
+        self._cache = (key, pack.ids, matrix, sentences, graph)
+        return pack.ids, matrix, sentences, graph
 
     def search(
         self, vector: np.ndarray, k: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
         """``(document rowid, score)`` of the ``k`` nearest documents, best first."""
         with self._lock:
-            ids, matrix, sentences = self._arrays()
+            ids, matrix, sentences, graph = self._arrays()
             if len(ids) == 0:
                 return []
-            mask = None if allowed is None else np.isin(ids, allowed)
-            rows, scores = top_k(
-                matrix,
-                np.asarray(vector, dtype=np.float32),
-                k,
-                mask=mask,
-                sentences=sentences,
-                sentence_weight=self.sentence_weight,
-            )
+            query = np.asarray(vector, dtype=np.float32)
+            if graph is not None and allowed is None:
+                rows, scores = rescored_top_k(
+                    graph.index,
+                    graph.sorted_keys,
+                    graph.rows,
+                    matrix,
+                    query,
+                    k,
+                    sentences=sentences,
+                    sentence_weight=self.sentence_weight,
+                )
+            else:  # small, or filtered (the graph knows nothing of metadata): exact
+                mask = None if allowed is None else np.isin(ids, allowed)
+                rows, scores = top_k(
+                    matrix,
+                    query,
+                    k,
+                    mask=mask,
+                    sentences=sentences,
+                    sentence_weight=self.sentence_weight,
+                )
             return [(int(ids[r]), float(s)) for r, s in zip(rows, scores, strict=True)]

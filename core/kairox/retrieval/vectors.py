@@ -135,6 +135,28 @@ class SentenceVectors:
             best[self._passages[inside]] = np.maximum.reduceat(scores, self._starts)[inside]
         return best
 
+    def best_of(self, unit_query: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """:meth:`best` for the passage rows ``positions`` only, reading only their
+        sentences (a candidate set from an approximate index)."""
+        best = np.full(len(positions), np.nan, dtype=np.float32)
+        grouped = self.owners if self._order is None else self.owners[self._order]
+        low = np.searchsorted(grouped, positions, "left")
+        counts = np.searchsorted(grouped, positions, "right") - low
+        has = counts > 0
+        if not has.any():
+            return best
+        # Few candidates (about a hundred): one range per candidate is cheap.
+        picked = np.concatenate(
+            [np.arange(a, a + n) for a, n in zip(low[has], counts[has], strict=True)]
+        )
+        if self._order is not None:
+            picked = self._order[picked]
+        vector_rows = picked if self.rows is None else self.rows[picked]
+        scores = self.matrix[vector_rows] @ unit_query
+        starts = np.concatenate(([0], np.cumsum(counts[has])[:-1]))
+        best[has] = np.maximum.reduceat(scores, starts)
+        return best
+
 
 def passage_scores(
     matrix: np.ndarray,
