@@ -1,5 +1,6 @@
 // Kairox memory browser: renders the JSON API into the page. No framework, no build step.
-// Memory bodies come from a model and may be hostile: text goes in with textContent only.
+// Memory bodies come from a model and may be hostile: text goes in with textContent only,
+// and with its control and bidi characters shown as escapes (see visible()).
 "use strict";
 
 (() => {
@@ -48,26 +49,39 @@
 
   // -- building blocks -----------------------------------------------------------------
 
+  // The characters kairox.terminal.printable() escapes (but lone surrogates, which the store
+  // refuses): on a page, C0/C1 controls draw as blank boxes, and a bidi override (U+202E)
+  // shows a body in an order other than the one it is stored in.
+  const UNSAFE = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+  function visible(text) {
+    return String(text).replace(UNSAFE, (c) => {
+      const code = c.charCodeAt(0);
+      return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
+    });
+  }
+
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
     for (const [name, value] of Object.entries(attrs || {})) {
       if (name === "class") node.className = value;
-      else if (name === "text") node.textContent = value;
+      else if (name === "text") node.textContent = visible(value);
       else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
       else if (value !== null && value !== undefined && value !== false) node.setAttribute(name, value);
     }
     for (const child of children) {
       if (child === null || child === undefined || child === false) continue;
-      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+      node.append(child instanceof Node ? child : document.createTextNode(visible(child)));
     }
     return node;
   }
 
-  function when(iso) {
+  // `precise` adds the seconds: two values of a key are often minutes or less apart.
+  function when(iso, precise) {
     if (!iso) return "";
     const date = new Date(iso);
     if (Number.isNaN(date.getTime())) return iso;
-    return date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+    return date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: precise ? "medium" : "short" });
   }
 
   function notice(message, kind) {
@@ -188,19 +202,28 @@
 
   // -- a key's earlier values ------------------------------------------------------------
 
+  // Newest first: the current value (marked, valid since it was set), then the earlier ones.
   function historyList(records) {
-    const earlier = records.filter((r) => r.status === "superseded").reverse();
+    const values = records.filter((r) => r.status === "approved" || r.status === "superseded").reverse();
     return el(
       "ol",
-      { class: "history", "aria-label": "Earlier values, newest first" },
-      ...earlier.map((r) =>
-        el(
+      { class: "history", "aria-label": "Values of this key, newest first" },
+      ...values.map((r) => {
+        const current = r.status === "approved";
+        return el(
           "li",
-          { "data-id": r.id },
-          el("span", { class: "body", text: r.body }),
-          el("span", { class: "meta", text: ` valid ${when(r.valid_from)} – ${when(r.valid_to)}` })
-        )
-      )
+          { class: current ? "current" : "earlier", "data-id": r.id },
+          el("p", { class: "body", text: r.body }),
+          el(
+            "p",
+            { class: "meta" },
+            current ? el("span", { class: "badge current", text: "current" }) : null,
+            current
+              ? ` valid since ${when(r.valid_from, true)}`
+              : `valid ${when(r.valid_from, true)} – ${when(r.valid_to, true)}`
+          )
+        );
+      })
     );
   }
 
@@ -234,7 +257,7 @@
 
   async function forget(record) {
     const label = record.key || `#${record.id}`;
-    if (!window.confirm(`Forget ${record.scope} memory ${label}?\n\n${record.body}\n\nThis cannot be undone.`)) return;
+    if (!window.confirm(`Forget ${record.scope} memory ${label}?\n\n${visible(record.body)}\n\nThis cannot be undone.`)) return;
     try {
       await api("DELETE", `/api/memories/${record.id}`);
       notice(`Forgot ${label}.`, "ok");
