@@ -290,3 +290,57 @@ def test_with_a_token_the_browser_signs_in_once(
     approved = memories_from_another_process()["approved"]
     font = next(m for m in approved if m["key"] == "editor.font")
     assert font["body"] == "Fira Code 13px with ligatures."
+
+
+def test_history_shows_earlier_values_with_their_validity(page, server, facade):
+    from playwright.sync_api import expect
+
+    ws = facade.workspace_id
+    # The earlier body is hostile: markup must stay text, controls and bidi show as escapes.
+    facade.memory.set(
+        "user", "editor.font", "<script>window.pwned=1</script>\x1b[8m\u202eFira", workspace_id=ws
+    )
+    current = facade.memory.set("user", "editor.font", "JetBrains Mono 14px.", workspace_id=ws)
+    plain = facade.memory.set("user", "tone", "Short answers.", workspace_id=ws)
+    earlier, now = facade.memory.store.history("user", "editor.font")
+    assert now.id == current.id
+    open_page(page, server)
+
+    user_panel = page.locator("#panel-user")
+    expect(
+        user_panel.locator(f"article[data-id='{plain.id}']").get_by_role("button", name="Edit")
+    ).to_have_count(1)
+    expect(
+        user_panel.locator(f"article[data-id='{plain.id}'] [data-action='history']")
+    ).to_have_count(0)
+
+    card = user_panel.locator(f"article[data-id='{current.id}']")
+    toggle = card.get_by_role("button", name="History (1)")
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    toggle.click()
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+
+    values = card.locator(".history li")
+    expect(values).to_have_count(2)
+    newest = values.nth(0)
+    expect(newest).to_have_class("current")
+    expect(newest.locator(".body")).to_have_text("JetBrains Mono 14px.")
+    expect(newest.locator(".badge")).to_have_text("current")
+    expect(newest.locator("time.from")).to_have_attribute("datetime", now.valid_from)
+    expect(newest.locator("time.to")).to_have_count(0)
+
+    older = values.nth(1)
+    expect(older).to_have_class("earlier")
+    expect(older.locator(".badge")).to_have_count(0)
+    expect(older.locator(".body")).to_have_text(
+        "<script>window.pwned=1</script>\\x1b[8m\\u202eFira"
+    )
+    expect(older.locator("time.from")).to_have_attribute("datetime", earlier.valid_from)
+    expect(older.locator("time.to")).to_have_attribute("datetime", earlier.valid_to)
+    assert earlier.valid_to == now.valid_from
+    expect(older.locator(".meta")).to_contain_text("valid ")
+    assert page.evaluate("window.pwned") is None
+    assert card.locator(".history script").count() == 0
+
+    toggle.click()
+    expect(card.locator(".history")).to_have_count(0)

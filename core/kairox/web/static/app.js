@@ -218,9 +218,10 @@
             "p",
             { class: "meta" },
             current ? el("span", { class: "badge current", text: "current" }) : null,
-            current
-              ? ` valid since ${when(r.valid_from, true)}`
-              : `valid ${when(r.valid_from, true)} – ${when(r.valid_to, true)}`
+            current ? " valid since " : "valid ",
+            el("time", { class: "from", datetime: r.valid_from, text: when(r.valid_from, true) }),
+            current ? null : " – ",
+            current ? null : el("time", { class: "to", datetime: r.valid_to, text: when(r.valid_to, true) })
           )
         );
       })
