@@ -3,7 +3,8 @@
 It owns the loaded configuration, the plugin registry, the event store and where state
 lives, and exposes the product's verbs (index the workspace, search, ingest a knowledge
 base, memories). Surfaces hold no state of their own: two processes with a facade each
-on the same ``$KAIROX_HOME`` see each other's writes.
+on the same ``$KAIROX_HOME`` see each other's writes. The recall and knowledge-base verbs
+are mixed in from :mod:`kairox.facade_recall` and :mod:`kairox.facade_knowledge_bases`.
 
 Lifecycle: the facade builds each profile's sources the first time they are searched and
 reuses them (and their SQLite connections, caches and worker threads) for every search
@@ -20,21 +21,21 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Self, TypedDict, Unpack
 
 from kairox import paths
+from kairox.facade_knowledge_bases import KnowledgeBaseVerbs
 from kairox.facade_recall import RecallVerbs
-from kairox.retrieval import IngestableSource, Query, RetrievalResult
+from kairox.retrieval import Query, RetrievalResult
 from kairox.retrieval.fusion import DEFAULT_FUSION
 from kairox.search_options import SearchOptions, checked_options
 from kairox.workspace.file_ranking import by_file
 
 if TYPE_CHECKING:
-    from kairox.config import KairoxConfig, KnowledgeBaseEntry, ProfileConfig
+    from kairox.config import KairoxConfig, ProfileConfig
     from kairox.context.summarizer import Summarizer
     from kairox.embed_progress import EmbedProgress
     from kairox.events import SqliteEventStore
-    from kairox.ingest import IngestStats
     from kairox.memory.approvals import MemoryApprovals
     from kairox.memory.store import MemoryRecord
     from kairox.messages import SessionMessage
@@ -46,10 +47,7 @@ if TYPE_CHECKING:
     from kairox.session import AppendResult
     from kairox.sources import SourceFactory
     from kairox.storage import Database
-    from kairox.sync import SyncStats
     from kairox.workspace.rag_index import IndexStats, WorkspaceRagIndex
-
-_Source = TypeVar("_Source")
 
 
 class IndexOptions(TypedDict, total=False):
@@ -61,7 +59,7 @@ class IndexOptions(TypedDict, total=False):
     embedding: EmbedProgress | None  # counts the chunks and sentences embedded
 
 
-class AppFacade(RecallVerbs):
+class AppFacade(RecallVerbs, KnowledgeBaseVerbs):
     """Kairox's verbs over one workspace.
 
     :param cwd: where to look for ``kairox.toml`` (and the workspace root).
@@ -434,132 +432,6 @@ class AppFacade(RecallVerbs):
             hits = by_file(result.hits)[: options.get("k", 10)]
             return dataclasses.replace(result, hits=hits, groups=groups)
         return dataclasses.replace(result, groups=groups)
-
-    # -- knowledge bases ----------------------------------------------------------
-
-    def ingestable(self, kb_id: str) -> IngestableSource:
-        """The knowledge base ``kb_id``, which must accept documents."""
-        return self._knowledge_base_that(
-            kb_id,
-            IngestableSource,
-            "is filled outside Kairox; `kairox kb ingest` writes only to local kinds such as "
-            "sqlite-fts and tantivy",
-        )
-
-    def _knowledge_base_that(self, kb_id: str, kind: type[_Source], cannot: str) -> _Source:
-        """The knowledge base ``kb_id`` as a ``kind``; else a SourceError saying it ``cannot``."""
-        from kairox.sources import SourceError
-
-        entry = self._knowledge_base_entry(kb_id)
-        source = self.sources.knowledge_base(entry)
-        if not isinstance(source, kind):
-            raise SourceError(f"knowledge base {kb_id!r} (kind {entry.kind!r}) {cannot}")
-        return source
-
-    def _knowledge_base_entry(self, kb_id: str) -> KnowledgeBaseEntry:
-        from kairox.config import ConfigError, ConfigProblem
-
-        entry = self.config.knowledge_bases.get(kb_id)
-        if entry is None:
-            known = ", ".join(self.config.knowledge_bases) or "none configured"
-            raise ConfigError(
-                [
-                    ConfigProblem(
-                        file=self.config.workspace_file,
-                        table=f"knowledge_bases.{kb_id}",
-                        key=None,
-                        problem=f"no knowledge base {kb_id!r} is configured (known: {known})",
-                        fix=f'add [knowledge_bases.{kb_id}] with kind = "sqlite-fts" and a path',
-                    )
-                ]
-            )
-        return entry
-
-    def ingest(
-        self,
-        kb_id: str,
-        inputs: Sequence[Path],
-        *,
-        prune: bool = False,
-        progress: Callable[[int], None] | None = None,
-        chunk: bool | None = None,
-        planned: Callable[[int], None] | None = None,
-        stage: Callable[[str], None] | None = None,
-        checked: Callable[[int], None] | None = None,
-    ) -> IngestStats:
-        """Fill knowledge base ``kb_id`` from files, folders and JSONL, incrementally.
-
-        Documents are chunked as the knowledge base's ``chunk``, ``chunk_tokens`` and
-        ``chunk_overlap`` say; ``chunk=False`` stores them whole this once.
-        ``checked(n)``: documents checked so far (the first pass); ``planned(n)``: the
-        documents to go through, once known; ``progress(n)``: documents gone through;
-        ``stage(what)``: a step before the first write ("" when it is over).
-        """
-        from kairox.ingest import ingest
-
-        entry = self._knowledge_base_entry(kb_id)
-        settings = entry.config
-        # A full disk names where the knowledge base keeps its files (else $KAIROX_HOME).
-        stored = entry.own_paths()
-        with paths.disk_full_errors(stored[0].parent if stored else self.state_dir):
-            return ingest(
-                self.ingestable(kb_id),
-                inputs,
-                root=self.workspace_root,
-                prune=prune,
-                progress=progress,
-                planned=planned,
-                stage=stage,
-                checked=checked,
-                max_bytes=self.config.workspace.max_file_bytes,
-                chunk=settings.chunk if chunk is None else chunk,
-                chunk_tokens=settings.chunk_tokens,
-                chunk_overlap=settings.chunk_overlap,
-                converters=self.sources.converters(),
-            )
-
-    def sync(
-        self,
-        kb_id: str,
-        *,
-        full: bool = False,
-        progress: Callable[[int, int], None] | None = None,
-        embedding: EmbedProgress | None = None,
-    ) -> SyncStats:
-        """Push the workspace index into remote knowledge base ``kb_id`` (see kairox.sync)."""
-        from kairox.retrieval import VectorSyncTarget
-        from kairox.sources import SourceError
-        from kairox.sync import sync_workspace
-        from kairox.workspace.rag_index import NOT_INDEXED, WorkspaceRagIndex
-        from kairox.workspace.shared import workspace_selection
-
-        target = self._knowledge_base_that(
-            kb_id,
-            VectorSyncTarget,
-            "cannot receive the workspace index; `kairox kb sync` pushes to vector stores such "
-            "as pinecone and weaviate",
-        )
-        settings = self.config.workspace
-        index = WorkspaceRagIndex(
-            self.state_dir / "kairox.db",
-            self.workspace_root,
-            self.sources.embedding_backend(target.embedding_backend),
-            chunk_tokens=settings.chunk_tokens,
-            chunk_overlap=settings.chunk_overlap,
-            max_file_bytes=settings.max_file_bytes,
-            # The target stores and searches chunk vectors only: no sentences to embed.
-            sentence_weight=0,
-            syntax_chunks=settings.syntax_chunks,
-            selection=workspace_selection(self.sources.context()),
-        )
-        try:
-            if not index.is_indexed():
-                raise SourceError(NOT_INDEXED)
-            return sync_workspace(
-                index, target, kb_id=kb_id, full=full, progress=progress, embedding=embedding
-            )
-        finally:
-            index.close()
 
 
 def _stamp(files: Sequence[Path]) -> tuple[Any, ...]:

@@ -2,7 +2,8 @@
 
 A surface like the CLI and the web page: it calls the :class:`~kairox.facade.AppFacade` and
 nothing else. :mod:`kairox.mcp.tools` holds what each tool does (plain Python, no SDK);
-:mod:`kairox.mcp.server` registers them on the official ``mcp`` SDK and runs the stdio and
+:mod:`kairox.mcp.server` registers them on the official ``mcp`` SDK (with the descriptions and
+parameter types of :mod:`kairox.mcp.parameters`) and runs the stdio and
 streamable HTTP transports. Importing this package needs ``pip install 'kairox[mcp]'``.
 """
 
