@@ -21,7 +21,7 @@ from kairox.registry import (
     SourceGroup,
     WorkspaceRetrieverSpec,
 )
-from kairox.retrieval import Hit, Query, ScoreKind
+from kairox.retrieval import Hit, Provenance, Query, ScoreKind
 from kairox.session import open_session
 from kairox.testing import registered_plugin, run
 from tests.conftest import SCRIPTED_DEFAULT_PROFILE
@@ -340,3 +340,24 @@ def test_the_openai_backend_keys_are_its_own_and_reach_it(workspace, pm):
         backend = facade.model_backend("local")
         assert (backend.base_url, backend.api_key_env) == ("http://127.0.0.1:11434/v1", "LOCAL_KEY")
         assert "base_url" not in type(facade.config.profiles["local"]).model_fields
+
+
+def test_a_search_of_one_knowledge_base_keeps_its_own_ranking(indexed, pm):
+    (indexed / "more.jsonl").write_text(
+        "".join(
+            f'{{"id": "m{n}", "text": "{" ".join(["release"] * n)} notes on item {n} of many"}}\n'
+            for n in range(1, 7)
+        )
+    )
+    with AppFacade(cwd=indexed, pm=pm) as facade:
+        facade.ingest("notes", [indexed / "more.jsonl"])
+        result = facade.search_sync("release", k=3, only={"notes"})
+        (source,) = facade.sources.composite("default", only={"notes"}).sources
+        own = run(source.retrieve(Query("release", k=100)))
+    assert [hit.id for hit in result.hits] == [hit.id for hit in own[:3]]
+    assert [hit.sources for hit in result.hits] == [
+        (Provenance("notes", rank, hit.score),) for rank, hit in enumerate(own[:3], start=1)
+    ]
+    assert [
+        (report.source, report.status.value, report.hit_count) for report in result.reports
+    ] == [("notes", "ok", len(own))]

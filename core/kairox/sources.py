@@ -269,7 +269,9 @@ class SourceFactory:
                     skipped=plan.skipped,
                     source_filters={name: parse_filter(raw) for name, raw in plan.filters.items()},
                     candidates=settings.candidate_depth,
-                    rescore=ranking.rescore,
+                    # Without a workspace source, file ranking would leave every
+                    # candidate as fused: fusion then cuts to k itself.
+                    rescore=ranking.rescore if ranking.sources else None,
                 )
                 self._composites[key] = composite
         return composite, plan.groups

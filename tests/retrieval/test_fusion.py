@@ -434,3 +434,18 @@ def test_the_fast_normalisation_matches_splitting_into_words(text: str) -> None:
     from kairox.retrieval.fusion import _normalise
 
     assert _normalise(text) == " ".join(text.casefold().split())
+
+
+@pytest.mark.parametrize("method", sorted(FUSION_METHODS))
+def test_a_single_ranking_fuses_as_it_would_next_to_an_unrelated_source(method) -> None:
+    # Same text under two ids and a repeated uri without span: only another source could
+    # tie them together, so alone they stay apart, as they do beside a source they miss.
+    alone = hits("a", "d1", "d2", "d3", "d1", scores=[3.0, 2.0, 2.0, 1.0])
+    alone[2] = Hit(id="d3", text=alone[1].text, score=2.0, source="a", uri="f.txt")
+    alone[1] = Hit(id="d2", text=alone[1].text, score=2.0, source="a", uri="f.txt")
+    other = hits("b", "elsewhere")
+    single = fuse({"a": alone}, method=method)
+    both = [hit for hit in fuse({"a": alone, "b": other}, method=method) if hit.id != "elsewhere"]
+    assert ids(single) == ["d1", "d2", "d3"]
+    assert single == both
+    assert fuse({"a": alone, "b": other}, method=method, weights={"b": 0}) == single

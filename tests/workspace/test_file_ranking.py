@@ -153,3 +153,15 @@ def test_by_file_keeps_each_file_s_best_hit_with_its_lines_and_count() -> None:
     assert files[0].metadata["line_start"] == 40  # the best chunk's own lines stay
     assert files[1].metadata["file_chunks"] == 1 and "file_lines" not in files[1].metadata
     assert "file_chunks" not in files[2].metadata
+
+
+def test_knowledge_base_hits_alone_keep_their_scores_and_order() -> None:
+    kb_hits = [hit(None, 0.9, chunk=1), hit(None, 0.9, chunk=0), hit(None, 0.2, chunk=2)]
+    ranked = FileRanking().rescore("the tests of auth", kb_hits)
+    assert ranked == kb_hits
+
+
+def test_knowledge_base_hits_out_of_order_are_sorted() -> None:
+    kb_hits = [hit(None, 0.2, chunk=2), hit(None, 0.9, chunk=1)]
+    ranked = FileRanking().rescore("q", kb_hits)
+    assert [h.score for h in ranked] == [0.9, 0.2]

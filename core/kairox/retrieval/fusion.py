@@ -180,11 +180,12 @@ def fuse(
     # One entry per (source, hit), in parallel lists ordered by source name, then rank:
     # fusing runs on every retrieval, and building an object per hit costs more than
     # everything else it does.
-    entries = _Entries(method, rrf_k)
-    for name in sorted(ranked):  # source-name order: nothing depends on mapping order
-        weight = float(weights.get(name, 1.0))
-        if weight != 0:
-            entries.add_source(name, ranked[name], weight, kinds.get(name))
+    active = [name for name in sorted(ranked) if float(weights.get(name, 1.0)) != 0]
+    # A single ranking has nothing to merge with: its ids are unique once de-duplicated,
+    # so no passage key (text fingerprint, uri) links or orders anything.
+    entries = _Entries(method, rrf_k, merging=len(active) > 1)
+    for name in active:  # source-name order: nothing depends on mapping order
+        entries.add_source(name, ranked[name], float(weights.get(name, 1.0)), kinds.get(name))
 
     ordered: list[tuple[float, str, str, str, str, list[int], int]] = []
     values, hits, fingerprints, sources = (
@@ -193,7 +194,8 @@ def fuse(
         entries.fingerprints,
         entries.sources,
     )
-    for group in _merge_duplicates(entries):
+    groups = _merge_duplicates(entries) if entries.merging else [[i] for i in range(len(hits))]
+    for group in groups:
         if len(group) == 1:
             # A passage one source returned (the usual case): its only entry is its best,
             # its survivor and its score.
@@ -220,6 +222,7 @@ class _Entries:
         "fingerprints",
         "hits",
         "mergeable",
+        "merging",
         "method",
         "ranks",
         "rrf_k",
@@ -228,10 +231,12 @@ class _Entries:
         "weights",
     )
 
-    def __init__(self, method: str, rrf_k: int) -> None:
+    def __init__(self, method: str, rrf_k: int, *, merging: bool = True) -> None:
         #: how every source's hits are scored (one method and k for the whole fusion).
         self.method = method
         self.rrf_k = rrf_k
+        #: whether passages may merge across sources (False: one source, no text keys).
+        self.merging = merging
         self.sources: list[str] = []
         self.ranks: list[int] = []
         self.weights: list[float] = []
@@ -253,11 +258,15 @@ class _Entries:
             for hit in kept:
                 first.setdefault(hit.id, hit)
             kept = list(first.values())
-        for hit in kept:
-            fingerprint, mergeable = _text_key(hit.text)
-            self.fingerprints.append(fingerprint)
-            self.mergeable.append(mergeable)
         count = len(kept)
+        if self.merging:
+            for hit in kept:
+                fingerprint, mergeable = _text_key(hit.text)
+                self.fingerprints.append(fingerprint)
+                self.mergeable.append(mergeable)
+        else:
+            self.fingerprints.extend([""] * count)
+            self.mergeable.extend([False] * count)
         self.sources.extend([name] * count)
         self.ranks.extend(range(1, count + 1))
         self.weights.extend([weight] * count)

@@ -25,6 +25,7 @@ benchmarks/README.md has the figures behind the defaults.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -161,6 +162,12 @@ class FileRanking:
                 if role in asked:
                     weight *= self._path_lift(path, topic)
             weighted.append((hit, path, hit.score * weight))
+        if all(path is None for _, path, _ in weighted) and all(
+            before.score >= after.score for before, after in itertools.pairwise(hits)
+        ):
+            # No workspace file among them, already best first: every score stays, and
+            # the order with it (ties keep their order, as the sort below keeps them).
+            return list(hits)
         # A file's chunks, best first: its score is the best plus the decayed rest.
         chunks: dict[str, list[float]] = {}
         best_of: dict[str, int] = {}
