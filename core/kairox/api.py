@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
-from kairox.blocking import run_blocking
+from kairox.blocking import run_coroutine
 from kairox.errors import KairoxError
 from kairox.memory.marker_rules import SCOPES_WIDEST_FIRST
 from kairox.messages import (
@@ -196,9 +196,7 @@ class Kairox:
         (a notebook) it runs on a worker thread while the loop waits; ``await``
         :meth:`acontext` to keep the loop running.
         """
-        return run_blocking(
-            lambda: asyncio.run(self.acontext(prompt, session=session, profile=profile))
-        )
+        return run_coroutine(lambda: self.acontext(prompt, session=session, profile=profile))
 
     async def acontext(
         self, prompt: str, *, session: str | None = None, profile: str | None = None
@@ -235,9 +233,9 @@ class Kairox:
         Inside a running event loop (a notebook) it runs on a worker thread while the loop
         waits; ``await`` :meth:`aappend_messages` to keep the loop running.
         """
-        return run_blocking(
-            lambda: asyncio.run(
-                self.aappend_messages(messages, session=session, markers=markers, profile=profile)
+        return run_coroutine(
+            lambda: self.aappend_messages(
+                messages, session=session, markers=markers, profile=profile
             )
         )
 
@@ -284,18 +282,16 @@ class Kairox:
         last message. Inside a running event loop (a notebook) it runs on a worker thread
         while the loop waits; ``await`` :meth:`arecord_reply` to keep the loop running.
         """
-        return run_blocking(
-            lambda: asyncio.run(
-                self.arecord_reply(
-                    reply,
-                    session=session,
-                    prompt=prompt,
-                    name=name,
-                    time=time,
-                    model=model,
-                    tainted_by=tainted_by,
-                    profile=profile,
-                )
+        return run_coroutine(
+            lambda: self.arecord_reply(
+                reply,
+                session=session,
+                prompt=prompt,
+                name=name,
+                time=time,
+                model=model,
+                tainted_by=tainted_by,
+                profile=profile,
             )
         )
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
-from typing import TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["loop_running", "run_blocking"]
+__all__ = ["loop_running", "run_blocking", "run_coroutine"]
 
 _Result = TypeVar("_Result")
 
@@ -53,3 +53,10 @@ def run_blocking(call: Callable[[], _Result]) -> _Result:
 
     threading.Thread(target=work, name="kairox-blocking-call", daemon=True).start()
     return outcome.result()
+
+
+def run_coroutine(make: Callable[[], Coroutine[Any, Any, _Result]]) -> _Result:
+    """The coroutine ``make()`` builds, run to completion on an event loop of its own:
+    here, or on a worker thread when a loop runs here (:func:`run_blocking`). The
+    coroutine is built where it runs, so none is left unawaited."""
+    return run_blocking(lambda: asyncio.run(make()))

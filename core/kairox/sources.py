@@ -11,7 +11,6 @@ configuration.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import threading
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kairox.blocking import run_blocking
+from kairox.blocking import run_coroutine
 from kairox.config import KNOWN_EMBEDDING_PACKAGES
 from kairox.errors import KairoxError
 from kairox.registry import BuildContext, SourceGroup
@@ -389,7 +388,7 @@ class SourceFactory:
     def close(self) -> None:
         """:meth:`aclose` for synchronous callers (from inside an event loop too: then the
         closing runs on a thread of its own, and this call waits for it)."""
-        run_blocking(lambda: asyncio.run(self.aclose()))
+        run_coroutine(self.aclose)
 
 
 def plugin_settings(model: Any, profile: ProfileConfig, what: str) -> Any:
