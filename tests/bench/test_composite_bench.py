@@ -7,7 +7,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kairox.bench.composite import CPUS, FailingSource, HangingSource, fan_out_bound, faults
+from kairox.bench.composite import CPUS, fan_out_bound, faults
+from kairox.bench.synthetic_sources import FailingSource, HangingSource
 from kairox.cli import bench_session_cmd
 from kairox.retrieval import Query
 from kairox.retrieval.composite import CompositeWorkspaceRetriever

@@ -9,8 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from kairox import hookimpl
-from kairox.bench import BenchError
-from kairox.bench import retrieval as retrieval_bench
+from kairox.bench import BenchError, system_names
 from kairox.bench.beir import DatasetError, load_beir
 from kairox.bench.metrics import compare, paired_test
 from kairox.bench.peers import Bm25sSource, RankBm25Source
@@ -232,9 +231,9 @@ def test_peers_run_side_by_side_when_installed(dataset, tmp_path):
 
 
 def test_missing_peers_are_skipped_with_an_install_hint(dataset, tmp_path, monkeypatch):
-    real = retrieval_bench._installed
+    real = system_names.installed
     monkeypatch.setattr(
-        retrieval_bench, "_installed", lambda m: False if m in {"bm25s", "rank_bm25"} else real(m)
+        system_names, "installed", lambda m: False if m in {"bm25s", "rank_bm25"} else real(m)
     )
     pm = build_plugin_manager(entry_points=False)
     result = _invoke(

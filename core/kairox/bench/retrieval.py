@@ -6,11 +6,9 @@ Every Kairox system is a real Kairox source driven through its public interface:
   built from the plugin registry with its default settings, filled with the corpus and
   queried;
 * ``dense`` (all-MiniLM-L6-v2, from ``kairox-sentence-transformers``), ``hashing``
-  and ``dense:<backend>`` embed the corpus once, each document whole and each of its
-  sentences (cached on disk, keyed by the corpus hash and the model), and search it
-  sentence-aware as the workspace index does (:mod:`kairox.retrieval.vectors`), with one
-  matrix product per query over documents and one over sentences; ``dense-doc`` is
-  ``dense`` with one vector per document only, the way it searched before;
+  and ``dense:<backend>`` search the corpus sentence-aware as the workspace index does
+  (:mod:`kairox.bench.dense_systems`); ``dense-doc`` is ``dense`` with one vector per
+  document only, the way it searched before;
 * ``hybrid`` fuses ``sqlite-fts`` and ``dense`` through ``CompositeWorkspaceRetriever``
   with the composite's *default* fusion, exactly as ``kairox search`` does;
   ``hybrid-rrf`` (k 60, equal weights), ``hybrid-wrrf`` (weighted RRF), ``hybrid-minmax``
@@ -47,8 +45,6 @@ the metrics and significance tests :mod:`kairox.bench.metrics`, the forked runs
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.util
 import json
 import re
 import statistics
@@ -60,10 +56,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from kairox.bench import BENCH_EXTRA, BenchError
+from kairox.bench import BenchError
 from kairox.bench.beir import BeirDataset
+from kairox.bench.dense_systems import CorpusVectors, dense_source
 from kairox.bench.isolation import can_isolate, run_isolated
 from kairox.bench.judgments import IdMatcher, check_returned, judged_ids
 from kairox.bench.metrics import DEPTH, METRICS, _need_ir_measures, per_query
@@ -80,49 +75,17 @@ from kairox.bench.profile import (
     record_failures,
 )
 from kairox.bench.report import machine, percentile, write_runs
-from kairox.paths import private_file, private_folder
+from kairox.bench.system_names import (
+    DENSE_ALIASES,
+    HYBRIDS,
+    LOCAL_KIND_OPTIONS,
+    WHOLE_DOCUMENT_ONLY,
+    install_hint,
+    peer_missing,
+    preimport,
+)
 from kairox.registry import BuildContext, Registry
 from kairox.retrieval import Query, Source
-from kairox.retrieval.vectors import SentenceVectors, VectorSource
-from kairox.workspace.chunking import split_sentences
-
-EMBED_BATCH = 128
-DENSE_ALIASES = {"dense": "minilm", "hashing": "hashing", "dense-doc": "minilm"}
-#: Dense systems that search one vector per document, without sentence vectors.
-WHOLE_DOCUMENT_ONLY = frozenset({"dense-doc"})
-# Where each local kind keeps its files, relative to a scratch folder.
-LOCAL_KIND_OPTIONS = {"sqlite-fts": {"path": "sqlite-fts.db"}, "tantivy": {"index_dir": "tantivy"}}
-INSTALL_HINTS = {
-    "tantivy": "kairox install kairox-tantivy",
-    "minilm": "kairox install kairox-sentence-transformers",
-    "rank_bm25": f"{BENCH_EXTRA} (or pip install rank-bm25)",
-    "bm25s": f"{BENCH_EXTRA} (or pip install bm25s PyStemmer)",
-}
-
-#: The hybrid systems: ``sqlite-fts`` + ``dense`` fused by the composite with these
-#: settings. ``hybrid`` passes nothing, so it is whatever ``CompositeWorkspaceRetriever``
-#: (and so ``kairox search``) does by default. ``lexical`` holds extra ``sqlite-fts``
-#: settings. The ``hybrid-wrrf`` weights and constant and sqlite-fts's default title
-#: weight (3; ``hybrid-title1`` shows the old 1) were tuned on SciFact's *train* split
-#: (``benchmarks/tune_hybrid.py``).
-HYBRIDS: dict[str, dict[str, Any]] = {
-    "hybrid": {},
-    "hybrid-rrf": {"fusion": "rrf"},
-    "hybrid-wrrf": {"fusion": "rrf", "rrf_k": 5, "weights": {"dense": 0.9}},
-    "hybrid-minmax": {"fusion": "minmax"},
-    "hybrid-dbsf": {"fusion": "dbsf"},
-    "hybrid-title1": {"lexical": {"title_weight": 1.0}},
-    "hybrid-doc": {"dense": "dense-doc"},
-}
-
-#: Imported before a system's process is forked, so that library code is not counted
-#: as the system's memory. Keyed by system, peer or embedding backend.
-PREIMPORT: dict[str, tuple[str, ...]] = {
-    "rank_bm25": ("rank_bm25", "Stemmer"),
-    "bm25s": ("bm25s", "Stemmer"),
-    "tantivy": ("tantivy",),
-    "minilm": ("torch", "sentence_transformers"),
-}
 
 Progress = Callable[[str, int, int], None]
 
@@ -139,13 +102,6 @@ class SystemRun:
     scores: dict[str, list[float]] = field(default_factory=dict)  # the systems' own scores
     peak_rss_mb: float | None = None
     notes: dict[str, Any] = field(default_factory=dict)
-
-
-def _installed(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 @dataclass(eq=False)
@@ -177,13 +133,7 @@ class Bench:
         peers = [p for p in PEERS if self.peer_missing(p) is None]
         return [*local, *peers, *DENSE_ALIASES, *HYBRIDS, "dense:<backend>"]
 
-    @staticmethod
-    def peer_missing(name: str) -> str | None:
-        """Why peer ``name`` cannot run (with an install hint), or ``None`` when it can."""
-        for module in PEERS[name]:
-            if not _installed(module):
-                return f"peer {name!r} is not installed: {INSTALL_HINTS[name]}"
-        return None
+    peer_missing = staticmethod(peer_missing)
 
     def check(self, name: str) -> None:
         """Raise :class:`BenchError` (with an install hint) unless ``name`` can be built."""
@@ -205,22 +155,19 @@ class Bench:
         elif name in DENSE_ALIASES or name.startswith("dense:"):
             backend = DENSE_ALIASES.get(name) or name.split(":", 1)[1]
             if backend not in self.registry.embedding_backends:
-                hint = (
-                    f" (install it: {INSTALL_HINTS[backend]})" if backend in INSTALL_HINTS else ""
-                )
-                known = ", ".join(sorted(self.registry.embedding_backends))
-                raise BenchError(f"no embedding backend {backend!r}{hint}; installed: {known}")
+                raise self._no_backend(backend)
         elif name in LOCAL_KIND_OPTIONS or name in self.registry.knowledge_base_kinds:
             if name not in self.registry.knowledge_base_kinds:
-                hint = f" (install it: {INSTALL_HINTS[name]})" if name in INSTALL_HINTS else ""
-                raise BenchError(f"knowledge-base kind {name!r} is not installed{hint}")
+                raise BenchError(
+                    f"knowledge-base kind {name!r} is not installed{install_hint(name)}"
+                )
             if name not in LOCAL_KIND_OPTIONS:
                 raise BenchError(f"kind {name!r} has no local benchmark set-up")
         else:
             raise BenchUsageError(
                 f"unknown system {name!r}{did_you_mean(name, self.available())}; available: "
                 f"{', '.join(self.available())}, profile:NAME, kb:ID, kind:NAME"
-                + (f" (install it: {INSTALL_HINTS[name]})" if name in INSTALL_HINTS else "")
+                + install_hint(name)
             )
 
     def system(self, name: str) -> tuple[Source, float, bool]:
@@ -283,10 +230,12 @@ class Bench:
     def _backend(self, name: str) -> Any:
         spec = self.registry.embedding_backends.get(name)
         if spec is None:
-            hint = f" (install it: {INSTALL_HINTS[name]})" if name in INSTALL_HINTS else ""
-            known = ", ".join(sorted(self.registry.embedding_backends))
-            raise BenchError(f"no embedding backend {name!r}{hint}; installed: {known}")
+            raise self._no_backend(name)
         return spec.factory()
+
+    def _no_backend(self, name: str) -> BenchError:
+        known = ", ".join(sorted(self.registry.embedding_backends))
+        return BenchError(f"no embedding backend {name!r}{install_hint(name)}; installed: {known}")
 
     def _lexical(
         self, kind_name: str, options: Mapping[str, Any] | None = None
@@ -312,61 +261,17 @@ class Bench:
         return source, seconds, False
 
     def _dense(self, backend_name: str, system: str) -> tuple[Source, float, bool]:
-        backend = self._backend(backend_name)
         ids = list(self.dataset.corpus)
         texts = [f"{title}\n{text}".strip() for title, text in self.dataset.corpus.values()]
-        matrix, seconds, cached = self._embeddings(backend, ids, texts, system)
-        if system in WHOLE_DOCUMENT_ONLY:
-            return VectorSource(system, backend, ids, texts, matrix), seconds, cached
-        # The sentences of the very text embedded whole, as the workspace index splits its
-        # chunks: a title of its own line is a sentence too.
-        owners: list[int] = []
-        sentence_keys: list[str] = []
-        sentence_texts: list[str] = []
-        for row, text in enumerate(texts):
-            for sentence in split_sentences(text):
-                owners.append(row)
-                sentence_keys.append(f"{ids[row]}:{sentence.start}")
-                sentence_texts.append(sentence.text)
-        vectors, sentence_seconds, sentences_cached = self._embeddings(
-            backend, sentence_keys, sentence_texts, system, part="sentences"
+        vectors = CorpusVectors(
+            self._backend(backend_name),
+            self.cache_dir,
+            self.dataset.corpus_sha256,
+            lambda what, done, total: self._report(f"{what} ({system})", done, total),
         )
-        source = VectorSource(
-            system,
-            backend,
-            ids,
-            texts,
-            matrix,
-            sentences=SentenceVectors(vectors, np.asarray(owners, dtype=np.int64)),
+        return dense_source(
+            system, vectors, ids, texts, sentences=system not in WHOLE_DOCUMENT_ONLY
         )
-        return source, seconds + sentence_seconds, cached and sentences_cached
-
-    def _embeddings(
-        self, backend: Any, ids: list[str], texts: list[str], system: str, part: str = ""
-    ) -> tuple[np.ndarray, float, bool]:
-        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", backend.name)
-        suffix = f"-{part}" if part else ""
-        cache = (
-            self.cache_dir / f"{self.dataset.corpus_sha256[:20]}-{safe}-{backend.dim}{suffix}.npz"
-        )
-        if cache.is_file():
-            stored = np.load(cache, allow_pickle=False)
-            if list(stored["ids"]) == ids:
-                return stored["matrix"], float(stored["seconds"]), True
-        started = time.perf_counter()
-        parts = []
-        for start in range(0, len(texts), EMBED_BATCH):
-            parts.append(np.asarray(backend.embed(texts[start : start + EMBED_BATCH]), np.float32))
-            what = f"embedding {part or 'corpus'} ({system})"
-            self._report(what, start + EMBED_BATCH, len(texts))
-        matrix = np.vstack(parts) if parts else np.zeros((0, backend.dim), np.float32)
-        seconds = time.perf_counter() - started
-        # A cache of Kairox's (under $KAIROX_HOME/cache): owner-only, as its state is.
-        private_folder(cache.parent)
-        partial = private_file(cache.with_suffix(".partial.npz"))
-        np.savez(partial, ids=np.asarray(ids), matrix=matrix, seconds=np.float64(seconds))
-        partial.replace(cache)  # never leave a half-written cache behind
-        return matrix, seconds, False
 
     def _hybrid(self, name: str, lexical: str, dense: str) -> tuple[Source, float, bool]:
         from kairox.retrieval.composite import CompositeWorkspaceRetriever
@@ -419,24 +324,6 @@ class Bench:
 
         asyncio.run(ask_all())
         return result
-
-
-# -- memory: one forked process per system --------------------------------------------
-
-
-def _preimport(names: Sequence[str]) -> None:
-    wanted: list[str] = []
-    for name in names:
-        keys = [name]
-        if name in HYBRIDS:
-            keys = ["dense"]
-        if keys[0] in DENSE_ALIASES:
-            keys.append(DENSE_ALIASES[keys[0]])
-        for key in keys:
-            wanted.extend(PREIMPORT.get(key, ()))
-    for module in dict.fromkeys(wanted):
-        if _installed(module):
-            importlib.import_module(module)
 
 
 # -- the report -----------------------------------------------------------------------
@@ -508,7 +395,7 @@ def benchmark(
         for name in names:  # check everything first so an unknown name fails fast
             bench.check(name)
         if isolate:
-            _preimport(names)
+            preimport(names)
         else:
             for name in names:
                 bench.system(name)
@@ -561,6 +448,3 @@ def benchmark(
         "per_query": by_query,
         "latencies_ms": latencies,
     }
-
-
-# -- comparing two runs -----------------------------------------------------------------
