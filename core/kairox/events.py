@@ -19,29 +19,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from kairox.event_types import (
-    EVENT_TYPES,
-    AssistantMessageCompleted,
-    CompactionSummary,
-    ContextAssembled,
-    ContextCompactionCompleted,
-    ContextCompactionFailed,
-    ContextCompactionSkipped,
-    ContextCompactionStarted,
-    Event,
-    MemoryAccepted,
-    MemoryEdited,
-    MemoryForgotten,
-    MemoryMerged,
-    MemoryProposed,
-    MemoryRejected,
-    ModelTokenDelta,
-    ProfileSwitched,
-    SystemMessageAdded,
-    ToolInvocationCompleted,
-    UserMessageAdded,
-    event_from_payload,
-)
+from kairox import event_types
+from kairox.event_types import *  # noqa: F403  (events is where the event types are imported from)
+from kairox.event_types import Event, event_from_payload
 from kairox.storage import (
     DATABASE_FORMAT_VERSION,
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -58,35 +38,15 @@ __all__ = [
     "DATABASE_FORMAT_VERSION",
     "DEFAULT_BUSY_TIMEOUT_MS",
     "EVENTS_SCHEMA_VERSION",
-    "EVENT_TYPES",
-    "AssistantMessageCompleted",
-    "CompactionSummary",
-    "ContextAssembled",
-    "ContextCompactionCompleted",
-    "ContextCompactionFailed",
-    "ContextCompactionSkipped",
-    "ContextCompactionStarted",
-    "Event",
-    "MemoryAccepted",
-    "MemoryEdited",
-    "MemoryForgotten",
-    "MemoryMerged",
-    "MemoryProposed",
-    "MemoryRejected",
-    "ModelTokenDelta",
-    "ProfileSwitched",
     "SchemaVersionError",
     "SqliteComponentStore",
     "SqliteEventStore",
     "StoredEvent",
-    "SystemMessageAdded",
-    "ToolInvocationCompleted",
-    "UserMessageAdded",
     "connect_database",
     "enable_wal",
     "ensure_component_schema",
-    "event_from_payload",
     "utc_now",
+    *event_types.__all__,
 ]
 
 EVENTS_SCHEMA_VERSION: Final = 1
