@@ -1,4 +1,4 @@
-"""Every fenced block of README.md and docs/*.md is run or checked against the code.
+"""Every fenced block of README.md, benchmarks/README.md and docs/*.md is run or checked.
 
 ``bash``: each ``kairox ...`` command is resolved against the real click command tree
 (subcommands, options, choices, ranges; nothing runs), other commands against an allow-list
@@ -32,7 +32,11 @@ from kairox.config_loader import load_config
 from kairox.plugins import get_plugin_manager
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    ROOT / "benchmarks" / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+]
 CHECKED = ("bash", "toml", "python", "json")
 SHOWN = ("text", "console")
 #: Top-level tables of TOML files other than kairox.toml that the docs show.
