@@ -293,3 +293,28 @@ def test_python_blocks_run(page: Path, workspace: Path):
             exec(compile(_kairox_imports(block.text), str(block), "exec"), {})
         else:
             exec(code, namespace)
+
+
+# -- links -------------------------------------------------------------------------------
+
+_LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's anchors for a page's headings: lower case, punctuation dropped, - for spaces."""
+    headings = re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_reach_a_file_and_heading(page: Path):
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+    for link in _LINK.finditer(text):
+        target = link["target"]
+        if re.match(r"[a-z]+:", target):
+            continue  # https:, mailto:
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        assert linked.exists(), f"{page.relative_to(ROOT)}: {target} does not exist"
+        if anchor:
+            assert anchor in _anchors(linked), f"{page.relative_to(ROOT)}: no heading #{anchor}"
