@@ -8,8 +8,9 @@ blocks run in order in one namespace, in a workspace with two notes. ``json``: p
 ``text`` and ``console`` show output and are not checked.
 
 A block that cannot run says so in its info string, with a reason: ``python fragment:
-REASON`` compiles the block and runs its imports from ``kairox`` only; ``LANG no-check: REASON`` is skipped
-(``no-check: run by tests/X.py::test_y`` names the test that runs it, which must exist).
+REASON`` compiles the block and runs its imports from ``kairox`` only; ``LANG no-check:
+REASON`` is skipped (``no-check: run by tests/X.py::test_y`` names the test that runs it,
+which must exist). The skipped blocks are counted, and their number is capped.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ def test_every_block_names_a_language_and_a_known_mode():
         assert block.lang in CHECKED + SHOWN, f"{block}: fence language {block.lang!r}"
         assert block.mode in ("", "no-check", "fragment"), f"{block}: info {block.mode!r}"
         assert block.mode != "fragment" or block.lang == "python", f"{block}: fragment"
+        assert not block.mode or block.reason, f"{block}: {block.mode} needs ': REASON'"
 
 
 def test_unchecked_blocks_are_few_and_say_why():
