@@ -1,9 +1,10 @@
-"""Every fenced block of README.md, benchmarks/README.md and docs/*.md is run or checked.
+"""Every fenced block of README.md, docs/, benchmarks/ and plugins/*/README.md is checked.
 
 ``bash``: each ``kairox ...`` command is resolved against the real click command tree
 (subcommands, options, choices, ranges; nothing runs), other commands against an allow-list
 (``make`` targets must exist, ``pip install 'kairox[x]'`` extras too). ``toml``: parsed; a
-``kairox.toml`` fragment is validated by Kairox's own config loader. ``python``: a page's
+``kairox.toml`` fragment is validated by Kairox's own config loader (a deprecated key fails
+too). ``python``: a page's
 blocks run in order in one namespace, in a workspace with two notes. ``json``: parsed.
 ``text`` and ``console`` show output and are not checked.
 
@@ -20,6 +21,7 @@ import json
 import re
 import shlex
 import tomllib
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,7 @@ PAGES = [
     ROOT / "README.md",
     ROOT / "benchmarks" / "README.md",
     *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "plugins").glob("*/README.md")),
 ]
 CHECKED = ("bash", "toml", "python", "json")
 SHOWN = ("text", "console")
@@ -214,6 +217,7 @@ ALLOWED: dict[str, Callable[[list[str]], None] | None] = {
     "printf": None,  # pipes prompts into kairox chat
     "python": None,  # makes a token
     "claude": None,  # Claude Code's own CLI: how a client adds the server
+    "pytest": None,  # a plugin's own tests
 }
 
 
@@ -259,7 +263,9 @@ def test_toml_block_parses_and_kairox_config_validates(block: Block, workspace: 
     assert tables <= set(ALLOWED_TOP_LEVEL), f"{block}: {tables - set(ALLOWED_TOP_LEVEL)}"
     config = workspace / "kairox.toml"
     config.write_text(block.text, encoding="utf-8")
-    load_config(cwd=workspace, config_path=config, registry=get_plugin_manager().registry)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # a deprecated key is stale
+        load_config(cwd=workspace, config_path=config, registry=get_plugin_manager().registry)
 
 
 @pytest.mark.parametrize("block", _of("json"), ids=str)
@@ -290,7 +296,7 @@ def test_python_blocks_run(page: Path, workspace: Path):
     (workspace / "other.md").write_text("# Lunch\n\nThe canteen opens at noon.\n")
     namespace: dict[str, object] = {"__name__": "__doc_example__"}
     for block in (b for b in _of("python") if b.page == page):
-        code = compile(block.text, str(block), "exec")
+        code = compile(block.text, str(block), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
         if block.mode == "fragment":
             exec(compile(_kairox_imports(block.text), str(block), "exec"), {})
         else:
