@@ -232,7 +232,7 @@ def test_the_documented_agent_loop_runs_against_an_openai_server(notes: Path):
 
     pytest.importorskip("openai", reason="the agent loop example needs the openai package")
     section = DOC.read_text().split("## Sessions from your own agent loop", 1)[1]
-    example = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    example = re.search(r"```python[^\n]*\n(.*?)```", section, re.DOTALL).group(1)
     assert len(example.strip().splitlines()) <= 16
     kairox.open(notes).index()
     replies = [

@@ -236,10 +236,12 @@ def test_superseded_memories_never_reach_the_prompt(invoke, workspace):
         assert old not in prompt
 
 
-def test_the_readme_chat_script_example_runs_as_written(workspace):
-    # The README documents the --script file format with a runnable example: run it.
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("`--script FILE` (in `kairox chat`") :]
+def test_the_documented_chat_script_example_runs_as_written(workspace):
+    # docs/sessions-and-memory.md documents the --script file format with a runnable
+    # example: run it.
+    guide = Path(__file__).resolve().parents[2] / "docs" / "sessions-and-memory.md"
+    text = guide.read_text(encoding="utf-8")
+    section = text[text.index("`--script FILE` (in `kairox chat`") :]
     block = section[section.index("```bash\n") + len("```bash\n") : section.index("\n```\n")]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     ran = shell_process(block, cwd=workspace, env=env)

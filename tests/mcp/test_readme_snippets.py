@@ -1,4 +1,4 @@
-"""The README's client configurations parse and start the command this package installs."""
+"""docs/mcp.md's client configurations parse and start the command this package installs."""
 
 from __future__ import annotations
 
@@ -16,17 +16,11 @@ from mcp.client.stdio import get_default_environment
 
 from kairox.cli import build_cli
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def _section() -> str:
-    text = README.read_text()
-    start = text.index("## Use it from any agent")
-    return text[start : text.index("\n## ", start + 1)]
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "mcp.md"
 
 
 def _blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", _section(), re.DOTALL)
+    return re.findall(rf"```{language}\n(.*?)```", GUIDE.read_text(), re.DOTALL)
 
 
 def test_every_client_snippet_parses_and_names_a_real_command():

@@ -232,7 +232,7 @@ def check_known(where: str, judged: set[str], known: Iterable[str]) -> None:
             f"0 of {len(judged)} judged documents exist in {where}: do the ids match? ids "
             f"look like {_sample(stored)} there and {_sample(judged)} in the qrels "
             "(judged ids are matched against document ids, uri or path; see "
-            "benchmarks/README.md)"
+            "docs/benchmarking.md)"
         )
 
 
@@ -244,7 +244,7 @@ def check_returned(system: str, judged: set[str], run: Mapping[str, Sequence[str
             f"0 of {len(judged)} judged documents were returned by {system!r} for any "
             f"query: do the ids match? ids look like {_sample(returned)} there and "
             f"{_sample(judged)} in the qrels (judged ids are matched against document "
-            "ids, uri or path; see benchmarks/README.md)"
+            "ids, uri or path; see docs/benchmarking.md)"
         )
 
 
