@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import threading
 
 import pytest
 
-from kairox.blocking import loop_running, run_blocking
+from kairox.blocking import blocking_twin, loop_running, run_blocking
 
 WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
 
@@ -40,3 +41,28 @@ def test_the_workers_exception_is_raised_to_the_caller():
 
     with pytest.raises(LookupError, match="no such source"):
         asyncio.run(inside())
+
+
+class Greeter:
+    async def agreet(self, name: str, *, punctuation: str = "!") -> str:
+        """Greet ``name``."""
+        return f"hello {name}{punctuation}"
+
+    greet = blocking_twin(agreet)
+
+
+def test_a_blocking_twin_has_its_verbs_parameters_and_docstring_and_runs_it():
+    assert Greeter().greet("ann", punctuation="?") == "hello ann?"
+    assert (Greeter.greet.__name__, Greeter.greet.__qualname__) == ("greet", "Greeter.greet")
+    assert Greeter.greet.__doc__ == "Greet ``name``."
+    # The coroutine's parameters, and what awaiting it returns.
+    assert str(inspect.signature(Greeter().greet)) == (
+        "(name: 'str', *, punctuation: 'str' = '!') -> 'str'"
+    )
+
+    async def inside() -> str:
+        return Greeter().greet("bob")
+
+    assert asyncio.run(inside()) == "hello bob!"
+    with pytest.raises(TypeError, match="punctuaton"):
+        Greeter().greet("ann", punctuaton="?")  # type: ignore[call-arg]

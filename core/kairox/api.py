@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
-from kairox.blocking import run_coroutine
+from kairox.blocking import blocking_twin
 from kairox.errors import KairoxError
 from kairox.memory.marker_rules import SCOPES_WIDEST_FIRST
 from kairox.messages import (
@@ -185,23 +185,17 @@ class Kairox:
 
     # -- context ----------------------------------------------------------------------
 
-    def context(
+    async def acontext(
         self, prompt: str, *, session: str | None = None, profile: str | None = None
     ) -> Assembly:
         """The prompt a turn with ``prompt`` would send, inside the profile's budget.
 
         ``assembly.messages`` are :class:`~kairox.models.ChatMessage` objects;
         ``assembly.openai_messages()`` gives them as OpenAI chat dicts; ``assembly.trace()``
-        the per-source token accounting. Nothing is recorded. Inside a running event loop
-        (a notebook) it runs on a worker thread while the loop waits; ``await``
-        :meth:`acontext` to keep the loop running.
+        the per-source token accounting. Nothing is recorded. ``context`` blocks: inside
+        a running event loop (a notebook) it runs on a worker thread while the loop
+        waits; ``await`` :meth:`acontext` to keep the loop running.
         """
-        return run_coroutine(lambda: self.acontext(prompt, session=session, profile=profile))
-
-    async def acontext(
-        self, prompt: str, *, session: str | None = None, profile: str | None = None
-    ) -> Assembly:
-        """:meth:`context` for ``async`` callers."""
         from kairox.session import open_session
 
         session = session or self.session
@@ -210,9 +204,11 @@ class Kairox:
         self._pending.asked(session, prompt, assembly)
         return assembly
 
+    context = blocking_twin(acontext)
+
     # -- sessions ---------------------------------------------------------------------
 
-    def append_messages(
+    async def aappend_messages(
         self,
         messages: Iterable[SessionMessage | Mapping[str, Any]],
         *,
@@ -230,29 +226,17 @@ class Kairox:
         it would have in a live chat (in ``profile``'s window; this handle's by default).
         ``<memory>`` markers in assistant messages are
         kept verbatim unless ``markers=True`` (then they are proposed, as in a chat).
-        Inside a running event loop (a notebook) it runs on a worker thread while the loop
-        waits; ``await`` :meth:`aappend_messages` to keep the loop running.
+        ``append_messages`` blocks: inside a running event loop (a notebook) it runs on a
+        worker thread while the loop waits; ``await`` :meth:`aappend_messages` to keep
+        the loop running.
         """
-        return run_coroutine(
-            lambda: self.aappend_messages(
-                messages, session=session, markers=markers, profile=profile
-            )
-        )
-
-    async def aappend_messages(
-        self,
-        messages: Iterable[SessionMessage | Mapping[str, Any]],
-        *,
-        session: str | None = None,
-        markers: bool = False,
-        profile: str | None = None,
-    ) -> AppendResult:
-        """:meth:`append_messages` for ``async`` callers."""
         return await self.facade.append_messages(
             session or self.session, messages, profile=profile or self.profile, markers=markers
         )
 
-    def record_reply(
+    append_messages = blocking_twin(aappend_messages)
+
+    async def arecord_reply(
         self,
         reply: str,
         *,
@@ -279,35 +263,10 @@ class Kairox:
         no reply was recorded for (whose assembly also gives the reply its taint); it is
         not recorded again when it is already the session's last message (appended with
         :meth:`append_messages`, say). With neither, the reply answers the session's
-        last message. Inside a running event loop (a notebook) it runs on a worker thread
-        while the loop waits; ``await`` :meth:`arecord_reply` to keep the loop running.
+        last message. ``record_reply`` blocks: inside a running event loop (a notebook)
+        it runs on a worker thread while the loop waits; ``await`` :meth:`arecord_reply`
+        to keep the loop running.
         """
-        return run_coroutine(
-            lambda: self.arecord_reply(
-                reply,
-                session=session,
-                prompt=prompt,
-                name=name,
-                time=time,
-                model=model,
-                tainted_by=tainted_by,
-                profile=profile,
-            )
-        )
-
-    async def arecord_reply(
-        self,
-        reply: str,
-        *,
-        session: str | None = None,
-        prompt: str | None = None,
-        name: str | None = None,
-        time: str | None = None,
-        model: str | None = None,
-        tainted_by: Sequence[str] = (),
-        profile: str | None = None,
-    ) -> TurnResult:
-        """:meth:`record_reply` for ``async`` callers."""
         from kairox.session import open_session
 
         session = session or self.session
@@ -322,6 +281,8 @@ class Kairox:
             )
         self._pending.answered(session)
         return result
+
+    record_reply = blocking_twin(arecord_reply)
 
     def messages(self, session: str | None = None) -> list[RecordedMessage]:
         """The messages recorded in a session, oldest first (``r.message.role``,

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-__all__ = ["loop_running", "run_blocking", "run_coroutine"]
+__all__ = ["blocking_twin", "loop_running", "run_blocking", "run_coroutine"]
 
 _Result = TypeVar("_Result")
+_Owner = TypeVar("_Owner")
+_Params = ParamSpec("_Params")
 
 
 def loop_running() -> bool:
@@ -60,3 +63,21 @@ def run_coroutine(make: Callable[[], Coroutine[Any, Any, _Result]]) -> _Result:
     here, or on a worker thread when a loop runs here (:func:`run_blocking`). The
     coroutine is built where it runs, so none is left unawaited."""
     return run_blocking(lambda: asyncio.run(make()))
+
+
+def blocking_twin(
+    verb: Callable[Concatenate[_Owner, _Params], Coroutine[Any, Any, _Result]],
+) -> Callable[Concatenate[_Owner, _Params], _Result]:
+    """The blocking twin of the ``async`` method ``verb`` (``arecord_reply`` gives
+    ``record_reply``): the same parameters and docstring, its coroutine run by
+    :func:`run_coroutine`, so the two cannot drift apart. Bind it in the class body:
+    ``record_reply = blocking_twin(arecord_reply)``.
+    """
+
+    @functools.wraps(verb)
+    def twin(owner: _Owner, /, *args: _Params.args, **kwargs: _Params.kwargs) -> _Result:
+        return run_coroutine(lambda: verb(owner, *args, **kwargs))
+
+    twin.__name__ = verb.__name__.removeprefix("a")
+    twin.__qualname__ = f"{verb.__qualname__.rpartition('.')[0]}.{twin.__name__}".lstrip(".")
+    return twin

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+VISIBILITY = Path(__file__).parents[1] / "config" / "data" / "visibility.toml"
 
 
 def write(workspace, text):
@@ -20,37 +23,20 @@ def test_defaults_without_any_file(invoke):
 
 
 def test_matrix_of_profiles_and_sources(invoke, workspace):
-    write(
-        workspace,
-        """
-        [profiles.default]
-        model = "gpt-4o"
-        [profiles.small]
-        model = "gpt-4o-mini"
-        aliases = ["cheap"]
-
-        [knowledge_bases.papers]
-        kind = "sqlite-fts"
-        path = "papers.db"
-        profile_aliases = ["cheap"]
-
-        [knowledge_bases.everyone]
-        kind = "sqlite-fts"
-        path = "all.db"
-        """.replace("\n        ", "\n"),
-    )
+    # The scenario of kairox.config's visibility test, as the command shows it.
+    write(workspace, VISIBILITY.read_text())
     result = invoke("config", "check", "--json")
     assert result.exit_code == 0, result.output
     matrix = {
         (m["profile"], m["source"]): m["visible"] for m in json.loads(result.output)["matrix"]
     }
-    assert matrix[("small", "papers")] is True
-    assert matrix[("default", "papers")] is False
-    assert matrix[("default", "everyone")] is matrix[("small", "everyone")] is True
+    assert matrix[("fast", "fast_by_alias")] is True
+    assert matrix[("default", "fast_by_alias")] is False
+    assert matrix[("default", "everyone")] is matrix[("fast", "everyone")] is True
 
     table = invoke("config", "check")
     assert table.exit_code == 0
-    assert "papers" in table.output and "small" in table.output
+    assert "fast_by_alias" in table.output and "fast" in table.output
 
 
 def test_misspelt_key_exits_2_naming_file_table_key_and_fix(invoke, workspace):

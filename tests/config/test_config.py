@@ -79,20 +79,7 @@ def test_knowledge_base_chunking_keys(env: Path, registry: Registry) -> None:
     )
     settings = config.knowledge_bases["papers"].config
     assert (settings.chunk, settings.chunk_tokens, settings.chunk_overlap) == (True, 128, 16)
-    err, _ = problems_of(
-        env,
-        """
-        [knowledge_bases.papers]
-        kind = "sqlite-fts"
-        path = "a.db"
-        chunk_tokens = 64
-        chunk_overlap = 64
-        """,
-        registry,
-    )
-    [problem] = err.problems
-    assert problem.key == "chunk_overlap"
-    assert "must be smaller than chunk_tokens (64)" in problem.problem
+    # An overlap as long as the chunk: a case of test_config_problems' ONE_PROBLEM table.
 
 
 def test_workspace_sentence_weight_default_and_range(env: Path, registry: Registry) -> None:
@@ -165,40 +152,12 @@ def test_workspace_vector_pack_is_on_by_default_and_a_boolean(
     assert "vector_pack = false" in problem.fix
 
 
-VISIBILITY_TOML = """
-[profiles.default]
-
-[profiles.fast]
-aliases = ["quick"]
-
-[knowledge_bases.everyone]
-kind = "sqlite-fts"
-path = "a.db"
-
-[knowledge_bases.fast_by_name]
-kind = "sqlite-fts"
-path = "b.db"
-profile_aliases = ["fast"]
-
-[knowledge_bases.fast_by_alias]
-kind = "sqlite-fts"
-path = "c.db"
-profile_aliases = ["quick"]
-
-[knowledge_bases.default_only]
-kind = "sqlite-fts"
-path = "d.db"
-profile_aliases = ["default"]
-
-[knowledge_bases.off]
-kind = "sqlite-fts"
-path = "e.db"
-enabled = false
-"""
+#: Two profiles (``fast`` also called ``quick``) and knowledge bases each sees or not.
+VISIBILITY = Path(__file__).parent / "data" / "visibility.toml"
 
 
 def test_visibility_by_name_and_alias(env: Path, registry: Registry) -> None:
-    config = load_ws(env, VISIBILITY_TOML, registry)
+    config = load_ws(env, VISIBILITY.read_text(), registry)
     ids = lambda profile: [e.id for e in config.visible_knowledge_bases(profile)]  # noqa: E731
     assert ids("default") == ["everyone", "default_only"]
     assert ids("fast") == ["everyone", "fast_by_name", "fast_by_alias"]

@@ -61,26 +61,6 @@ def test_invalid_ids_are_rejected(env: Path, registry: Registry) -> None:
     assert len(err.problems) == 2
 
 
-def test_inline_api_key_is_rejected(env: Path, registry: Registry) -> None:
-    err, path = problems_of(
-        env,
-        """
-        [knowledge_bases.vec]
-        kind = "vectors"
-        index = "docs"
-        api_key_env = "VEC_KEY"
-        api_key = "sk-live-123"
-        """,
-        registry,
-    )
-    # Exactly one problem for the key: the secret, not also "unknown key".
-    [problem] = err.problems
-    assert (problem.file, problem.table, problem.key) == (path, "knowledge_bases.vec", "api_key")
-    assert problem.problem == "secrets are not stored in config files"
-    assert 'api_key_env = "NAME"' in problem.fix
-    assert "sk-live-123" not in str(err)
-
-
 @pytest.mark.parametrize("key", ["password", "client_secret", "auth_token", "secret_access_key"])
 def test_other_secret_names_are_rejected(env: Path, registry: Registry, key: str) -> None:
     err, _ = problems_of(

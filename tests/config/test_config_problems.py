@@ -18,9 +18,9 @@ class OneProblem:
     """A config text that raises exactly one problem, and what that problem must say.
 
     Only the parts given are checked: the problem's ``table``, its ``key`` (or how the key
-    starts, ``key_prefix``), words in its ``problem`` and ``fix``, words in the whole
-    error's ``message``, that it names the workspace file (``in_file``), and words the
-    message must never show (``hidden``).
+    starts, ``key_prefix``), words in its ``problem`` (or the whole of it, ``problem_is``)
+    and ``fix``, words in the whole error's ``message``, that it names the workspace file
+    (``in_file``), and words the message must never show (``hidden``).
     """
 
     text: str
@@ -28,6 +28,7 @@ class OneProblem:
     key: str | None = None
     key_prefix: str | None = None
     problem: tuple[str, ...] = ()
+    problem_is: str | None = None
     fix: tuple[str, ...] = ()
     message: tuple[str, ...] = ()
     in_file: bool = False
@@ -38,6 +39,7 @@ class OneProblem:
         [problem] = err.problems
         if self.in_file:
             assert problem.file == path
+            assert str(path) in str(err)
         if self.table is not None:
             assert problem.table == self.table
         if self.key is not None:
@@ -46,35 +48,14 @@ class OneProblem:
             assert problem.key is not None and problem.key.startswith(self.key_prefix)
         for words in self.problem:
             assert words in problem.problem
+        if self.problem_is is not None:
+            assert problem.problem == self.problem_is
         for words in self.fix:
             assert words in problem.fix
         for words in self.message:
             assert words in str(err)
         for secret in self.hidden:
             assert secret not in str(err)
-
-
-def test_profile_alias_typo_names_file_table_key_and_fix(env: Path, registry: Registry) -> None:
-    err, path = problems_of(
-        env,
-        """
-        [knowledge_bases.papers]
-        kind = "sqlite-fts"
-        path = "papers.db"
-        profile_alias = ["default"]
-        """,
-        registry,
-    )
-    [problem] = err.problems
-    assert problem.file == path
-    assert problem.table == "knowledge_bases.papers"
-    assert problem.key == "profile_alias"
-    text = str(err)
-    assert str(path) in text
-    assert "knowledge_bases.papers" in text
-    assert "profile_alias" in text
-    assert "did you mean 'profile_aliases'?" in text
-    assert "Fix:" in text
 
 
 # Every mistake that makes exactly one problem, by the module that finds it.
@@ -117,6 +98,25 @@ ONE_PROBLEM = {
         key="timeout_ms",
         fix=("whole number of milliseconds",),
     ),
+    "profile_alias_typo_names_file_table_key_and_fix": OneProblem(
+        '[knowledge_bases.papers]\nkind = "sqlite-fts"\npath = "papers.db"\n'
+        'profile_alias = ["default"]\n',
+        in_file=True,
+        table="knowledge_bases.papers",
+        key="profile_alias",
+        message=(
+            "knowledge_bases.papers",
+            "profile_alias",
+            "did you mean 'profile_aliases'?",
+            "Fix:",
+        ),
+    ),
+    "chunk_overlap_must_be_below_chunk_tokens": OneProblem(
+        '[knowledge_bases.papers]\nkind = "sqlite-fts"\npath = "a.db"\n'
+        "chunk_tokens = 64\nchunk_overlap = 64\n",
+        key="chunk_overlap",
+        problem=("must be smaller than chunk_tokens (64)",),
+    ),
     "workspace_unknown_key": OneProblem(
         '[workspace]\nembedding_backnd = "hashing"\n',
         table="workspace",
@@ -135,6 +135,16 @@ ONE_PROBLEM = {
         '[knowledge_bases.vec]\nkind = "vectors"\nindex = "docs"\napi_key_env = "sk-live-123"\n',
         key="api_key_env",
         problem=("environment variable",),
+        hidden=("sk-live-123",),
+    ),
+    "inline_api_key_is_a_secret_not_an_unknown_key": OneProblem(
+        '[knowledge_bases.vec]\nkind = "vectors"\nindex = "docs"\napi_key_env = "VEC_KEY"\n'
+        'api_key = "sk-live-123"\n',
+        in_file=True,
+        table="knowledge_bases.vec",
+        key="api_key",
+        problem_is="secrets are not stored in config files",
+        fix=('api_key_env = "NAME"',),
         hidden=("sk-live-123",),
     ),
     "unregistered_kind_still_validates_common_keys": OneProblem(

@@ -43,13 +43,13 @@ class ConceptEmbedder:
         return np.hstack([concepts, rest]).astype(np.float32)
 
 
-def build(tmp_path, embedder, **options):
+def build(tmp_path, embedder, path="kb.db", **options):
     return build_source(
         sqlite_fts,
         "sqlite-fts",
         base_dir=tmp_path,
         embedders={embedder.name: embedder},
-        path="kb.db",
+        path=path,
         embedding_backend=embedder.name,
         **options,
     )
@@ -194,14 +194,7 @@ class TestHybridConformance(SourceConformance):
 
     @pytest.fixture
     def broken_source(self, tmp_path):
-        return build_source(
-            sqlite_fts,
-            "sqlite-fts",
-            base_dir=tmp_path,
-            embedders={"hashing-384": HashingEmbedder()},
-            path="missing.db",
-            embedding_backend="hashing-384",
-        )
+        return build(tmp_path, HashingEmbedder(), "missing.db")
 
 
 # -- the approximate index of large collections -------------------------------------------
@@ -215,13 +208,18 @@ def _passages(count: int, start: int = 0) -> str:
     )
 
 
+def _ingest_passages(source, tmp_path, passages: str, *, prune: bool = False) -> None:
+    """Ingest ``passages`` (JSONL records) from the file ``docs.jsonl``."""
+    records = tmp_path / "docs.jsonl"
+    records.write_text(passages)
+    ingest(source, [records], root=tmp_path, prune=prune)
+
+
 def test_from_its_threshold_on_search_goes_through_the_graph_and_finds_what_exact_does(tmp_path):
     pytest.importorskip("usearch")
     embedder = HashingEmbedder(dim=64)
-    records = tmp_path / "docs.jsonl"
-    records.write_text(_passages(120))
     graphed = build(tmp_path, embedder, ann_threshold=50)
-    ingest(graphed, [records], root=tmp_path)
+    _ingest_passages(graphed, tmp_path, _passages(120))
     folder = tmp_path / "kb.db.vectors"
     assert len(list(folder.glob("*.usearch"))) == 1 and len(list(folder.glob("*.keys.npy"))) == 1
     exact = build(tmp_path, embedder, ann_threshold=10_000)
@@ -240,12 +238,10 @@ def test_the_graph_follows_the_collection_across_ingests(tmp_path):
     from kairox.retrieval.ann import AnnIndex
 
     embedder = HashingEmbedder(dim=64)
-    records = tmp_path / "docs.jsonl"
-    records.write_text(_passages(100))
     source = build(tmp_path, embedder, ann_threshold=50)
-    ingest(source, [records], root=tmp_path)
-    records.write_text(_passages(80, start=40))  # p0..p39 leave, p100..p119 arrive
-    ingest(source, [records], root=tmp_path, prune=True)
+    _ingest_passages(source, tmp_path, _passages(100))
+    # p0..p39 leave, p100..p119 arrive
+    _ingest_passages(source, tmp_path, _passages(80, start=40), prune=True)
     [path] = (tmp_path / "kb.db.vectors").glob("*.usearch")
     graph = AnnIndex.open(path, 64)
     assert graph is not None and len(graph) == 80

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Final, Literal
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from kairox.mcp.tools import MAX_K, MAX_MESSAGE_CHARS
+from kairox.mcp.tools import MAX_K, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
 
 __all__ = [
     "APPEND_DOC",
@@ -32,6 +32,8 @@ __all__ = [
     "MessageCount",
     "MessageIn",
     "Profile",
+    "RecallQuery",
+    "SearchQuery",
     "Session",
 ]
 
@@ -184,3 +186,18 @@ def _how_many(what: str, default: int) -> Any:
 
 HitCount = _how_many("hits", 8)
 MessageCount = _how_many("earlier messages", 10)
+
+
+def _query(description: str) -> Any:
+    """The required ``query`` text of a tool, at most ``MAX_QUERY_CHARS`` characters."""
+    return Annotated[str, Field(description=description, max_length=MAX_QUERY_CHARS)]
+
+
+SearchQuery = _query(
+    "What to look for, as the words the answer would contain "
+    f"(1 to {MAX_QUERY_CHARS} characters). Required."
+)
+RecallQuery = _query(
+    "What was said that you look for, as words the message would "
+    f"contain, at most {MAX_QUERY_CHARS} characters. Required."
+)

@@ -39,13 +39,14 @@ from kairox.mcp.parameters import (
     MessageCount,
     MessageIn,
     Profile,
+    RecallQuery,
+    SearchQuery,
     Session,
 )
 from kairox.mcp.tools import (
     MAX_MESSAGE_CHARS,
     MAX_MESSAGES,
     MAX_PROMPT_CHARS,
-    MAX_QUERY_CHARS,
     KairoxTools,
 )
 from kairox.memory.markers import KEY_MAX_LENGTH
@@ -144,14 +145,7 @@ def build_server(facade: AppFacade, *, session_id: str | None = None) -> MCPServ
     @server.tool(title="Search the workspace", description=SEARCH_DOC, annotations=READ_ONLY)
     @_tool_errors
     def search(
-        query: Annotated[
-            str,
-            Field(
-                description="What to look for, as the words the answer would contain "
-                f"(1 to {MAX_QUERY_CHARS} characters). Required.",
-                max_length=MAX_QUERY_CHARS,
-            ),
-        ],
+        query: SearchQuery,
         k: HitCount = 8,
         profile: Profile = None,
         filter: Annotated[
@@ -195,14 +189,7 @@ def build_server(facade: AppFacade, *, session_id: str | None = None) -> MCPServ
     @server.tool(title="Recall earlier messages", description=RECALL_DOC, annotations=READ_ONLY)
     @_tool_errors
     def recall(
-        query: Annotated[
-            str,
-            Field(
-                description="What was said that you look for, as words the message would "
-                f"contain, at most {MAX_QUERY_CHARS} characters. Required.",
-                max_length=MAX_QUERY_CHARS,
-            ),
-        ],
+        query: RecallQuery,
         k: MessageCount = 10,
         session: Session = None,
     ) -> dict[str, Any]:

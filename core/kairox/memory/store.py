@@ -193,16 +193,12 @@ class SqliteMemoryStore(SqliteComponentStore, MemoryStore):
                     ),
                 )
                 memory_id = cursor.lastrowid
-            record = self._get_locked(memory_id)
-        assert record is not None
-        return record
+            return self._existing_locked(memory_id)
 
     def _decide(self, memory_id: int, status: str) -> MemoryRecord:
         now = self._now()
         with self.database.transaction():
-            record = self._get_locked(memory_id)
-            if record is None:
-                raise KeyError(f"no memory with id {memory_id}")
+            record = self._existing_locked(memory_id)
             if record.status == status:
                 return record
             if record.status == "superseded":
@@ -213,42 +209,36 @@ class SqliteMemoryStore(SqliteComponentStore, MemoryStore):
                     " WHERE id = ?",
                     (now, memory_id),
                 )
-                result = self._get_locked(memory_id)
-            else:
-                # A person decided, whatever the scope: the record says when.
-                target = self._live_locked(record.slot, "approved") if record.key else None
-                if target is not None and target.id != memory_id:
-                    valid_from = self._take_over_locked(target, record.body, now)
-                    self._conn.execute(
-                        "UPDATE memories SET body = ?, provenance = ?, updated_at = ?,"
-                        " approved_at = ?, valid_from = ? WHERE id = ?",
-                        (
-                            record.body,
-                            _provenance_json(record.provenance),
-                            now,
-                            now,
-                            valid_from,
-                            target.id,
-                        ),
-                    )
-                    self._conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
-                    result = self._get_locked(target.id)
-                else:
-                    self._conn.execute(
-                        "UPDATE memories SET status = 'approved', updated_at = ?, approved_at = ?,"
-                        " valid_from = ? WHERE id = ?",
-                        (now, now, now, memory_id),
-                    )
-                    result = self._get_locked(memory_id)
-        assert result is not None
-        return result
+                return self._existing_locked(memory_id)
+            # A person decided, whatever the scope: the record says when.
+            target = self._live_locked(record.slot, "approved") if record.key else None
+            if target is not None and target.id != memory_id:
+                valid_from = self._take_over_locked(target, record.body, now)
+                self._conn.execute(
+                    "UPDATE memories SET body = ?, provenance = ?, updated_at = ?,"
+                    " approved_at = ?, valid_from = ? WHERE id = ?",
+                    (
+                        record.body,
+                        _provenance_json(record.provenance),
+                        now,
+                        now,
+                        valid_from,
+                        target.id,
+                    ),
+                )
+                self._conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+                return self._existing_locked(target.id)
+            self._conn.execute(
+                "UPDATE memories SET status = 'approved', updated_at = ?, approved_at = ?,"
+                " valid_from = ? WHERE id = ?",
+                (now, now, now, memory_id),
+            )
+            return self._existing_locked(memory_id)
 
     def _replace_body(self, memory_id: int, body: str) -> MemoryRecord:
         now = self._now()
         with self.database.transaction():
-            record = self._get_locked(memory_id)
-            if record is None:
-                raise KeyError(f"no memory with id {memory_id}")
+            record = self._existing_locked(memory_id)
             valid_from = record.valid_from
             if record.status == "approved" and record.key is not None:
                 valid_from = self._take_over_locked(record, body, now)
@@ -256,9 +246,7 @@ class SqliteMemoryStore(SqliteComponentStore, MemoryStore):
                 "UPDATE memories SET body = ?, updated_at = ?, valid_from = ? WHERE id = ?",
                 (body, now, valid_from, memory_id),
             )
-            record = self._get_locked(memory_id)
-        assert record is not None
-        return record
+            return self._existing_locked(memory_id)
 
     def forget(self, memory_id: int) -> bool:
         """Delete a record for good (an explicit user action); ``False`` if it did not exist.
@@ -364,6 +352,12 @@ class SqliteMemoryStore(SqliteComponentStore, MemoryStore):
             f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
         ).fetchone()
         return None if row is None else _row_to_record(row)
+
+    def _existing_locked(self, memory_id: int) -> MemoryRecord:
+        record = self._get_locked(memory_id)
+        if record is None:
+            raise KeyError(f"no memory with id {memory_id}")
+        return record
 
 
 def _provenance_json(provenance: dict[str, Any]) -> str:

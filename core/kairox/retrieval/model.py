@@ -91,6 +91,8 @@ class Hit:
 
 
 class SourceStatus(StrEnum):
+    """How one source's part of a retrieval ended (:attr:`SourceReport.status`)."""
+
     OK = "ok"
     TIMEOUT = "timeout"
     ERROR = "error"
