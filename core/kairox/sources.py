@@ -254,10 +254,11 @@ class SourceFactory:
                     asked_role_weight=settings.asked_role_weight,
                     asked_path_bonus=settings.asked_path_bonus,
                     file_evidence=settings.file_evidence,
+                    # The workspace sources that answer: the key changes when one does.
                     sources=frozenset(
-                        name
-                        for name, group in plan.groups.items()
-                        if group is SourceGroup.WORKSPACE
+                        source.name
+                        for source in plan.sources
+                        if plan.groups.get(source.name) is SourceGroup.WORKSPACE
                     ),
                 )
                 composite = CompositeWorkspaceRetriever(

@@ -60,6 +60,8 @@ class WorkspaceLexicalRetriever:
         return None if self.index.is_indexed() else NOT_INDEXED
 
     async def retrieve(self, query: Query) -> list[Hit]:
-        return await asyncio.to_thread(
-            self.index.search_words, query.text, query.k, query.filter, source=self.name
-        )
+        return await asyncio.to_thread(self.retrieve_local, query)
+
+    def retrieve_local(self, query: Query) -> list[Hit]:
+        """:meth:`retrieve` in the calling thread: the local index, no network."""
+        return self.index.search_words(query.text, query.k, query.filter, source=self.name)
