@@ -14,7 +14,12 @@ from kairox.blocking import loop_running
 from kairox.retrieval import FAN_OUT, CompositeWorkspaceRetriever, Hit, Query, SourceStatus
 from kairox.retrieval.filters import parse_filter
 from kairox.testing import run
-from tests.retrieval.test_composite import CountingEmbedder, StaticSource, report
+from tests.retrieval.test_composite import (
+    BrokenEmbedder,
+    CountingEmbedder,
+    StaticSource,
+    report,
+)
 
 
 class LocalSource(StaticSource):
@@ -67,8 +72,8 @@ def test_local_sources_answer_in_the_calling_thread_with_no_loop() -> None:
     result = composite.retrieve_sync(Query("q", k=3))
 
     for source in (one, two):
-        # Asked here, with no event loop, each seeing how many sources run next to it.
-        assert source.local_calls == [(threading.current_thread(), False, 2)]
+        # Asked here, with no event loop, one after the other: none runs next to another.
+        assert source.local_calls == [(threading.current_thread(), False, 1)]
         assert source.loop_calls == 0
     assert [r.status for r in result.reports] == [SourceStatus.OK, SourceStatus.OK]
     # The same ranking the event loop gives.
@@ -82,7 +87,8 @@ def test_local_sources_answer_in_the_calling_thread_with_no_loop() -> None:
     [
         pytest.param(StaticSource("remote", ["x"]), id="a source without retrieve_local"),
         pytest.param(
-            LocalSource("dense", ["x"], embedder=CountingEmbedder("e")), id="one needing a vector"
+            LocalSource("dense", ["x"], embedder=CountingEmbedder("e")),
+            id="one needing a vector its embedder does not make locally",
         ),
     ],
 )
@@ -153,3 +159,38 @@ def test_a_local_source_past_its_deadline_times_out_and_moves_to_a_worker_thread
         assert len(slow.local_calls) == 1
     finally:
         composite.close()
+
+
+class LocalEmbedder(CountingEmbedder):
+    local = True
+
+
+class BrokenLocalEmbedder(BrokenEmbedder):
+    local = True
+
+
+def test_a_local_embedder_embeds_the_query_here_once_per_backend() -> None:
+    embedder = LocalEmbedder("e")
+    one, two = (LocalSource(name, [name], embedder=embedder) for name in ("one", "two"))
+    composite = CompositeWorkspaceRetriever([one, two, LocalSource("words", ["w"])])
+    assert composite.answers_here()
+
+    result = composite.retrieve_sync(Query("q"))
+
+    assert embedder.calls == [["q"]]
+    for source in (one, two):
+        assert source.local_calls[0][0] is threading.current_thread()
+        assert source.received[0].embeddings["e"].tolist() == [1.0] * 4
+    assert {h.id for h in result.hits} == {"one", "two", "w"}
+
+
+def test_a_failing_local_embedding_is_an_error_for_the_sources_that_need_it() -> None:
+    embedder = BrokenLocalEmbedder("e")
+    dense = LocalSource("dense", ["d"], embedder=embedder)
+    composite = CompositeWorkspaceRetriever([dense, LocalSource("words", ["w"])])
+    result = composite.retrieve_sync(Query("q"))
+    failed = report(result, "dense")
+    assert failed.status is SourceStatus.ERROR
+    assert "could not embed the query with backend 'e'" in (failed.error or "")
+    assert dense.local_calls == []
+    assert [h.id for h in result.hits] == ["w"]

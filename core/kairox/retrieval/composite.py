@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from kairox.embedding import embeds_locally
 from kairox.retrieval.answers import Outcome, answer, filter_refusal
 from kairox.retrieval.filters import FilterExpr, all_of
 from kairox.retrieval.fusion import (
@@ -239,11 +240,12 @@ class CompositeWorkspaceRetriever:
     def answers_here(self) -> bool:
         """Whether every source answers in the calling thread: each has ``retrieve_local``
         (its answer is local disk and CPU work, :class:`~kairox.retrieval.model.Source`),
-        needs no query vector (an embedder may be remote or slow) and has never overrun
+        needs no query vector or one embedded locally (:func:`kairox.embedding.
+        embeds_locally`; another embedder may be remote or slow), and has never overrun
         its deadline that way."""
         return all(
             callable(getattr(source, "retrieve_local", None))
-            and getattr(source, "embedder", None) is None
+            and embeds_locally(getattr(source, "embedder", None))
             and source.name not in self._demoted
             for source in self._sources
         )
@@ -259,32 +261,47 @@ class CompositeWorkspaceRetriever:
         asked = dataclasses.replace(query, k=depth)
         outcomes: list[Outcome] = []
         begun = time.perf_counter()
-        fan_out = FAN_OUT.set(len(self._sources))
-        try:
-            for source in self._sources:
-                mine = self._request(source, asked)
-                refusal = filter_refusal(source, mine.filter)
-                if refusal is not None:
-                    outcomes.append(Outcome(refusal, []))
-                    continue
-                started = time.perf_counter()
-                hits: Any = None
-                failure: BaseException | None = None
-                try:
-                    hits = source.retrieve_local(mine)  # type: ignore[attr-defined]
-                except Exception as exc:  # reported like an answer that raised
-                    failure = exc
-                now = time.perf_counter()
-                # The deadline counts from the start of the retrieval, as on the loop: the
-                # caller waited for the sources asked before this one too.
-                late = (now - begun) * 1000 > self.timeout_ms(source.name)
-                latency_ms = (now - started) * 1000
-                outcomes.append(
-                    self._answer_here(source.name, latency_ms, late, depth, hits, failure)
-                )
-        finally:
-            FAN_OUT.reset(fan_out)
+        # One after the other, so FAN_OUT stays as the caller set it: none runs next to
+        # another, and a vector search may use every BLAS thread.
+        vectors: dict[str, Any] = {}
+        for source in self._sources:
+            mine = self._request(source, asked)
+            refusal = filter_refusal(source, mine.filter)
+            if refusal is not None:
+                outcomes.append(Outcome(refusal, []))
+                continue
+            started = time.perf_counter()
+            hits: Any = None
+            failure: BaseException | None = None
+            try:
+                mine = self._with_vector_here(source, mine, vectors)
+                hits = source.retrieve_local(mine)  # type: ignore[attr-defined]
+            except Exception as exc:  # reported like an answer that raised
+                failure = exc
+            now = time.perf_counter()
+            # The deadline counts from the start of the retrieval, as on the loop: the
+            # caller waited for the sources asked before this one too.
+            late = (now - begun) * 1000 > self.timeout_ms(source.name)
+            latency_ms = (now - started) * 1000
+            outcomes.append(self._answer_here(source.name, latency_ms, late, depth, hits, failure))
         return self._fused(query, outcomes)
+
+    def _with_vector_here(self, source: Source, query: Query, vectors: dict[str, Any]) -> Query:
+        """``query`` with the vector ``source`` needs, embedded in this thread once per
+        backend (``vectors`` keeps each backend's vector, or why it could not embed)."""
+        embedder = getattr(source, "embedder", None)
+        if embedder is None or embedder.name in query.embeddings:
+            return query
+        backend = embedder.name
+        if backend not in vectors:
+            try:
+                vectors[backend] = _embed_query(embedder, query.embed_text or query.text)
+            except Exception as exc:
+                vectors[backend] = _embedding_failed(backend, exc)
+        vector = vectors[backend]
+        if isinstance(vector, QueryEmbeddingError):
+            raise vector
+        return dataclasses.replace(query, embeddings={**query.embeddings, backend: vector})
 
     def _answer_here(
         self,
@@ -435,14 +452,20 @@ class CompositeWorkspaceRetriever:
                     # other sources on the same backend are still waiting for.
                     vector = await asyncio.shield(embeddings[backend])
                 except Exception as exc:
-                    raise QueryEmbeddingError(
-                        f"could not embed the query with backend {backend!r}: "
-                        f"{type(exc).__name__}: {exc}"
-                    ) from exc
+                    raise _embedding_failed(backend, exc) from exc
                 query = dataclasses.replace(query, embeddings={**query.embeddings, backend: vector})
             return await source.retrieve(query)
         finally:
             answered_at[source.name] = time.perf_counter()
+
+
+def _embedding_failed(backend: str, exc: Exception) -> QueryEmbeddingError:
+    """The error of every source that needed ``backend``'s vector of the query."""
+    error = QueryEmbeddingError(
+        f"could not embed the query with backend {backend!r}: {type(exc).__name__}: {exc}"
+    )
+    error.__cause__ = exc
+    return error
 
 
 def _embed_query(backend: Any, text: str) -> Any:
