@@ -371,7 +371,7 @@ def test_a_search_of_one_knowledge_base_keeps_its_own_ranking(indexed, pm):
     ] == [("notes", "ok", len(own))]
 
 
-def test_a_search_of_local_sources_starts_no_thread(unindexed, pm):
+def test_a_search_of_one_local_source_starts_no_thread(unindexed, pm):
     with AppFacade(cwd=unindexed, pm=pm) as facade:
         before = {thread.ident for thread in threading.enumerate()}
         result = facade.search_sync("release train", k=3)

@@ -26,8 +26,8 @@ class EmbeddingBackend(Protocol):
     ``loading_note`` ("preparing the model (one-time export)"), else "loading the model"
     (:func:`load_model`), instead of as a first batch that seems to hang. A backend whose
     ``embed`` is quick in-process CPU work (no model to load, no server) may say
-    ``local = True``: a search whose sources all answer locally then embeds the query in
-    the calling thread (:func:`embeds_locally`).
+    ``local = True``: a search of one source that answers locally then embeds the query
+    in the calling thread (:func:`embeds_locally`).
     """
 
     name: str

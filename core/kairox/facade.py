@@ -417,8 +417,8 @@ class AppFacade(RecallVerbs, KnowledgeBaseVerbs):
     def search_sync(self, text: str, **options: Unpack[SearchOptions]) -> RetrievalResult:
         """:meth:`search` for synchronous callers; never waits on a source past its deadline.
 
-        When every source answers locally (a sqlite-fts knowledge base, the workspace's
-        words) they are asked in the calling thread; otherwise the search runs on the
+        A search of one source that answers locally (a sqlite-fts knowledge base, the
+        workspace index) asks it in the calling thread; otherwise the search runs on the
         composite's own worker threads, kept between calls.
         """
         composite, query, groups = self._prepared(text, **checked_options(options))

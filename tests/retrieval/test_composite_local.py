@@ -1,7 +1,7 @@
-"""The composite's local path: sources that answer locally are asked in the calling thread.
+"""The composite's local path: one source that answers locally is asked in the calling thread.
 
-A synchronous retrieval whose every source has ``retrieve_local`` runs with no event loop
-and no thread hand-off, yet reports, filters, failures and deadlines as the loop does.
+A synchronous retrieval of one source with ``retrieve_local`` runs with no event loop and
+no thread hand-off, yet reports, filters, failures and deadlines as the loop does.
 """
 
 from __future__ import annotations
@@ -64,35 +64,30 @@ class OverrunningLocalSource(LocalSource):
         return super().retrieve_local(query)
 
 
-def test_local_sources_answer_in_the_calling_thread_with_no_loop() -> None:
-    one, two = LocalSource("one", ["a", "b"]), LocalSource("two", ["b", "c"])
-    composite = CompositeWorkspaceRetriever([one, two])
+def test_a_local_source_answers_in_the_calling_thread_with_no_loop() -> None:
+    local = LocalSource("local", ["a", "b", "c"])
+    composite = CompositeWorkspaceRetriever([local])
     assert composite.answers_here()
 
-    result = composite.retrieve_sync(Query("q", k=3))
+    result = composite.retrieve_sync(Query("q", k=2))
 
-    for source in (one, two):
-        # Asked here, with no event loop, one after the other: none runs next to another.
-        assert source.local_calls == [(threading.current_thread(), False, 1)]
-        assert source.loop_calls == 0
-    assert [r.status for r in result.reports] == [SourceStatus.OK, SourceStatus.OK]
+    assert local.local_calls == [(threading.current_thread(), False, 1)]
+    assert local.loop_calls == 0
+    assert [r.status for r in result.reports] == [SourceStatus.OK]
     # The same ranking the event loop gives.
-    on_loop = run(composite.retrieve(Query("q", k=3)))
+    on_loop = run(composite.retrieve(Query("q", k=2)))
     assert [(h.id, h.score) for h in result.hits] == [(h.id, h.score) for h in on_loop.hits]
-    assert [h.id for h in result.hits] == ["b", "a", "c"]
+    assert [h.id for h in result.hits] == ["a", "b"]
 
 
 @pytest.mark.parametrize(
     "other",
     [
         pytest.param(StaticSource("remote", ["x"]), id="a source without retrieve_local"),
-        pytest.param(
-            LocalSource("dense", ["x"], embedder=CountingEmbedder("e")),
-            id="one needing a vector its embedder does not make locally",
-        ),
+        pytest.param(LocalSource("second", ["x"]), id="a second local source, asked at once"),
     ],
 )
-def test_any_other_source_sends_the_retrieval_to_the_worker_threads(other) -> None:
+def test_several_sources_are_asked_at_once_in_worker_threads(other) -> None:
     local = LocalSource("local", ["a"])
     composite = CompositeWorkspaceRetriever([local, other])
     try:
@@ -104,29 +99,47 @@ def test_any_other_source_sends_the_retrieval_to_the_worker_threads(other) -> No
     assert {h.id for h in result.hits} == {"a", "x"}
 
 
-def test_a_raising_or_malformed_local_source_is_an_error_and_the_others_answer() -> None:
-    composite = CompositeWorkspaceRetriever(
-        [RaisingLocalSource("broken"), MalformedLocalSource("odd"), LocalSource("fine", ["a"])]
-    )
-    result = composite.retrieve_sync(Query("q"))
-    assert report(result, "broken").status is SourceStatus.ERROR
-    assert "RuntimeError: index file is corrupt" in (report(result, "broken").error or "")
-    assert report(result, "odd").status is SourceStatus.ERROR
-    assert "expected a list of Hit" in (report(result, "odd").error or "")
-    assert report(result, "fine").status is SourceStatus.OK
-    assert [h.id for h in result.hits] == ["a"]
+def test_a_source_needing_a_vector_its_embedder_does_not_make_locally_is_asked_on_the_loop():
+    dense = LocalSource("dense", ["x"], embedder=CountingEmbedder("e"))
+    composite = CompositeWorkspaceRetriever([dense])
+    try:
+        assert not composite.answers_here()
+        composite.retrieve_sync(Query("q"))
+    finally:
+        composite.close()
+    assert dense.local_calls == [] and dense.loop_calls == 1
 
 
-def test_filters_apply_on_the_local_path() -> None:
+@pytest.mark.parametrize(
+    ("source", "error"),
+    [
+        (RaisingLocalSource("broken"), "RuntimeError: index file is corrupt"),
+        (MalformedLocalSource("broken"), "expected a list of Hit"),
+    ],
+)
+def test_a_raising_or_malformed_local_answer_is_an_error(source, error) -> None:
+    result = CompositeWorkspaceRetriever([source]).retrieve_sync(Query("q"))
+    failed = report(result, "broken")
+    assert failed.status is SourceStatus.ERROR
+    assert error in (failed.error or "")
+    assert result.hits == []
+
+
+def test_a_source_without_filter_support_is_not_asked_a_filtered_query() -> None:
     unfiltered = UnfilteredLocalSource("plain", ["a"])
+    result = CompositeWorkspaceRetriever([unfiltered]).retrieve_sync(
+        Query("q", filters={"year": 2024})
+    )
+    assert report(result, "plain").status is SourceStatus.SKIPPED
+    assert unfiltered.received == [] and result.hits == []
+
+
+def test_a_knowledge_base_s_own_filter_is_anded_in_on_the_local_path() -> None:
     own = LocalSource("own", ["b"])
     composite = CompositeWorkspaceRetriever(
-        [unfiltered, own], source_filters={"own": parse_filter({"lang": "en"})}
+        [own], source_filters={"own": parse_filter({"lang": "en"})}
     )
     result = composite.retrieve_sync(Query("q", filters={"year": 2024}))
-    assert report(result, "plain").status is SourceStatus.SKIPPED
-    assert unfiltered.received == []
-    # The knowledge base's own filter is ANDed into the query's.
     assert own.received[0].filter == parse_filter({"$and": [{"year": 2024}, {"lang": "en"}]})
     assert [h.id for h in result.hits] == ["b"]
 
@@ -143,20 +156,19 @@ def test_skipped_sources_are_reported_on_the_local_path() -> None:
 
 
 def test_a_local_source_past_its_deadline_times_out_and_moves_to_a_worker_thread() -> None:
-    slow, fast = OverrunningLocalSource("slow", ["s"]), LocalSource("fast", ["f"])
-    composite = CompositeWorkspaceRetriever([slow, fast], timeouts_ms={"slow": 1})
+    slow = OverrunningLocalSource("slow", ["s"])
+    composite = CompositeWorkspaceRetriever([slow], timeouts_ms={"slow": 1})
     try:
         first = composite.retrieve_sync(Query("q"))
         # Its late answer is dropped, as on the loop, and it is asked there from now on.
         timed_out = report(first, "slow")
         assert timed_out.status is SourceStatus.TIMEOUT
         assert "no answer within 1 ms" in (timed_out.error or "")
-        assert [h.id for h in first.hits] == ["f"]
+        assert first.hits == []
         assert not composite.answers_here()
 
         composite.retrieve_sync(Query("q"))
-        assert slow.loop_calls == 1 and fast.loop_calls == 1
-        assert len(slow.local_calls) == 1
+        assert slow.loop_calls == 1 and len(slow.local_calls) == 1
     finally:
         composite.close()
 
@@ -169,28 +181,24 @@ class BrokenLocalEmbedder(BrokenEmbedder):
     local = True
 
 
-def test_a_local_embedder_embeds_the_query_here_once_per_backend() -> None:
+def test_a_local_embedder_embeds_the_query_in_the_calling_thread() -> None:
     embedder = LocalEmbedder("e")
-    one, two = (LocalSource(name, [name], embedder=embedder) for name in ("one", "two"))
-    composite = CompositeWorkspaceRetriever([one, two, LocalSource("words", ["w"])])
+    dense = LocalSource("dense", ["d"], embedder=embedder)
+    composite = CompositeWorkspaceRetriever([dense])
     assert composite.answers_here()
 
     result = composite.retrieve_sync(Query("q"))
 
     assert embedder.calls == [["q"]]
-    for source in (one, two):
-        assert source.local_calls[0][0] is threading.current_thread()
-        assert source.received[0].embeddings["e"].tolist() == [1.0] * 4
-    assert {h.id for h in result.hits} == {"one", "two", "w"}
+    assert dense.local_calls[0][0] is threading.current_thread()
+    assert dense.received[0].embeddings["e"].tolist() == [1.0] * 4
+    assert [h.id for h in result.hits] == ["d"]
 
 
-def test_a_failing_local_embedding_is_an_error_for_the_sources_that_need_it() -> None:
-    embedder = BrokenLocalEmbedder("e")
-    dense = LocalSource("dense", ["d"], embedder=embedder)
-    composite = CompositeWorkspaceRetriever([dense, LocalSource("words", ["w"])])
-    result = composite.retrieve_sync(Query("q"))
+def test_a_failing_local_embedding_is_an_error_and_the_source_is_not_asked() -> None:
+    dense = LocalSource("dense", ["d"], embedder=BrokenLocalEmbedder("e"))
+    result = CompositeWorkspaceRetriever([dense]).retrieve_sync(Query("q"))
     failed = report(result, "dense")
     assert failed.status is SourceStatus.ERROR
     assert "could not embed the query with backend 'e'" in (failed.error or "")
-    assert dense.local_calls == []
-    assert [h.id for h in result.hits] == ["w"]
+    assert dense.local_calls == [] and result.hits == []

@@ -238,20 +238,23 @@ class CompositeWorkspaceRetriever:
         return RetrievalResult(hits=hits, reports=reports)
 
     def answers_here(self) -> bool:
-        """Whether every source answers in the calling thread: each has ``retrieve_local``
+        """Whether the one source answers in the calling thread: it has ``retrieve_local``
         (its answer is local disk and CPU work, :class:`~kairox.retrieval.model.Source`),
         needs no query vector or one embedded locally (:func:`kairox.embedding.
         embeds_locally`; another embedder may be remote or slow), and has never overrun
-        its deadline that way."""
-        return all(
+        its deadline that way. Several sources are asked at once in worker threads: one
+        after the other, a search would take the sum of their times, not the longest."""
+        if len(self._sources) != 1:
+            return False
+        (source,) = self._sources
+        return (
             callable(getattr(source, "retrieve_local", None))
             and embeds_locally(getattr(source, "embedder", None))
             and source.name not in self._demoted
-            for source in self._sources
         )
 
     def _retrieve_here(self, query: Query) -> RetrievalResult:
-        """:meth:`retrieve` with every source asked in turn in the calling thread.
+        """:meth:`retrieve` with the sources asked in turn in the calling thread.
 
         A source cannot be abandoned there at its deadline: one that overruns it is
         reported ``timeout`` (its late answer dropped, as the event loop would have) and
@@ -261,29 +264,33 @@ class CompositeWorkspaceRetriever:
         asked = dataclasses.replace(query, k=depth)
         outcomes: list[Outcome] = []
         begun = time.perf_counter()
-        # One after the other, so FAN_OUT stays as the caller set it: none runs next to
-        # another, and a vector search may use every BLAS thread.
         vectors: dict[str, Any] = {}
-        for source in self._sources:
-            mine = self._request(source, asked)
-            refusal = filter_refusal(source, mine.filter)
-            if refusal is not None:
-                outcomes.append(Outcome(refusal, []))
-                continue
-            started = time.perf_counter()
-            hits: Any = None
-            failure: BaseException | None = None
-            try:
-                mine = self._with_vector_here(source, mine, vectors)
-                hits = source.retrieve_local(mine)  # type: ignore[attr-defined]
-            except Exception as exc:  # reported like an answer that raised
-                failure = exc
-            now = time.perf_counter()
-            # The deadline counts from the start of the retrieval, as on the loop: the
-            # caller waited for the sources asked before this one too.
-            late = (now - begun) * 1000 > self.timeout_ms(source.name)
-            latency_ms = (now - started) * 1000
-            outcomes.append(self._answer_here(source.name, latency_ms, late, depth, hits, failure))
+        fan_out = FAN_OUT.set(len(self._sources))  # as on the loop
+        try:
+            for source in self._sources:
+                mine = self._request(source, asked)
+                refusal = filter_refusal(source, mine.filter)
+                if refusal is not None:
+                    outcomes.append(Outcome(refusal, []))
+                    continue
+                started = time.perf_counter()
+                hits: Any = None
+                failure: BaseException | None = None
+                try:
+                    mine = self._with_vector_here(source, mine, vectors)
+                    hits = source.retrieve_local(mine)  # type: ignore[attr-defined]
+                except Exception as exc:  # reported like an answer that raised
+                    failure = exc
+                now = time.perf_counter()
+                # The deadline counts from the start of the retrieval, as on the loop: the
+                # caller waited for the sources asked before this one too.
+                late = (now - begun) * 1000 > self.timeout_ms(source.name)
+                latency_ms = (now - started) * 1000
+                outcomes.append(
+                    self._answer_here(source.name, latency_ms, late, depth, hits, failure)
+                )
+        finally:
+            FAN_OUT.reset(fan_out)
         return self._fused(query, outcomes)
 
     def _with_vector_here(self, source: Source, query: Query, vectors: dict[str, Any]) -> Query:
@@ -324,8 +331,8 @@ class CompositeWorkspaceRetriever:
     def retrieve_sync(self, query: Query) -> RetrievalResult:
         """:meth:`retrieve` for synchronous callers (the CLI, a session turn).
 
-        When every source answers locally (:meth:`answers_here`), they are asked one after
-        the other in the calling thread: no event loop, no thread hand-off. Otherwise the
+        When the one source answers locally (:meth:`answers_here`), it is asked in the
+        calling thread: no event loop, no thread hand-off. Otherwise the
         retrieval runs on a private event loop (:meth:`run_sync`) whose worker threads are
         kept from one call to the next (starting a thread per source per call costs more
         than a fast local source's whole answer), at least one per source so that none
