@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from pathlib import Path
 
 import apsw
@@ -48,8 +49,8 @@ def pm():
 
 
 @pytest.fixture
-def indexed(workspace, pm):
-    """A workspace with two files, indexed, and a small sqlite-fts knowledge base."""
+def unindexed(workspace, pm):
+    """A workspace with two files, not indexed, and a small sqlite-fts knowledge base."""
     (workspace / "kairox.toml").write_text(CONFIG)
     for relative, text in DOCS.items():
         path = workspace / relative
@@ -59,9 +60,16 @@ def indexed(workspace, pm):
         '{"id": "r1", "text": "The release train leaves every Tuesday."}\n'
     )
     with AppFacade(cwd=workspace, pm=pm) as facade:
-        facade.index_workspace()
         facade.ingest("notes", [workspace / "kb.jsonl"])
     return workspace
+
+
+@pytest.fixture
+def indexed(unindexed, pm):
+    """The same workspace, indexed."""
+    with AppFacade(cwd=unindexed, pm=pm) as facade:
+        facade.index_workspace()
+    return unindexed
 
 
 class _Opened:
@@ -361,3 +369,37 @@ def test_a_search_of_one_knowledge_base_keeps_its_own_ranking(indexed, pm):
     assert [
         (report.source, report.status.value, report.hit_count) for report in result.reports
     ] == [("notes", "ok", len(own))]
+
+
+def test_a_search_of_one_local_source_starts_no_thread(unindexed, pm):
+    with AppFacade(cwd=unindexed, pm=pm) as facade:
+        before = {thread.ident for thread in threading.enumerate()}
+        result = facade.search_sync("release train", k=3)
+        started = [t.name for t in threading.enumerate() if t.ident not in before]
+        composite = facade.sources.composite("default")
+    assert started == []
+    assert composite.answers_here()
+    assert [hit.id for hit in result.hits] == ["r1"]
+    assert {r.source: r.status.value for r in result.reports} == {
+        "notes": "ok",
+        "workspace": "skipped",
+        "workspace-fts": "skipped",
+    }
+
+
+def test_a_profile_is_planned_once_until_a_source_becomes_available(unindexed, pm):
+    with AppFacade(cwd=unindexed, pm=pm) as facade:
+        first = facade.sources.plan("default")
+        assert facade.sources.plan("default") is first
+        assert [source.name for source in first.sources] == ["notes"]
+
+        facade.index_workspace()  # the workspace retrievers can answer now
+        renewed = facade.sources.plan("default")
+        result = facade.search_sync("release", k=5)
+    assert renewed is not first
+    assert [source.name for source in renewed.sources] == ["workspace", "workspace-fts", "notes"]
+    assert {r.source: r.status.value for r in result.reports} == {
+        "workspace": "ok",
+        "workspace-fts": "ok",
+        "notes": "ok",
+    }

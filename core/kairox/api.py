@@ -171,8 +171,8 @@ class Kairox:
         ``result.reports`` has one status per source. ``options`` are
         :class:`~kairox.search_options.SearchOptions` (``k``, ``filters``, ``profile``, ``fusion``,
         ``only``, ...); the profile is this handle's unless given. It works inside a running
-        event loop too (a notebook): it then runs on a worker thread while the loop waits;
-        ``await`` :meth:`asearch` to keep the loop running.
+        event loop too (a notebook), which waits meanwhile; ``await`` :meth:`asearch` to
+        keep the loop running.
         """
         return self.facade.search_sync(checked_query(query), **self._search_options(options))
 

@@ -24,13 +24,23 @@ class EmbeddingBackend(Protocol):
     next to it (:func:`model_loaded`, :func:`release_model`). With ``load()`` too, a run
     loads the model as a step of its own, shown in its progress as the backend's
     ``loading_note`` ("preparing the model (one-time export)"), else "loading the model"
-    (:func:`load_model`), instead of as a first batch that seems to hang.
+    (:func:`load_model`), instead of as a first batch that seems to hang. A backend whose
+    ``embed`` is quick in-process CPU work (no model to load, no server) may say
+    ``local = True``: a search of one source that answers locally then embeds the query
+    in the calling thread (:func:`embeds_locally`).
     """
 
     name: str
     dim: int
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def embeds_locally(embedder: object | None) -> bool:
+    """Whether a query can be embedded in the calling thread: no embedder, or one that
+    says ``local = True`` (its ``embed`` is in-process CPU work with no model to load or
+    server to ask, like the built-in ``hashing``)."""
+    return embedder is None or getattr(embedder, "local", False) is True
 
 
 def model_loaded(embedder: object) -> bool:

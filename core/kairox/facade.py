@@ -417,7 +417,9 @@ class AppFacade(RecallVerbs, KnowledgeBaseVerbs):
     def search_sync(self, text: str, **options: Unpack[SearchOptions]) -> RetrievalResult:
         """:meth:`search` for synchronous callers; never waits on a source past its deadline.
 
-        Runs on the composite's own worker threads, kept between calls.
+        A search of one source that answers locally (a sqlite-fts knowledge base, the
+        workspace index) asks it in the calling thread; otherwise the search runs on the
+        composite's own worker threads, kept between calls.
         """
         composite, query, groups = self._prepared(text, **checked_options(options))
         return self._finished(composite.retrieve_sync(query), groups, options)

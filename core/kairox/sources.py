@@ -49,6 +49,15 @@ class SourcePlan:
     groups: dict[str, SourceGroup] = field(default_factory=dict)
     #: each knowledge base's own ``filter`` (raw, as configured), ANDed into its queries
     filters: dict[str, Any] = field(default_factory=dict)
+    #: every built source that may say it cannot answer yet, with what it said
+    availability: list[tuple[Any, str | None]] = field(default_factory=list)
+    #: a source failed to build (it is tried again next time, so the plan is not kept)
+    failed: bool = False
+
+    def current(self) -> bool:
+        """Whether every source still says what it said when planned (an index built or
+        removed meanwhile changes that)."""
+        return all(_unavailable(source) == said for source, said in self.availability)
 
 
 class SourceFactory:
@@ -76,6 +85,7 @@ class SourceFactory:
         self._warmed: set[str] = set()
         self._built: dict[str, Source] = {}
         self._shared: dict[str, Any] = {}
+        self._plans: dict[tuple[str, frozenset[str] | None], SourcePlan] = {}
         self._composites: dict[tuple[Any, ...], CompositeWorkspaceRetriever] = {}
         self._stages: dict[tuple[str, str, str], Any] = {}
         self._lock = threading.RLock()
@@ -166,8 +176,22 @@ class SourceFactory:
         """Every source ``profile`` sees (workspace retrievers, then knowledge bases).
 
         A source that cannot be built, or says it cannot answer yet, is listed in
-        ``skipped`` with the reason rather than failing the whole search.
+        ``skipped`` with the reason rather than failing the whole search. The plan is
+        made once per profile and ``only``, and kept while every source still says it can
+        (or cannot) answer; one with a source that failed to build is made again.
         """
+        key = (profile, None if only is None else frozenset(only))
+        with self._lock:
+            kept = self._plans.get(key)
+        if kept is not None and kept.current():
+            return kept
+        plan = self._new_plan(profile, only)
+        if not plan.failed:
+            with self._lock:
+                self._plans[key] = plan
+        return plan
+
+    def _new_plan(self, profile: str, only: set[str] | None) -> SourcePlan:
         plan = SourcePlan()
         disabled = set(self.config.workspace.disabled_retrievers)
         for name, spec in self.registry.workspace_retrievers.entries.items():
@@ -199,9 +223,11 @@ class SourceFactory:
             source = build()  # type: ignore[operator]
         except Exception as exc:  # a broken source is reported, never fatal
             plan.skipped[name] = f"{type(exc).__name__}: {exc}"
+            plan.failed = True
             return
-        reason_of = getattr(source, "unavailable_reason", None)
-        reason = reason_of() if callable(reason_of) else None
+        reason = _unavailable(source)
+        if callable(getattr(source, "unavailable_reason", None)):
+            plan.availability.append((source, reason))
         if reason:
             plan.skipped[name] = reason
         else:
@@ -254,10 +280,11 @@ class SourceFactory:
                     asked_role_weight=settings.asked_role_weight,
                     asked_path_bonus=settings.asked_path_bonus,
                     file_evidence=settings.file_evidence,
+                    # The workspace sources that answer: the key changes when one does.
                     sources=frozenset(
-                        name
-                        for name, group in plan.groups.items()
-                        if group is SourceGroup.WORKSPACE
+                        source.name
+                        for source in plan.sources
+                        if plan.groups.get(source.name) is SourceGroup.WORKSPACE
                     ),
                 )
                 composite = CompositeWorkspaceRetriever(
@@ -289,6 +316,7 @@ class SourceFactory:
             composites = list(self._composites.values())
             owned = [*self._built.values(), *self._shared.values(), *self._backends.values()]
             self._composites.clear()
+            self._plans.clear()
             self._built.clear()
             self._shared.clear()
             self._backends.clear()
@@ -389,6 +417,12 @@ class SourceFactory:
         """:meth:`aclose` for synchronous callers (from inside an event loop too: then the
         closing runs on a thread of its own, and this call waits for it)."""
         run_coroutine(self.aclose)
+
+
+def _unavailable(source: Any) -> str | None:
+    """Why ``source`` cannot answer yet (its ``unavailable_reason()``), or ``None``."""
+    reason_of = getattr(source, "unavailable_reason", None)
+    return reason_of() if callable(reason_of) else None
 
 
 def plugin_settings(model: Any, profile: ProfileConfig, what: str) -> Any:

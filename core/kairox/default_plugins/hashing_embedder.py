@@ -34,6 +34,8 @@ class HashingEmbedder:
     """
 
     fusion_weight = HASHING_FUSION_WEIGHT
+    #: a query is embedded in microseconds, in-process: no thread hand-off for it
+    local = True
 
     def __init__(self, dim: int = 384) -> None:
         if dim < 8:

@@ -463,6 +463,10 @@ class SqliteFtsSource:
     async def retrieve(self, query: Query) -> list[Hit]:
         return await asyncio.to_thread(self._search, query)
 
+    def retrieve_local(self, query: Query) -> list[Hit]:
+        """:meth:`retrieve` in the calling thread: one local file, no network."""
+        return self._search(query)
+
 
 def build_source(kb_id: str, config: SqliteFtsConfig, ctx: BuildContext) -> SqliteFtsSource:
     path = ctx.resolve(config.path)

@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import itertools
-import math
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
-from kairox.blocking import run_blocking
-from kairox.retrieval.filters import FilterExpr, FilterUnsupportedError, all_of, describe
+from kairox.embedding import embeds_locally
+from kairox.retrieval.answers import Outcome, answer, filter_refusal
+from kairox.retrieval.filters import FilterExpr, all_of
 from kairox.retrieval.fusion import (
     DEFAULT_FUSION,
     SCORE_METHODS,
@@ -38,7 +34,7 @@ from kairox.retrieval.model import (
     SourceReport,
     SourceStatus,
 )
-from kairox.secrets import scrub
+from kairox.retrieval.private_loop import PrivateLoop
 
 __all__ = ["CANDIDATE_DEPTH", "CompositeWorkspaceRetriever", "QueryEmbeddingError", "Rescore"]
 
@@ -54,30 +50,6 @@ Rescore = Callable[[str, list[FusedHit]], list[FusedHit]]
 
 class QueryEmbeddingError(RuntimeError):
     """The query could not be embedded, so the sources that need the vector cannot run."""
-
-
-_POOL_NUMBERS = itertools.count(1)
-
-
-class _ReusablePool(ThreadPoolExecutor):
-    """The worker threads :meth:`CompositeWorkspaceRetriever.retrieve_sync` keeps between
-    calls: closing an event loop shuts its default executor down, which must not end
-    these threads, so only :meth:`retire` does."""
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        pass  # the event loop closing; the pool outlives it
-
-    def retire(self) -> None:
-        """Let the threads go without waiting for them (one may be stuck in a source)."""
-        super().shutdown(wait=False, cancel_futures=True)
-
-
-@dataclass(frozen=True, slots=True)
-class _Outcome:
-    """One source's report, plus its hits when it answered."""
-
-    report: SourceReport
-    hits: list[Hit]
 
 
 class CompositeWorkspaceRetriever:
@@ -163,8 +135,11 @@ class CompositeWorkspaceRetriever:
         self._rrf_k = rrf_k
         self._candidates = candidates
         self._rescore = rescore
-        self._pool: _ReusablePool | None = None
-        self._pool_lock = threading.Lock()
+        # One worker per source, one per query embedding, one spare.
+        self._private_loop = PrivateLoop(workers=2 * len(self._sources) + 1)
+        #: sources that overran their deadline in the calling thread: from then on they
+        #: are asked in a worker thread, where the deadline holds.
+        self._demoted: set[str] = set()
 
     @property
     def sources(self) -> tuple[Source, ...]:
@@ -199,10 +174,7 @@ class CompositeWorkspaceRetriever:
             tasks: list[asyncio.Task[list[Hit]]] = []
             refused: dict[str, SourceReport] = {}
             for source in self._sources:
-                own = self._source_filters.get(source.name)
-                mine = asked
-                if own is not None:
-                    mine = dataclasses.replace(asked, filters=all_of(asked.filter, own))
+                mine = self._request(source, asked)
                 refusal = filter_refusal(source, mine.filter)
                 if refusal is not None:
                     refused[source.name] = refusal
@@ -230,8 +202,18 @@ class CompositeWorkspaceRetriever:
             for source, task in zip(asked_sources, tasks, strict=True)
         ]
         by_name = {o.report.source: o for o in outcomes}
-        outcomes = [by_name.get(s.name) or _Outcome(refused[s.name], []) for s in self._sources]
+        outcomes = [by_name.get(s.name) or Outcome(refused[s.name], []) for s in self._sources]
+        return self._fused(query, outcomes)
 
+    def _request(self, source: Source, asked: Query) -> Query:
+        """``asked`` as ``source`` gets it: with its own ``filter`` ANDed in, if it has one."""
+        own = self._source_filters.get(source.name)
+        if own is None:
+            return asked
+        return dataclasses.replace(asked, filters=all_of(asked.filter, own))
+
+    def _fused(self, query: Query, outcomes: Sequence[Outcome]) -> RetrievalResult:
+        """One report per source (then the skipped ones) and the answers fused, cut to k."""
         reports = [outcome.report for outcome in outcomes]
         reports += [
             SourceReport(name, SourceStatus.SKIPPED, error=reason)
@@ -255,82 +237,120 @@ class CompositeWorkspaceRetriever:
             hits = self._rescore(query.text, hits)[: query.k]
         return RetrievalResult(hits=hits, reports=reports)
 
-    def retrieve_sync(self, query: Query) -> RetrievalResult:
-        """:meth:`retrieve` for synchronous callers (the CLI, a session turn), on a private
-        event loop.
+    def answers_here(self) -> bool:
+        """Whether the one source answers in the calling thread: it has ``retrieve_local``
+        (its answer is local disk and CPU work, :class:`~kairox.retrieval.model.Source`),
+        needs no query vector or one embedded locally (:func:`kairox.embedding.
+        embeds_locally`; another embedder may be remote or slow), and has never overrun
+        its deadline that way. Several sources are asked at once in worker threads: one
+        after the other, a search would take the sum of their times, not the longest."""
+        if len(self._sources) != 1:
+            return False
+        (source,) = self._sources
+        return (
+            callable(getattr(source, "retrieve_local", None))
+            and embeds_locally(getattr(source, "embedder", None))
+            and source.name not in self._demoted
+        )
 
-        Sources that block run in worker threads kept from one call to the next (starting
-        a thread per source per call costs more than a fast local source's whole answer),
-        at least one per source so that none waits for another. Not ``asyncio.run``: on
-        exit it joins the thread pool, so one source that ignored cancellation in a thread
-        would hold the answer up until that thread ends. Here, after a call in which a
-        source timed out, the pool is let go without waiting (a straggling thread finishes
-        on its own and its result is dropped) and the next call starts a fresh one.
+    def _retrieve_here(self, query: Query) -> RetrievalResult:
+        """:meth:`retrieve` with the sources asked in turn in the calling thread.
+
+        A source cannot be abandoned there at its deadline: one that overruns it is
+        reported ``timeout`` (its late answer dropped, as the event loop would have) and
+        is asked in a worker thread from then on (:meth:`answers_here`).
         """
+        depth = max(query.k, self._candidates or CANDIDATE_DEPTH)
+        asked = dataclasses.replace(query, k=depth)
+        outcomes: list[Outcome] = []
+        begun = time.perf_counter()
+        vectors: dict[str, Any] = {}
+        fan_out = FAN_OUT.set(len(self._sources))  # as on the loop
+        try:
+            for source in self._sources:
+                mine = self._request(source, asked)
+                refusal = filter_refusal(source, mine.filter)
+                if refusal is not None:
+                    outcomes.append(Outcome(refusal, []))
+                    continue
+                started = time.perf_counter()
+                hits: Any = None
+                failure: BaseException | None = None
+                try:
+                    mine = self._with_vector_here(source, mine, vectors)
+                    hits = source.retrieve_local(mine)  # type: ignore[attr-defined]
+                except Exception as exc:  # reported like an answer that raised
+                    failure = exc
+                now = time.perf_counter()
+                # The deadline counts from the start of the retrieval, as on the loop: the
+                # caller waited for the sources asked before this one too.
+                late = (now - begun) * 1000 > self.timeout_ms(source.name)
+                latency_ms = (now - started) * 1000
+                outcomes.append(
+                    self._answer_here(source.name, latency_ms, late, depth, hits, failure)
+                )
+        finally:
+            FAN_OUT.reset(fan_out)
+        return self._fused(query, outcomes)
+
+    def _with_vector_here(self, source: Source, query: Query, vectors: dict[str, Any]) -> Query:
+        """``query`` with the vector ``source`` needs, embedded in this thread once per
+        backend (``vectors`` keeps each backend's vector, or why it could not embed)."""
+        embedder = getattr(source, "embedder", None)
+        if embedder is None or embedder.name in query.embeddings:
+            return query
+        backend = embedder.name
+        if backend not in vectors:
+            try:
+                vectors[backend] = _embed_query(embedder, query.embed_text or query.text)
+            except Exception as exc:
+                vectors[backend] = _embedding_failed(backend, exc)
+        vector = vectors[backend]
+        if isinstance(vector, QueryEmbeddingError):
+            raise vector
+        return dataclasses.replace(query, embeddings={**query.embeddings, backend: vector})
+
+    def _answer_here(
+        self,
+        name: str,
+        latency_ms: float,
+        late: bool,
+        depth: int,
+        hits: Any,
+        failure: BaseException | None,
+    ) -> Outcome:
+        if not late:
+            return self._answer(name, latency_ms, depth, hits, failure)
+        self._demoted.add(name)
+        error = (
+            f"no answer within {self.timeout_ms(name)} ms (asked in the calling thread, it "
+            f"took {latency_ms:.0f} ms; later searches ask it in a worker thread)"
+        )
+        return Outcome(SourceReport(name, SourceStatus.TIMEOUT, latency_ms, error=error), [])
+
+    def retrieve_sync(self, query: Query) -> RetrievalResult:
+        """:meth:`retrieve` for synchronous callers (the CLI, a session turn).
+
+        When the one source answers locally (:meth:`answers_here`), it is asked in the
+        calling thread: no event loop, no thread hand-off. Otherwise the
+        retrieval runs on a private event loop (:meth:`run_sync`) whose worker threads are
+        kept from one call to the next (starting a thread per source per call costs more
+        than a fast local source's whole answer), at least one per source so that none
+        waits for another.
+        """
+        if self.answers_here():
+            return self._retrieve_here(query)
         return self.run_sync(lambda: self.retrieve(query))
 
     def run_sync(self, work: Callable[[], Awaitable[RetrievalResult]]) -> RetrievalResult:
-        """Run ``work()`` (one or more :meth:`retrieve` calls, e.g. a staged search) as
-        :meth:`retrieve_sync` runs one: on a private loop over the kept worker threads.
-
-        Where a loop already runs in this thread (a notebook, an async framework calling
-        a sync retriever), the private loop runs on a worker thread
-        (:func:`kairox.blocking.run_blocking`)."""
-        return run_blocking(lambda: self._run_on_private_loop(work))
-
-    def _run_on_private_loop(
-        self, work: Callable[[], Awaitable[RetrievalResult]]
-    ) -> RetrievalResult:
-        pool = self._take_pool()
-        loop = asyncio.new_event_loop()
-        loop.set_default_executor(pool)
-        result: RetrievalResult | None = None
-        try:
-            result = loop.run_until_complete(work())
-            return result
-        finally:
-            try:
-                leftovers = [task for task in asyncio.all_tasks(loop) if not task.done()]
-                for task in leftovers:
-                    task.cancel()
-                if leftovers:
-                    loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
-                loop.run_until_complete(loop.shutdown_asyncgens())
-            finally:
-                loop.close()
-                stuck = result is None or any(
-                    report.status is SourceStatus.TIMEOUT
-                    for report in (*result.reports, *result.stages)
-                )
-                self._give_back_pool(pool, retire=stuck)
-
-    def _take_pool(self) -> _ReusablePool:
-        with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is None:
-            # One worker per source, one per query embedding, one spare.
-            workers = 2 * len(self._sources) + 1
-            # Numbered so a thread dump tells one pool's threads from a retired one's.
-            prefix = f"kairox-retrieve-{next(_POOL_NUMBERS)}"
-            pool = _ReusablePool(max_workers=workers, thread_name_prefix=prefix)
-        return pool
-
-    def _give_back_pool(self, pool: _ReusablePool, *, retire: bool) -> None:
-        if not retire:
-            with self._pool_lock:
-                if self._pool is None:
-                    self._pool = pool
-                    return
-        # A source may still hold one of its threads, or another call already returned
-        # a pool: this one is not kept.
-        pool.retire()
+        """Run ``work()`` (one or more :meth:`retrieve` calls, e.g. a staged search) on a
+        private loop over the kept worker threads (:class:`~kairox.retrieval.private_loop.
+        PrivateLoop`); from a thread where a loop already runs, on a worker thread."""
+        return self._private_loop.run(work)
 
     def close(self) -> None:
         """Let the kept worker threads go (idle ones end at once; also done on exit)."""
-        with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.retire()
+        self._private_loop.close()
 
     def _start_embeddings(self, query: Query) -> dict[str, asyncio.Task[Any]]:
         """Start one query embedding per backend name that some source needs.
@@ -400,30 +420,27 @@ class CompositeWorkspaceRetriever:
         answered_at: float | None,
         started: float,
         expired: Mapping[asyncio.Task[list[Hit]], float],
-    ) -> _Outcome:
+    ) -> Outcome:
         """Turn whatever happened to one source into its report (and hits)."""
         name = source.name
         if task in expired or answered_at is None or not task.done():
             # Past its deadline (every task is done or expired once _wait returns).
             latency_ms = (expired.get(task, time.perf_counter()) - started) * 1000
             error = f"no answer within {self.timeout_ms(name)} ms"
-            return _Outcome(SourceReport(name, SourceStatus.TIMEOUT, latency_ms, error=error), [])
+            return Outcome(SourceReport(name, SourceStatus.TIMEOUT, latency_ms, error=error), [])
         latency_ms = (answered_at - started) * 1000
         if task.cancelled():
             # Cancelled before its deadline and not by us: the source cancelled itself.
             error = "CancelledError: the source cancelled its own retrieval"
-            return _Outcome(SourceReport(name, SourceStatus.ERROR, latency_ms, error=error), [])
+            return Outcome(SourceReport(name, SourceStatus.ERROR, latency_ms, error=error), [])
         exc = task.exception()
-        if exc is None:
-            try:
-                hits = self._checked(task.result(), depth)
-            except (TypeError, ValueError) as bad:
-                exc = bad
-            else:
-                return _Outcome(SourceReport(name, SourceStatus.OK, latency_ms, len(hits)), hits)
-        # A server may echo the request's headers in its error body: mask the key.
-        error = scrub(f"{type(exc).__name__}: {exc}")
-        return _Outcome(SourceReport(name, SourceStatus.ERROR, latency_ms, error=error), [])
+        return self._answer(name, latency_ms, depth, None if exc else task.result(), exc)
+
+    def _answer(
+        self, name: str, latency_ms: float, depth: int, hits: Any, exc: BaseException | None
+    ) -> Outcome:
+        finite = self._fusion in SCORE_METHODS
+        return answer(name, latency_ms, hits, exc, depth=depth, finite_scores=finite)
 
     async def _call(
         self,
@@ -442,60 +459,20 @@ class CompositeWorkspaceRetriever:
                     # other sources on the same backend are still waiting for.
                     vector = await asyncio.shield(embeddings[backend])
                 except Exception as exc:
-                    raise QueryEmbeddingError(
-                        f"could not embed the query with backend {backend!r}: "
-                        f"{type(exc).__name__}: {exc}"
-                    ) from exc
+                    raise _embedding_failed(backend, exc) from exc
                 query = dataclasses.replace(query, embeddings={**query.embeddings, backend: vector})
             return await source.retrieve(query)
         finally:
             answered_at[source.name] = time.perf_counter()
 
-    def _checked(self, hits: object, depth: int) -> list[Hit]:
-        """The source's hits, truncated to ``depth``; a malformed answer raises."""
-        if not isinstance(hits, list | tuple):
-            raise TypeError(f"retrieve() returned {type(hits).__name__}, expected a list of Hit")
-        for hit in hits:
-            if not isinstance(hit, Hit):
-                raise TypeError(f"retrieve() returned a {type(hit).__name__} among its hits")
-            # Fusion hashes text and reads span metadata; a malformed hit must fail this
-            # source's report, not the whole retrieval inside fuse().
-            if not (
-                isinstance(hit.id, str)
-                and isinstance(hit.text, str)
-                and isinstance(hit.metadata, Mapping)
-            ):
-                raise TypeError(f"hit {hit.id!r} needs a str id, str text and mapping metadata")
-            # Score fusion cannot place a NaN; rank fusion never looks at scores, and
-            # ``convex`` falls back on ranks for a source with unreadable scores.
-            if self._fusion in SCORE_METHODS and not math.isfinite(hit.score):
-                raise ValueError(f"hit {hit.id!r} has a non-finite score {hit.score!r}")
-        # A source may return more than asked; only the first ``depth`` are its answer.
-        return list(hits[:depth])
 
-
-def filter_refusal(source: Source, expr: FilterExpr | None) -> SourceReport | None:
-    """The report of a source that must not be asked ``expr``, or ``None`` to ask it.
-
-    A source without ``filter_support`` is ``skipped`` for a filtered query, and one whose
-    support lacks an operator the filter uses reports ``error``: neither may answer with
-    hits the filter did not select.
-    """
-    if expr is None:
-        return None
-    support = getattr(source, "filter_support", None)
-    if support is None:
-        return SourceReport(
-            source.name,
-            SourceStatus.SKIPPED,
-            error=f"source {source.name!r} declares no filter support; the query has the "
-            f"filter {describe(expr)}",
-        )
-    missing = support.first_unsupported(expr)
-    if missing is None:
-        return None
-    error = FilterUnsupportedError(source.name, missing, support)
-    return SourceReport(source.name, SourceStatus.ERROR, error=f"{type(error).__name__}: {error}")
+def _embedding_failed(backend: str, exc: Exception) -> QueryEmbeddingError:
+    """The error of every source that needed ``backend``'s vector of the query."""
+    error = QueryEmbeddingError(
+        f"could not embed the query with backend {backend!r}: {type(exc).__name__}: {exc}"
+    )
+    error.__cause__ = exc
+    return error
 
 
 def _embed_query(backend: Any, text: str) -> Any:

@@ -206,6 +206,14 @@ class Source(Protocol):
     reason instead of being asked. A dense source also has an ``embedder`` attribute (an
     :class:`~kairox.embedding.EmbeddingBackend`) so the composite can embed the query
     once per backend and hand it over in ``query.embeddings``.
+
+    A source whose answer is local disk and CPU work only (no network, no lock another
+    process may hold for long), well inside its deadline, may also define
+    ``retrieve_local(query) -> list[Hit]``: the same answer as ``retrieve``, computed in
+    the calling thread. A synchronous search of one such source (needing no query vector,
+    or one its embedder makes locally) asks it there, with no event loop and no thread
+    hand-off; a source that overruns its deadline that way is asked in a worker thread
+    from then on.
     """
 
     name: str

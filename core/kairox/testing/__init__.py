@@ -280,6 +280,16 @@ class SourceConformance:
         hits = run(cancel_then_query())
         assert hits and hits[0].id == "astro-1"
 
+    def test_a_local_answer_is_the_same_answer(self, conformance_source: Source) -> None:
+        # retrieve_local (optional) is asked in the calling thread instead of retrieve.
+        local = getattr(conformance_source, "retrieve_local", None)
+        if local is None:
+            pytest.skip("the source defines no retrieve_local")
+        for text, _ in EXPECTED:
+            query = Query(text, k=3)
+            here = [(h.id, h.score) for h in local(query)]
+            assert here == [(h.id, h.score) for h in run(conformance_source.retrieve(query))]
+
     def test_failure_raises_a_clear_error(self, broken_source: Source) -> None:
         with pytest.raises(Exception) as caught:
             _retrieve(broken_source, "saturn rings")

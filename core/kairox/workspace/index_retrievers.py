@@ -34,7 +34,8 @@ class WorkspaceDenseRetriever:
     def unavailable_reason(self) -> str | None:
         return None if self.index.is_indexed() else NOT_INDEXED
 
-    def _search(self, query: Query) -> list[Hit]:
+    def retrieve_local(self, query: Query) -> list[Hit]:
+        """:meth:`retrieve` in the calling thread: the local index, no network."""
         if not query.text.strip():
             return []
         vector = query.embeddings.get(self.embedder.name)
@@ -43,7 +44,7 @@ class WorkspaceDenseRetriever:
         return self.index.search_vector(vector, query.k, query.filter, source=self.name)
 
     async def retrieve(self, query: Query) -> list[Hit]:
-        return await asyncio.to_thread(self._search, query)
+        return await asyncio.to_thread(self.retrieve_local, query)
 
 
 class WorkspaceLexicalRetriever:
@@ -60,6 +61,8 @@ class WorkspaceLexicalRetriever:
         return None if self.index.is_indexed() else NOT_INDEXED
 
     async def retrieve(self, query: Query) -> list[Hit]:
-        return await asyncio.to_thread(
-            self.index.search_words, query.text, query.k, query.filter, source=self.name
-        )
+        return await asyncio.to_thread(self.retrieve_local, query)
+
+    def retrieve_local(self, query: Query) -> list[Hit]:
+        """:meth:`retrieve` in the calling thread: the local index, no network."""
+        return self.index.search_words(query.text, query.k, query.filter, source=self.name)
