@@ -108,8 +108,10 @@ class _DeltaWriter:
         if len(self._buffer) >= DELTA_BATCH and (self._flushing is None or self._flushing.done()):
             self._flushing = asyncio.ensure_future(self._flush())
 
-    async def _flush(self) -> None:
-        while self._buffer:
+    async def _flush(self, *, rest: bool = False) -> None:
+        # Only full batches while streaming: what arrived during a write waits for the
+        # next full batch (or the close), so a slow disk never turns into many small ones.
+        while self._buffer and (rest or len(self._buffer) >= DELTA_BATCH):
             batch, self._buffer = self._buffer, []
             await asyncio.to_thread(self._events.append_many, *self._where, batch)
 
@@ -117,7 +119,7 @@ class _DeltaWriter:
         """Write whatever is left, after the batch in flight."""
         if self._flushing is not None:
             await self._flushing
-        await self._flush()
+        await self._flush(rest=True)
 
 
 @dataclass
