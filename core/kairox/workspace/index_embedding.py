@@ -11,8 +11,6 @@ from kairox.workspace.index_types import (
     EMBED_TEXT_SQL,
     WorkspaceIndexError,
     _Embedded,
-    _PendingFile,
-    _Sentence,
 )
 
 _INSERT_VECTORS = "INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)"
@@ -21,28 +19,6 @@ _INSERT_VECTORS = "INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)"
 class EmbeddingMixin:
     """Embedding, mixed into :class:`~kairox.workspace.rag_index.WorkspaceRagIndex`
     (whose state it uses)."""
-
-    def _plan(self, pending: Sequence[_PendingFile], files_per_batch: int) -> None:
-        """Tell the progress how many distinct chunks and sentences need a vector.
-
-        Counted batch by batch as :meth:`_write_batch` embeds them: a sentence whose text
-        is a chunk of a later batch is embedded (and counted) as a sentence, and that
-        chunk then finds its vector made, so the totals match what is done."""
-        if self._progress is None or not pending:
-            return
-        every = {h for f in pending for c in f.chunks for h in (c.text_hash, *_hashes(c.sentences))}
-        made = self._have_vectors(sorted(every))
-        chunks = sentences = 0
-        for start in range(0, len(pending), files_per_batch):
-            batch = pending[start : start + files_per_batch]
-            batch_chunks = {c.text_hash for f in batch for c in f.chunks} - made
-            made |= batch_chunks
-            batch_sentences = {h for f in batch for c in f.chunks for h in _hashes(c.sentences)}
-            batch_sentences -= made
-            made |= batch_sentences
-            chunks += len(batch_chunks)
-            sentences += len(batch_sentences)
-        self._progress.plan(chunks=chunks, sentences=sentences)
 
     def _have_vectors(self, hashes: Sequence[str]) -> set[str]:
         have: set[str] = set()
@@ -93,17 +69,18 @@ class EmbeddingMixin:
         or with a sentence weight of 0) and embed them; returns sentences embedded."""
         if self.sentence_weight == 0:
             return 0
-        rows = self._db.execute(
-            "SELECT c.id, c.text, c.text_hash FROM rag_chunks c WHERE c.workspace = ? "
-            "AND NOT EXISTS "
-            "(SELECT 1 FROM rag_sentences s WHERE s.chunk_id = c.id) ORDER BY c.id",
-            (self.workspace_id,),
-        ).fetchall()
         embedded = 0
-        for start in range(0, len(rows), EMBED_BATCH):
+        after = 0
+        # A page of chunks at a time (all of them, after a switch from a weight of 0).
+        while rows := self._db.execute(
+            "SELECT c.id, c.text, c.text_hash FROM rag_chunks c WHERE c.workspace = ? "
+            "AND c.id > ? AND NOT EXISTS "
+            "(SELECT 1 FROM rag_sentences s WHERE s.chunk_id = c.id) ORDER BY c.id LIMIT ?",
+            (self.workspace_id, after, EMBED_BATCH),
+        ).fetchall():
+            after = rows[-1][0]
             part = [
-                (chunk_id, self._sentences(text, text_hash))
-                for chunk_id, text, text_hash in rows[start : start + EMBED_BATCH]
+                (chunk_id, self._sentences(text, text_hash)) for chunk_id, text, text_hash in rows
             ]
             texts = {s.text_hash: s.text for _, sentences in part for s in sentences}
             have = self._have_vectors(sorted(texts))
@@ -172,7 +149,3 @@ class EmbeddingMixin:
                 return self._embed_missing().chunks
             finally:
                 self._progress = None
-
-
-def _hashes(sentences: Sequence[_Sentence]) -> list[str]:
-    return [s.text_hash for s in sentences]
