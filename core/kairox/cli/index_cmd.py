@@ -30,9 +30,6 @@ def index(app: AppContext, path: Path | None, no_wait: bool, as_json: bool) -> N
     if facade.workspace_index().is_busy() and not no_wait:
         console_err.print("another `kairox index` is running here; waiting for it...")
     with embed_progress(f"indexing {root}", disabled=as_json) as embedding:
-        # The files to read are counted first; each is read, chunked and embedded in
-        # turn, so they are what the bar and the ETA follow.
-        embedding.unit, embedding.verb = "files", "read"
         stats = facade.index_workspace(wait=not no_wait, embedding=embedding)
     if as_json:
         print_json({"workspace": str(root), "why": facade.workspace_root_why, **stats.as_json()})

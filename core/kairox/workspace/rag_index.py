@@ -167,11 +167,14 @@ class WorkspaceRagIndex(ChunkingMixin, EmbeddingMixin, VectorPacksMixin, SearchM
             :class:`IndexBusyError`.
         :param progress: ``progress(relpath, done, total)`` after each file is read and
             chunked (before any embedding).
-        :param embedding: counts the chunks and sentences to embed, then each batch
-            embedded (for a rate and an ETA).
+        :param embedding: counts the files to read first (its documents, named
+            "files"), then each batch's chunks and sentences as it is read and embedded
+            (for a rate and an ETA).
         """
         with disk_full_errors(self.database.parent), self._exclusive(wait), self._lock:
             self._progress = embedding
+            if embedding is not None:
+                embedding.unit, embedding.verb = "files", "read"
             try:
                 return self._index(progress)
             finally:
