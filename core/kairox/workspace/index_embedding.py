@@ -14,6 +14,18 @@ from kairox.workspace.index_types import (
 )
 
 _INSERT_VECTORS = "INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)"
+# The FROM and WHERE of a workspace's chunks, and of their sentences, that have no vector
+# from an embedder (parameters: embedder, dim, workspace).
+_MISSING_CHUNKS = (
+    "FROM rag_chunks c LEFT JOIN rag_embeddings e "
+    "ON e.text_hash = c.text_hash AND e.embedder = ? AND e.dim = ? "
+    "WHERE c.workspace = ? AND e.text_hash IS NULL"
+)
+_MISSING_SENTENCES = (
+    "FROM rag_sentences s JOIN rag_chunks c ON c.id = s.chunk_id LEFT JOIN rag_embeddings e "
+    "ON e.text_hash = s.text_hash AND e.embedder = ? AND e.dim = ? "
+    "WHERE c.workspace = ? AND e.text_hash IS NULL"
+)
 
 
 class EmbeddingMixin:
@@ -98,42 +110,42 @@ class EmbeddingMixin:
 
     def _embed_missing(self) -> _Embedded:
         """Embed chunks (and, when searched, sentences) with no vector from the current
-        embedder: after a model switch, or when a run was cut short."""
+        embedder: after a model switch, or when a run was cut short. Counted first, then
+        read and embedded a page at a time (a switch re-embeds the whole workspace)."""
         params = (self.embedder.name, self.embedder.dim, self.workspace_id)
-        chunk_rows = self._db.execute(
-            f"SELECT DISTINCT c.text_hash, {EMBED_TEXT_SQL} FROM rag_chunks c "
-            "LEFT JOIN rag_embeddings e "
-            "ON e.text_hash = c.text_hash AND e.embedder = ? AND e.dim = ? "
-            "WHERE c.workspace = ? AND e.text_hash IS NULL",
-            params,
-        ).fetchall()
-        sentence_rows = []
+        chunks = self._db.execute(f"SELECT count(DISTINCT c.text_hash) {_MISSING_CHUNKS}", params)
+        sentences = [[0]]
         if self.sentence_weight != 0:
-            # substr counts characters, as the stored offsets do; it is 1-based.
-            sentence_rows = self._db.execute(
-                'SELECT DISTINCT s.text_hash, substr(c.text, s.start + 1, s."end" - s.start) '
-                "FROM rag_sentences s JOIN rag_chunks c ON c.id = s.chunk_id "
-                "LEFT JOIN rag_embeddings e "
-                "ON e.text_hash = s.text_hash AND e.embedder = ? AND e.dim = ? "
-                "WHERE c.workspace = ? AND e.text_hash IS NULL",
-                params,
+            # A sentence whose text is one of the workspace's chunks gets that vector.
+            sentences = self._db.execute(
+                f"SELECT count(DISTINCT s.text_hash) {_MISSING_SENTENCES} AND s.text_hash "
+                "NOT IN (SELECT text_hash FROM rag_chunks WHERE workspace = ?)",
+                (*params, self.workspace_id),
             ).fetchall()
-        chunk_hashes = {h for h, _ in chunk_rows}
-        rows = chunk_rows + [r for r in sentence_rows if r[0] not in chunk_hashes]
-        sentence_hashes = {h for h, _ in rows} - chunk_hashes
+        planned = _Embedded(chunks.fetchone()[0], sentences[0][0])
         if self._progress is not None:
-            self._progress.plan(chunks=len(chunk_hashes), sentences=len(sentence_hashes))
+            self._progress.plan(chunks=planned.chunks, sentences=planned.sentences)
         embedded = _Embedded()
-        for start in range(0, len(rows), EMBED_BATCH):
-            vectors = self._embed(dict(rows[start : start + EMBED_BATCH]), sentence_hashes)
-            with self._db:
-                self._drop_packs(this_embedder_only=True)
-                self._db.executemany(_INSERT_VECTORS, vectors)
-            for text_hash, *_ in vectors:
-                if text_hash in chunk_hashes:
-                    embedded.chunks += 1
+        pages = [(f"c.text_hash, {EMBED_TEXT_SQL} {_MISSING_CHUNKS}", "c.text_hash", False)]
+        if planned.sentences:
+            # substr counts characters, as the stored offsets do; it is 1-based.
+            text = 'substr(c.text, s.start + 1, s."end" - s.start)'
+            pages.append((f"s.text_hash, {text} {_MISSING_SENTENCES}", "s.text_hash", True))
+        for select, key, as_sentences in pages:
+            after = ""
+            while rows := self._db.execute(
+                f"SELECT DISTINCT {select} AND {key} > ? ORDER BY {key} LIMIT ?",
+                (*params, after, EMBED_BATCH),
+            ).fetchall():
+                after = rows[-1][0]
+                vectors = self._embed(dict(rows), sentences=as_sentences)
+                with self._db:
+                    self._drop_packs(this_embedder_only=True)
+                    self._db.executemany(_INSERT_VECTORS, vectors)
+                if as_sentences:
+                    embedded.sentences += len(vectors)
                 else:
-                    embedded.sentences += 1
+                    embedded.chunks += len(vectors)
         return embedded
 
     def embed_missing(self, embedding: EmbedProgress | None = None) -> int:
