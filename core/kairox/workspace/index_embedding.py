@@ -54,12 +54,8 @@ class EmbeddingMixin:
         sentences (``sentences=True``, or the hashes in ``sentences``) or chunks."""
         rows: list[tuple[str, str, int, bytes]] = []
         hashes = sorted(texts_by_hash)
-        if self._progress is not None and hashes:
-            # The model loads (or is exported, once) as a step of its own, not inside a
-            # first batch that would show 0 chunks at 0.0/s for half a minute.
-            load_model(self.embedder, self._progress.set_stage)
-            if self._progress.stage:
-                self._progress.set_stage("")
+        if hashes:
+            self._load_model_as_a_step()
         for start in range(0, len(hashes), EMBED_BATCH):
             part = hashes[start : start + EMBED_BATCH]
             texts = [texts_by_hash[h] for h in part]
@@ -75,6 +71,15 @@ class EmbeddingMixin:
                     as_sentences = sum(1 for h in part if h in sentences)
                 self._progress.advance(chunks=len(part) - as_sentences, sentences=as_sentences)
         return rows
+
+    def _load_model_as_a_step(self) -> None:
+        """Load the model (or export it, once) as a step of the progress of its own, not
+        inside a first batch that would show 0 chunks at 0.0/s for half a minute."""
+        if self._progress is None:
+            return
+        load_model(self.embedder, self._progress.set_stage)
+        if self._progress.stage:
+            self._progress.set_stage("")
 
     def _add_missing_sentences(self) -> int:
         """Split the chunks that have no sentences yet (indexed before sentence vectors,

@@ -251,7 +251,12 @@ class WorkspaceRagIndex(ChunkingMixin, EmbeddingMixin, VectorPacksMixin, SearchM
             if self._progress is not None:
                 self._progress.set_stage(f"finding files: {total}")
         if self._progress is not None:
+            self._progress.set_stage("")
             self._progress.plan(documents=to_read)
+            if to_read:
+                # Before the first file is counted read: a step the progress shows only
+                # while no file is done yet.
+                self._load_model_as_a_step()
         return total
 
     def _update_files(
