@@ -111,3 +111,25 @@ def test_a_sentence_that_is_a_later_batchs_chunk_is_counted_as_embedded(database
         progress.sentences,
     )
     assert progress.embedded == embedded_texts(embedder)
+
+
+def test_the_counting_walk_is_made_only_for_a_progress(database, project, embedder, monkeypatch):
+    from kairox.workspace import rag_index
+
+    walks: list[int] = []
+    real_walk = rag_index.iter_workspace_files
+
+    def counted_walk(*args, **kwargs):
+        walks.append(1)
+        return real_walk(*args, **kwargs)
+
+    monkeypatch.setattr(rag_index, "iter_workspace_files", counted_walk)
+    index = WorkspaceRagIndex(database, project, embedder)
+    index.index()
+    assert len(walks) == 1
+    (project / "README.md").write_text("# Rocket\nNow with a second stage.\n")
+    progress = EmbedProgress()
+    stats = index.index(embedding=progress)
+    assert len(walks) == 3
+    # README.md, and logo.png: a binary file is never stored, so it is read every run.
+    assert (stats.updated, progress.documents_planned, progress.documents) == (1, 2, 2)

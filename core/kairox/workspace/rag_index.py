@@ -188,7 +188,9 @@ class WorkspaceRagIndex(ChunkingMixin, EmbeddingMixin, VectorPacksMixin, SearchM
         release_after = not model_loaded(self.embedder)
         failed = known_failures(self._db, self.workspace_id)
         with RunFiles(self._db, self.workspace_id) as run:
-            total = self._survey(run, failed)
+            # The first walk only feeds a progress: a run without one walks once.
+            watched = progress is not None or self._progress is not None
+            total = self._survey(run, failed) if watched else 0
             failures = self._update_files(run, failed, stats, progress, total)
             removed = 0
             for gone in run.unseen(FILES_PER_BATCH):
