@@ -1,16 +1,17 @@
 """``WorkspaceRagIndex``: the workspace's files, chunked, embedded and searchable.
 
-A run streams: it walks the workspace once to count what there is to do, then again
-reading, chunking, embedding and writing the new and changed files a batch at a time,
+A run streams: it walks the workspace once to count what there is to do (when a
+progress watches), then again reading, chunking, embedding and writing the new and changed files a batch at a time,
 so its memory holds one batch whatever the workspace's size (what it must remember of
 every file, the stored rows and the paths seen, stays in SQLite:
 :mod:`~kairox.workspace.index_run_files`). Each batch of files is replaced in one
 transaction, so a run killed at any point leaves every file's chunks from one version
 and the index searchable; the next run finishes the job. An advisory file lock keeps
 two ``kairox index`` runs on one workspace from interleaving.
-The tables are in :mod:`~kairox.workspace.index_schema`; embedding, vector packs and
-search are mixed in from :mod:`~kairox.workspace.index_embedding`,
-:mod:`~kairox.workspace.index_packs` and :mod:`~kairox.workspace.index_search`.
+The tables are in :mod:`~kairox.workspace.index_schema`; chunking, embedding, vector
+packs and search are mixed in from :mod:`~kairox.workspace.index_chunks`,
+:mod:`~kairox.workspace.index_embedding`, :mod:`~kairox.workspace.index_packs` and
+:mod:`~kairox.workspace.index_search`.
 """
 
 from __future__ import annotations
