@@ -166,8 +166,10 @@ class WorkspaceRagIndex(ChunkingMixin, EmbeddingMixin, VectorPacksMixin, SearchM
 
         :param wait: wait for another process's run to finish instead of raising
             :class:`IndexBusyError`.
-        :param progress: ``progress(relpath, done, total)`` after each file is read and
-            chunked (before any embedding).
+        :param progress: ``progress(relpath, done, total)`` after each file is taken
+            (found unchanged, or read and chunked; every :data:`FILES_PER_BATCH` read
+            files are embedded and written as the walk goes on). ``total`` comes from a
+            first walk that counts the files.
         :param embedding: counts the files to read first (its documents, named
             "files"), then each batch's chunks and sentences as it is read and embedded
             (for a rate and an ETA).
