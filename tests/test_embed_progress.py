@@ -33,3 +33,17 @@ def test_summary_shows_the_stage_until_work_starts():
     progress.advance(chunks=1)
     assert calls[-1].startswith("1/2 chunks embedded")
     assert len(calls) == 3
+
+
+def test_planned_documents_lead_until_they_are_done():
+    # A streaming run plans its files first and their chunks batch by batch: the files
+    # are the honest measure until the last is read.
+    progress = EmbedProgress()
+    progress.plan(documents=10)
+    progress.advance(documents=2)
+    progress.plan(chunks=8)
+    progress.advance(chunks=8)
+    assert progress.measure() == (2, 10)
+    progress.advance(documents=8)
+    progress.plan(chunks=4)
+    assert progress.measure() == (8, 12)

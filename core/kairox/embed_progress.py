@@ -83,14 +83,22 @@ class EmbedProgress:
         done = self.embedded or self.documents
         return done / elapsed if elapsed > 0 else 0.0
 
+    def measure(self) -> tuple[int, int]:
+        """(done, planned) of what the bar and the ETA follow: the documents while some
+        planned are still to do (a streaming run plans its files first and their chunks
+        only as it reads them), else the chunks and sentences, else the documents."""
+        if self.documents < self.documents_planned:
+            return self.documents, self.documents_planned
+        planned = self.chunks_planned + self.sentences_planned
+        if planned:
+            return self.chunks + self.sentences, planned
+        return self.documents, self.documents_planned
+
     @property
     def eta(self) -> float | None:
-        """Seconds left, from the planned chunks and sentences (else documents); ``None``
-        while nothing is planned or nothing is done yet."""
-        planned = self.chunks_planned + self.sentences_planned
-        done = self.chunks + self.sentences
-        if not planned:
-            planned, done = self.documents_planned, self.documents
+        """Seconds left, from :meth:`measure`; ``None`` while nothing is planned or
+        nothing is done yet."""
+        done, planned = self.measure()
         if not planned or not done:
             return None
         return max(0.0, (planned - done) * self.elapsed / done)

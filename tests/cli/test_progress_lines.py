@@ -19,8 +19,8 @@ def test_piped_index_ends_with_a_plain_progress_line(kairox_process, workspace):
     lines = [line for line in result.stderr.splitlines() if line.startswith("indexing ")]
     assert lines, result.stderr
     last = lines[-1]
-    # notes.md and kairox.toml: one chunk each, every planned chunk done
-    assert re.search(r": 2/2 chunks(, (\d+)/\2 sentences)? embedded", last), last
+    # notes.md and kairox.toml: one chunk each, every planned chunk and file done
+    assert re.search(r": 2/2 chunks(, (\d+)/\2 sentences)?, 2/2 files embedded", last), last
     assert "/s" in last and "\x1b[" not in result.stderr  # plain text, no terminal codes
 
 
@@ -116,6 +116,7 @@ def test_piped_index_shows_the_model_export_as_its_own_step(make_distribution, w
         rest = process.stderr.read()
         assert process.wait(timeout=120) == 0, "".join(before) + rest
     step = before[-1]
-    assert re.search(r"preparing the model \(one-time export\)\.\.\. · 0/2 chunks", step), step
+    # The files to read are counted before the model loads; their chunks once read.
+    assert re.search(r"preparing the model \(one-time export\)\.\.\. · 0/2 files", step), step
     assert not any("0.0/s" in line for line in before), before
-    assert re.search(r": 2/2 chunks(, \d+/\d+ sentences)? embedded", rest), rest
+    assert re.search(r": 2/2 chunks(, \d+/\d+ sentences)?, 2/2 files embedded", rest), rest

@@ -133,3 +133,34 @@ def test_a_model_loaded_before_the_run_stays_loaded(database, essay_project):
     assert index.index().chunks_embedded == 2
     assert embedder.loaded and "release" not in embedder.events
     index.close()
+
+
+class StoredCountingEmbedder(CountingEmbedder):
+    """Notes, at each batch it embeds, how many of its vectors are already stored."""
+
+    def __init__(self, database, **options):
+        super().__init__(**options)
+        self.database = database
+        self.stored_at_each_call: list[int] = []
+
+    def embed(self, texts):
+        db = sqlite3.connect(self.database)
+        try:
+            (stored,) = db.execute(
+                "SELECT count(*) FROM rag_embeddings WHERE embedder = ?", (self.name,)
+            ).fetchone()
+        finally:
+            db.close()
+        self.stored_at_each_call.append(stored)
+        return super().embed(texts)
+
+
+def test_a_model_switch_re_embeds_and_writes_a_page_at_a_time(database, essay_project, monkeypatch):
+    WorkspaceRagIndex(database, essay_project, CountingEmbedder(name="first")).index()
+    monkeypatch.setattr("kairox.workspace.index_embedding.EMBED_BATCH", 2)
+    second = StoredCountingEmbedder(database, name="second")
+    stats = WorkspaceRagIndex(database, essay_project, second).index()
+    total = stats.chunks_embedded + stats.sentences_embedded
+    assert total == sum(len(batch) for batch in second.calls) > 4
+    # Each page is written before the next is read and embedded.
+    assert second.stored_at_each_call == list(range(0, total, 2))

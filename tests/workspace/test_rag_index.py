@@ -84,6 +84,53 @@ def test_deleted_file_leaves_the_index(index, project, database):
     assert index.search_words("tomatoes", 5) == []
 
 
+def test_files_are_written_a_batch_at_a_time_while_the_walk_goes_on(
+    database, tmp_path, embedder, monkeypatch
+):
+    monkeypatch.setattr("kairox.workspace.rag_index.FILES_PER_BATCH", 2)
+    root = tmp_path / "stream"
+    root.mkdir()
+    for n in range(7):
+        (root / f"f{n}.txt").write_text(f"Note {n} on harbour storms and the quartermaster.\n")
+    seen: list[tuple[int, int, int]] = []  # (files walked, of how many, files committed)
+
+    def progress(relpath: str, done: int, total: int) -> None:
+        seen.append((done, total, len(indexed_paths(database, str(root)))))
+
+    index = WorkspaceRagIndex(database, root, embedder)
+    try:
+        stats = index.index(progress=progress)
+    finally:
+        index.close()
+    assert stats.added == 7
+    assert [done for done, _, _ in seen] == list(range(1, 8))
+    assert {total for _, total, _ in seen} == {7}, "counted before the first file is read"
+    # Never more than one batch read and not yet written; the last file is walked with
+    # three batches already committed.
+    assert all(done - committed <= 2 for done, _, committed in seen)
+    assert seen[-1][2] == 6
+    assert len(indexed_paths(database, str(root))) == 7
+
+
+def test_deleted_files_leave_a_page_at_a_time(database, tmp_path, embedder, monkeypatch):
+    monkeypatch.setattr("kairox.workspace.rag_index.FILES_PER_BATCH", 2)
+    root = tmp_path / "shrinking"
+    root.mkdir()
+    for n in range(6):
+        (root / f"f{n}.txt").write_text(f"Note {n} about provisions.\n")
+    index = WorkspaceRagIndex(database, root, embedder)
+    try:
+        index.index()
+        for n in range(1, 6):
+            (root / f"f{n}.txt").unlink()
+        stats = index.index()
+        assert (stats.removed, stats.unchanged) == (5, 1)
+        assert indexed_paths(database, str(root)) == ["f0.txt"]
+        assert index.chunk_count() == 1
+    finally:
+        index.close()
+
+
 def test_switching_the_embedder_re_embeds_and_never_mixes_models(database, project):
     first = CountingEmbedder(dim=384)
     WorkspaceRagIndex(database, project, first).index()

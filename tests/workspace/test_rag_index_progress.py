@@ -11,9 +11,7 @@ def embedded_texts(embedder: CountingEmbedder) -> int:
     return sum(len(batch) for batch in embedder.calls)
 
 
-def test_progress_plans_everything_before_embedding_and_counts_each_batch(
-    database, project, embedder
-):
+def test_progress_counts_what_it_embeds_and_plans_it_first(database, project, embedder):
     seen: list[tuple[int, int, int, int]] = []
     progress = EmbedProgress(
         listener=lambda p: seen.append(
@@ -31,10 +29,36 @@ def test_progress_plans_everything_before_embedding_and_counts_each_batch(
         progress.chunks,
         progress.sentences,
     )
-    first_done = next(i for i, s in enumerate(seen) if s[2] or s[3])
-    assert seen[first_done - 1][:2] == seen[-1][:2], "the total was known before embedding"
+    assert all(done <= planned for planned, _, done, _ in seen)
+    assert all(done <= planned for _, planned, _, done in seen)
     assert progress.eta == 0.0
     assert "chunks" in progress.summary() and "/s" in progress.summary()
+
+
+def test_files_are_planned_first_then_each_batch_before_it_is_embedded(
+    database, tmp_path, embedder, monkeypatch
+):
+    monkeypatch.setattr("kairox.workspace.rag_index.FILES_PER_BATCH", 2)
+    root = tmp_path / "batches"
+    root.mkdir()
+    for n in range(6):
+        (root / f"f{n}.txt").write_text(f"Short note number {n} on the harbour.")
+    seen: list[tuple[int, int, int, int]] = []
+    progress = EmbedProgress(
+        listener=lambda p: seen.append(
+            (p.documents_planned, p.documents, p.chunks_planned, p.chunks)
+        )
+    )
+    WorkspaceRagIndex(database, root, embedder).index(embedding=progress)
+    first_chunk_plan = next(i for i, s in enumerate(seen) if s[2])
+    assert seen[first_chunk_plan][0] == 6, "the files to read are planned before any chunk"
+    assert seen[first_chunk_plan][1] == 2, "the first batch is planned once it is read"
+    grew = [i for i in range(1, len(seen)) if seen[i][2] > seen[i - 1][2]]
+    assert len(grew) == 3, "one plan per batch of two files"
+    # Each batch is planned only once the previous one is embedded.
+    assert all(seen[i - 1][3] == seen[i - 1][2] for i in grew)
+    assert progress.measure() == (6, 6)
+    assert progress.summary().startswith("6/6 chunks, 6/6 files embedded")
 
 
 def test_a_second_run_plans_and_embeds_nothing(database, project, embedder):
@@ -87,3 +111,25 @@ def test_a_sentence_that_is_a_later_batchs_chunk_is_counted_as_embedded(database
         progress.sentences,
     )
     assert progress.embedded == embedded_texts(embedder)
+
+
+def test_the_counting_walk_is_made_only_for_a_progress(database, project, embedder, monkeypatch):
+    from kairox.workspace import rag_index
+
+    walks: list[int] = []
+    real_walk = rag_index.iter_workspace_files
+
+    def counted_walk(*args, **kwargs):
+        walks.append(1)
+        return real_walk(*args, **kwargs)
+
+    monkeypatch.setattr(rag_index, "iter_workspace_files", counted_walk)
+    index = WorkspaceRagIndex(database, project, embedder)
+    index.index()
+    assert len(walks) == 1
+    (project / "README.md").write_text("# Rocket\nNow with a second stage.\n")
+    progress = EmbedProgress()
+    stats = index.index(embedding=progress)
+    assert len(walks) == 3
+    # README.md, and logo.png: a binary file is never stored, so it is read every run.
+    assert (stats.updated, progress.documents_planned, progress.documents) == (1, 2, 2)

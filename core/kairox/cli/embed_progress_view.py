@@ -44,10 +44,7 @@ def _rich(label: str) -> Iterator[EmbedProgress]:
     lock = threading.Lock()
 
     def show(state: EmbedProgress) -> None:
-        planned = state.chunks_planned + state.sentences_planned
-        done = state.chunks + state.sentences
-        if not planned:
-            planned, done = state.documents_planned, state.documents
+        done, planned = state.measure()
         with lock:
             bars.update(task, completed=done, total=planned or None, line=state.summary())
 

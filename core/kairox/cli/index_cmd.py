@@ -30,11 +30,7 @@ def index(app: AppContext, path: Path | None, no_wait: bool, as_json: bool) -> N
     if facade.workspace_index().is_busy() and not no_wait:
         console_err.print("another `kairox index` is running here; waiting for it...")
     with embed_progress(f"indexing {root}", disabled=as_json) as embedding:
-
-        def advance(relpath: str, done: int, total: int) -> None:
-            embedding.set_stage(f"reading and chunking files {done}/{total}")
-
-        stats = facade.index_workspace(wait=not no_wait, progress=advance, embedding=embedding)
+        stats = facade.index_workspace(wait=not no_wait, embedding=embedding)
     if as_json:
         print_json({"workspace": str(root), "why": facade.workspace_root_why, **stats.as_json()})
         return

@@ -11,38 +11,26 @@ from kairox.workspace.index_types import (
     EMBED_TEXT_SQL,
     WorkspaceIndexError,
     _Embedded,
-    _PendingFile,
-    _Sentence,
 )
 
 _INSERT_VECTORS = "INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)"
+# The FROM and WHERE of a workspace's chunks, and of their sentences, that have no vector
+# from an embedder (parameters: embedder, dim, workspace).
+_MISSING_CHUNKS = (
+    "FROM rag_chunks c LEFT JOIN rag_embeddings e "
+    "ON e.text_hash = c.text_hash AND e.embedder = ? AND e.dim = ? "
+    "WHERE c.workspace = ? AND e.text_hash IS NULL"
+)
+_MISSING_SENTENCES = (
+    "FROM rag_sentences s JOIN rag_chunks c ON c.id = s.chunk_id LEFT JOIN rag_embeddings e "
+    "ON e.text_hash = s.text_hash AND e.embedder = ? AND e.dim = ? "
+    "WHERE c.workspace = ? AND e.text_hash IS NULL"
+)
 
 
 class EmbeddingMixin:
     """Embedding, mixed into :class:`~kairox.workspace.rag_index.WorkspaceRagIndex`
     (whose state it uses)."""
-
-    def _plan(self, pending: Sequence[_PendingFile], files_per_batch: int) -> None:
-        """Tell the progress how many distinct chunks and sentences need a vector.
-
-        Counted batch by batch as :meth:`_write_batch` embeds them: a sentence whose text
-        is a chunk of a later batch is embedded (and counted) as a sentence, and that
-        chunk then finds its vector made, so the totals match what is done."""
-        if self._progress is None or not pending:
-            return
-        every = {h for f in pending for c in f.chunks for h in (c.text_hash, *_hashes(c.sentences))}
-        made = self._have_vectors(sorted(every))
-        chunks = sentences = 0
-        for start in range(0, len(pending), files_per_batch):
-            batch = pending[start : start + files_per_batch]
-            batch_chunks = {c.text_hash for f in batch for c in f.chunks} - made
-            made |= batch_chunks
-            batch_sentences = {h for f in batch for c in f.chunks for h in _hashes(c.sentences)}
-            batch_sentences -= made
-            made |= batch_sentences
-            chunks += len(batch_chunks)
-            sentences += len(batch_sentences)
-        self._progress.plan(chunks=chunks, sentences=sentences)
 
     def _have_vectors(self, hashes: Sequence[str]) -> set[str]:
         have: set[str] = set()
@@ -66,12 +54,8 @@ class EmbeddingMixin:
         sentences (``sentences=True``, or the hashes in ``sentences``) or chunks."""
         rows: list[tuple[str, str, int, bytes]] = []
         hashes = sorted(texts_by_hash)
-        if self._progress is not None and hashes:
-            # The model loads (or is exported, once) as a step of its own, not inside a
-            # first batch that would show 0 chunks at 0.0/s for half a minute.
-            load_model(self.embedder, self._progress.set_stage)
-            if self._progress.stage:
-                self._progress.set_stage("")
+        if hashes:
+            self._load_model_as_a_step()
         for start in range(0, len(hashes), EMBED_BATCH):
             part = hashes[start : start + EMBED_BATCH]
             texts = [texts_by_hash[h] for h in part]
@@ -88,22 +72,32 @@ class EmbeddingMixin:
                 self._progress.advance(chunks=len(part) - as_sentences, sentences=as_sentences)
         return rows
 
+    def _load_model_as_a_step(self) -> None:
+        """Load the model (or export it, once) as a step of the progress of its own, not
+        inside a first batch that would show 0 chunks at 0.0/s for half a minute."""
+        if self._progress is None:
+            return
+        load_model(self.embedder, self._progress.set_stage)
+        if self._progress.stage:
+            self._progress.set_stage("")
+
     def _add_missing_sentences(self) -> int:
         """Split the chunks that have no sentences yet (indexed before sentence vectors,
         or with a sentence weight of 0) and embed them; returns sentences embedded."""
         if self.sentence_weight == 0:
             return 0
-        rows = self._db.execute(
-            "SELECT c.id, c.text, c.text_hash FROM rag_chunks c WHERE c.workspace = ? "
-            "AND NOT EXISTS "
-            "(SELECT 1 FROM rag_sentences s WHERE s.chunk_id = c.id) ORDER BY c.id",
-            (self.workspace_id,),
-        ).fetchall()
         embedded = 0
-        for start in range(0, len(rows), EMBED_BATCH):
+        after = 0
+        # A page of chunks at a time (all of them, after a switch from a weight of 0).
+        while rows := self._db.execute(
+            "SELECT c.id, c.text, c.text_hash FROM rag_chunks c WHERE c.workspace = ? "
+            "AND c.id > ? AND NOT EXISTS "
+            "(SELECT 1 FROM rag_sentences s WHERE s.chunk_id = c.id) ORDER BY c.id LIMIT ?",
+            (self.workspace_id, after, EMBED_BATCH),
+        ).fetchall():
+            after = rows[-1][0]
             part = [
-                (chunk_id, self._sentences(text, text_hash))
-                for chunk_id, text, text_hash in rows[start : start + EMBED_BATCH]
+                (chunk_id, self._sentences(text, text_hash)) for chunk_id, text, text_hash in rows
             ]
             texts = {s.text_hash: s.text for _, sentences in part for s in sentences}
             have = self._have_vectors(sorted(texts))
@@ -121,42 +115,42 @@ class EmbeddingMixin:
 
     def _embed_missing(self) -> _Embedded:
         """Embed chunks (and, when searched, sentences) with no vector from the current
-        embedder: after a model switch, or when a run was cut short."""
+        embedder: after a model switch, or when a run was cut short. Counted first, then
+        read and embedded a page at a time (a switch re-embeds the whole workspace)."""
         params = (self.embedder.name, self.embedder.dim, self.workspace_id)
-        chunk_rows = self._db.execute(
-            f"SELECT DISTINCT c.text_hash, {EMBED_TEXT_SQL} FROM rag_chunks c "
-            "LEFT JOIN rag_embeddings e "
-            "ON e.text_hash = c.text_hash AND e.embedder = ? AND e.dim = ? "
-            "WHERE c.workspace = ? AND e.text_hash IS NULL",
-            params,
-        ).fetchall()
-        sentence_rows = []
+        chunks = self._db.execute(f"SELECT count(DISTINCT c.text_hash) {_MISSING_CHUNKS}", params)
+        sentences = [[0]]
         if self.sentence_weight != 0:
-            # substr counts characters, as the stored offsets do; it is 1-based.
-            sentence_rows = self._db.execute(
-                'SELECT DISTINCT s.text_hash, substr(c.text, s.start + 1, s."end" - s.start) '
-                "FROM rag_sentences s JOIN rag_chunks c ON c.id = s.chunk_id "
-                "LEFT JOIN rag_embeddings e "
-                "ON e.text_hash = s.text_hash AND e.embedder = ? AND e.dim = ? "
-                "WHERE c.workspace = ? AND e.text_hash IS NULL",
-                params,
+            # A sentence whose text is one of the workspace's chunks gets that vector.
+            sentences = self._db.execute(
+                f"SELECT count(DISTINCT s.text_hash) {_MISSING_SENTENCES} AND s.text_hash "
+                "NOT IN (SELECT text_hash FROM rag_chunks WHERE workspace = ?)",
+                (*params, self.workspace_id),
             ).fetchall()
-        chunk_hashes = {h for h, _ in chunk_rows}
-        rows = chunk_rows + [r for r in sentence_rows if r[0] not in chunk_hashes]
-        sentence_hashes = {h for h, _ in rows} - chunk_hashes
+        planned = _Embedded(chunks.fetchone()[0], sentences[0][0])
         if self._progress is not None:
-            self._progress.plan(chunks=len(chunk_hashes), sentences=len(sentence_hashes))
+            self._progress.plan(chunks=planned.chunks, sentences=planned.sentences)
         embedded = _Embedded()
-        for start in range(0, len(rows), EMBED_BATCH):
-            vectors = self._embed(dict(rows[start : start + EMBED_BATCH]), sentence_hashes)
-            with self._db:
-                self._drop_packs(this_embedder_only=True)
-                self._db.executemany(_INSERT_VECTORS, vectors)
-            for text_hash, *_ in vectors:
-                if text_hash in chunk_hashes:
-                    embedded.chunks += 1
+        pages = [(f"c.text_hash, {EMBED_TEXT_SQL} {_MISSING_CHUNKS}", "c.text_hash", False)]
+        if planned.sentences:
+            # substr counts characters, as the stored offsets do; it is 1-based.
+            text = 'substr(c.text, s.start + 1, s."end" - s.start)'
+            pages.append((f"s.text_hash, {text} {_MISSING_SENTENCES}", "s.text_hash", True))
+        for select, key, as_sentences in pages:
+            after = ""
+            while rows := self._db.execute(
+                f"SELECT DISTINCT {select} AND {key} > ? ORDER BY {key} LIMIT ?",
+                (*params, after, EMBED_BATCH),
+            ).fetchall():
+                after = rows[-1][0]
+                vectors = self._embed(dict(rows), sentences=as_sentences)
+                with self._db:
+                    self._drop_packs(this_embedder_only=True)
+                    self._db.executemany(_INSERT_VECTORS, vectors)
+                if as_sentences:
+                    embedded.sentences += len(vectors)
                 else:
-                    embedded.sentences += 1
+                    embedded.chunks += len(vectors)
         return embedded
 
     def embed_missing(self, embedding: EmbedProgress | None = None) -> int:
@@ -172,7 +166,3 @@ class EmbeddingMixin:
                 return self._embed_missing().chunks
             finally:
                 self._progress = None
-
-
-def _hashes(sentences: Sequence[_Sentence]) -> list[str]:
-    return [s.text_hash for s in sentences]

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from kairox.retrieval.vectors import SentenceVectors
+from kairox.workspace.index_pack_rows import BLOCK_ROWS, DistinctHashes
 from kairox.workspace.vector_pack import (
     PackWriter,
     VectorPack,
@@ -18,8 +19,6 @@ from kairox.workspace.vector_pack import (
     remove_packs,
 )
 
-# Rows copied from the database at a time (1.5 MB of 384-wide vectors).
-_BLOCK_ROWS = 1024
 # A pack being written has its vectors on disk, not in memory.
 _NO_VECTORS = np.empty((0, 0), dtype=np.float32)
 
@@ -63,19 +62,21 @@ class VectorPacksMixin:
         if self._pack_token() is not None:
             return None
         # The vectors go straight from the database into the pack's file, block by
-        # block: this runs at the end of an index run (next to the model, in a warm
-        # process), and a matrix of every vector would add its whole size to the peak.
-        chunks, found = self._rows(with_sentences=True)
-        needed = {h for _, h in chunks} | {h for _, h in found}
+        # block, and each chunk and sentence is numbered in SQL (a temporary table of
+        # the distinct text hashes): this runs at the end of an index run, and neither a
+        # matrix of every vector nor a Python row per sentence may follow the corpus.
         try:
-            with PackWriter(
-                self._pack_folder, key, rows=len(needed), dim=self.embedder.dim
-            ) as writer:
-                row_of = self._copy_vectors(needed, writer.add)
-                pack, complete = self._arrange(chunks, found, row_of, _NO_VECTORS)
-                if not complete or not len(pack.ids):
+            with DistinctHashes(self._db, self.workspace_id, self.embedder) as distinct:
+                if not distinct.complete():
                     return None
-                token = writer.finish(pack)
+                with PackWriter(
+                    self._pack_folder, key, rows=distinct.count, dim=self.embedder.dim
+                ) as writer:
+                    distinct.copy_vectors(writer.add)
+                    pack, complete = self._arrange_rows(*distinct.positions(), _NO_VECTORS)
+                    if not complete or not len(pack.ids):
+                        return None
+                    token = writer.finish(pack)
         except OSError:
             return None
         with self._db:
@@ -145,8 +146,9 @@ class VectorPacksMixin:
             ).fetchall()
         return chunks, found
 
-    @staticmethod
+    @classmethod
     def _arrange(
+        cls,
         chunks: list[tuple[int, str]],
         found: list[tuple[int, str]],
         row_of: dict[str, int],
@@ -154,16 +156,33 @@ class VectorPacksMixin:
     ) -> tuple[VectorPack, bool]:
         """The pack of ``chunks`` and their sentences ``found`` whose vectors are the
         rows ``row_of`` of ``vectors``; also whether every one of them had its vector."""
+        return cls._arrange_rows(
+            np.fromiter((i for i, _ in chunks), np.int64, len(chunks)),
+            np.fromiter((row_of.get(h, -1) for _, h in chunks), np.int64, len(chunks)),
+            np.fromiter((c for c, _ in found), np.int64, len(found)),
+            np.fromiter((row_of.get(h, -1) for _, h in found), np.int64, len(found)),
+            vectors,
+        )
+
+    @staticmethod
+    def _arrange_rows(
+        chunk_ids: np.ndarray,
+        chunk_rows: np.ndarray,
+        owner_ids: np.ndarray,
+        vector_rows: np.ndarray,
+        vectors: np.ndarray,
+    ) -> tuple[VectorPack, bool]:
+        """The pack of the chunks ``chunk_ids`` (ascending) whose vectors are the rows
+        ``chunk_rows`` of ``vectors``, and of sentences of the chunks ``owner_ids`` whose
+        vectors are the rows ``vector_rows`` (-1: none); also whether every one had its
+        vector."""
         # A chunk whose vector is missing (embedding interrupted) is not searched.
-        chunk_rows = np.fromiter((row_of.get(h, -1) for _, h in chunks), np.int64, len(chunks))
         embedded = chunk_rows >= 0
-        ids = np.fromiter((i for i, _ in chunks), np.int64, len(chunks))[embedded]
-        owner_ids = np.fromiter((c for c, _ in found), np.int64, len(found))
-        vector_rows = np.fromiter((row_of.get(h, -1) for _, h in found), np.int64, len(found))
+        ids = chunk_ids[embedded]
         owners = np.searchsorted(ids, owner_ids)
         # Sentences without a vector, or of a chunk that is not searched, are not
         # searched either.
-        keep = np.zeros(len(found), dtype=bool)
+        keep = np.zeros(len(owner_ids), dtype=bool)
         if len(ids):
             keep = (owners < len(ids)) & (ids[np.minimum(owners, len(ids) - 1)] == owner_ids)
         keep &= vector_rows >= 0
@@ -214,7 +233,7 @@ class VectorPacksMixin:
                 "AND text_hash IN (SELECT value FROM json_each(?))",
                 (*kind, json.dumps(sorted(needed))),
             )
-        block = np.empty((_BLOCK_ROWS, self.embedder.dim), dtype=np.float32)
+        block = np.empty((BLOCK_ROWS, self.embedder.dim), dtype=np.float32)
         row_of: dict[str, int] = {}
         filled = 0
         for text_hash, vector in cursor:
@@ -222,7 +241,7 @@ class VectorPacksMixin:
                 block[filled] = np.frombuffer(vector, dtype=np.float32)
                 row_of[text_hash] = len(row_of)
                 filled += 1
-                if filled == _BLOCK_ROWS:
+                if filled == BLOCK_ROWS:
                     add(block)
                     filled = 0
         if filled:

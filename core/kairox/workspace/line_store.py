@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kairox.workspace.grammars import language_of, load_parser
@@ -27,7 +27,6 @@ __all__ = [
     "delete_file_lines",
     "insert_lines",
     "line_metadata",
-    "stale_files",
 ]
 
 LINE_SCHEMA = (
@@ -80,16 +79,6 @@ def delete_file_lines(db: sqlite3.Connection, workspace: str, relpath: str) -> N
         key,
     )
     db.execute("DELETE FROM rag_file_chunking WHERE workspace=? AND relpath=?", key)
-
-
-def stale_files(db: sqlite3.Connection, workspace: str, expected: Callable[[str], str]) -> set[str]:
-    """Indexed files whose recorded chunker is missing or not ``expected(relpath)``."""
-    rows = db.execute(
-        "SELECT f.relpath, k.chunker FROM rag_files f LEFT JOIN rag_file_chunking k "
-        "ON k.workspace = f.workspace AND k.relpath = f.relpath WHERE f.workspace = ?",
-        (workspace,),
-    )
-    return {relpath for relpath, chunker in rows if chunker != expected(relpath)}
 
 
 def line_metadata(db: sqlite3.Connection, chunk_ids: list[int]) -> Mapping[int, dict[str, Any]]:

@@ -1,21 +1,26 @@
 """``WorkspaceRagIndex``: the workspace's files, chunked, embedded and searchable.
 
-Each batch of files is replaced in one transaction, so a run killed at any point
-leaves every file's chunks from one version; the next run finishes the job. An
-advisory file lock keeps two ``kairox index`` runs on one workspace from interleaving.
-The tables are in :mod:`~kairox.workspace.index_schema`; embedding, vector packs and
-search are mixed in from :mod:`~kairox.workspace.index_embedding`,
-:mod:`~kairox.workspace.index_packs` and :mod:`~kairox.workspace.index_search`.
+A run streams: it walks the workspace once to count what there is to do (when a
+progress watches), then again reading, chunking, embedding and writing the new and changed files a batch at a time,
+so its memory holds one batch whatever the workspace's size (what it must remember of
+every file, the stored rows and the paths seen, stays in SQLite:
+:mod:`~kairox.workspace.index_run_files`). Each batch of files is replaced in one
+transaction, so a run killed at any point leaves every file's chunks from one version
+and the index searchable; the next run finishes the job. An advisory file lock keeps
+two ``kairox index`` runs on one workspace from interleaving.
+The tables are in :mod:`~kairox.workspace.index_schema`; chunking, embedding, vector
+packs and search are mixed in from :mod:`~kairox.workspace.index_chunks`,
+:mod:`~kairox.workspace.index_embedding`, :mod:`~kairox.workspace.index_packs` and
+:mod:`~kairox.workspace.index_search`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import itertools
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -25,16 +30,14 @@ from kairox.paths import disk_full_errors, state_lock
 from kairox.retrieval.fts5_common import CommonTerms
 from kairox.retrieval.fts5_merge import merge_segments, worth_merging
 from kairox.retrieval.vectors import SENTENCE_WEIGHT, SentenceVectors, check_sentence_weight
-from kairox.workspace.chunking import split_sentences
-from kairox.workspace.code_chunks import chunk_source
-from kairox.workspace.convert.base import Converted
 from kairox.workspace.convert.converters import CONVERSION_FAILED, Converters
-from kairox.workspace.convert.sections import DocumentChunk, chunk_converted
 from kairox.workspace.failed_files import Failure, forget_and_remember, known_failures
-from kairox.workspace.files import Skipped, WorkspaceFile, iter_workspace_files
+from kairox.workspace.files import SkipCallback, Skipped, WorkspaceFile, iter_workspace_files
+from kairox.workspace.index_chunks import ChunkingMixin
 from kairox.workspace.index_embedding import _INSERT_VECTORS, EmbeddingMixin
 from kairox.workspace.index_packs import VectorPacksMixin
 from kairox.workspace.index_retrievers import WorkspaceDenseRetriever, WorkspaceLexicalRetriever
+from kairox.workspace.index_run_files import RunFiles, StoredFile
 from kairox.workspace.index_schema import open_database
 from kairox.workspace.index_search import SearchMixin
 from kairox.workspace.index_types import (
@@ -43,19 +46,12 @@ from kairox.workspace.index_types import (
     IndexBusyError,
     IndexStats,
     WorkspaceIndexError,
-    _Chunk,
     _PendingFile,
     _Sentence,
     _text_hash,
     embed_text,
 )
-from kairox.workspace.line_chunks import SourceChunk
-from kairox.workspace.line_store import (
-    chunker_for,
-    delete_file_lines,
-    insert_lines,
-    stale_files,
-)
+from kairox.workspace.line_store import delete_file_lines, insert_lines
 from kairox.workspace.selection import FileSelection
 
 __all__ = [
@@ -74,9 +70,11 @@ __all__ = [
 # Files whose chunks are embedded and written together: small enough that a killed run
 # loses little work, large enough to batch the embedder well.
 FILES_PER_BATCH = 32
+# Walked files looked up in the index together (their stored rows in one query).
+FILES_PER_LOOKUP = 256
 
 
-class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
+class WorkspaceRagIndex(ChunkingMixin, EmbeddingMixin, VectorPacksMixin, SearchMixin):
     """Index a workspace's text files and search them by vector or by words.
 
     :param database: the SQLite file (normally ``$KAIROX_HOME/kairox.db``).
@@ -168,13 +166,18 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
 
         :param wait: wait for another process's run to finish instead of raising
             :class:`IndexBusyError`.
-        :param progress: ``progress(relpath, done, total)`` after each file is read and
-            chunked (before any embedding).
-        :param embedding: counts the chunks and sentences to embed, then each batch
-            embedded (for a rate and an ETA).
+        :param progress: ``progress(relpath, done, total)`` after each file is taken
+            (found unchanged, or read and chunked; every :data:`FILES_PER_BATCH` read
+            files are embedded and written as the walk goes on). ``total`` comes from a
+            first walk that counts the files.
+        :param embedding: counts the files to read first (its documents, named
+            "files"), then each batch's chunks and sentences as it is read and embedded
+            (for a rate and an ETA).
         """
         with disk_full_errors(self.database.parent), self._exclusive(wait), self._lock:
             self._progress = embedding
+            if embedding is not None:
+                embedding.unit, embedding.verb = "files", "read"
             try:
                 return self._index(progress)
             finally:
@@ -186,86 +189,22 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
         # FTS5 merge and the vector pack would otherwise be built next to it, which set
         # the run's peak memory (#16). A model loaded before (a warm process) stays.
         release_after = not model_loaded(self.embedder)
-        known = {
-            relpath: (content_hash, size, mtime)
-            for relpath, content_hash, size, mtime in self._db.execute(
-                "SELECT relpath, content_hash, size, mtime_ns FROM rag_files WHERE workspace=?",
-                (self.workspace_id,),
-            )
-        }
-        # Files cut by another chunker than they would get now are cut again.
-        for relpath in stale_files(self._db, self.workspace_id, self._chunker):
-            known[relpath] = ("", -1, -1)
-        files = list(
-            iter_workspace_files(
-                self.root,
-                max_bytes=self.max_file_bytes,
-                on_skip=stats.skip,
-                selection=self.selection,
-            )
-        )
         failed = known_failures(self._db, self.workspace_id)
-        failures: list[Failure] = []  # this run's, remembered at the end
-        seen: set[str] = set()
-        pending: list[_PendingFile] = []
-        touched: list[tuple[int, int, str, str]] = []  # new stat of unchanged content
-        for done, file in enumerate(files, start=1):
-            previous = known.get(file.relpath)
-            failure = failed.get(file.relpath)
-            if previous is not None and previous[1:] == (file.size, file.mtime_ns):
-                seen.add(file.relpath)
-                stats.unchanged += 1
-            elif failure is not None and failure.matches(file.size, file.mtime_ns):
-                # Failed to convert before and not changed since: not read again.
-                failures.append(failure)
-                stats.skip(file.relpath, failure.reason, failure.detail)
-            else:
-                # Binary, unreadable or gone since the walk: not indexed (leaves if it was).
-                converted = self.converters.read(file.path, max_bytes=self.max_file_bytes)
-                if isinstance(converted, Skipped):
-                    stats.skip(file.relpath, converted.reason, converted.detail)
-                    if converted.reason == CONVERSION_FAILED:
-                        failures.append(
-                            Failure(
-                                file.relpath,
-                                file.size,
-                                file.mtime_ns,
-                                converted.reason,
-                                converted.detail,
-                            )
-                        )
-                else:
-                    text = converted.text
-                    seen.add(file.relpath)
-                    content_hash = _text_hash(text)
-                    if previous is not None and previous[0] == content_hash:
-                        stats.unchanged += 1
-                        touched.append((file.size, file.mtime_ns, self.workspace_id, file.relpath))
-                    else:
-                        pending.append(self._prepare(file, converted, content_hash))
-                        if previous is None:
-                            stats.added += 1
-                        else:
-                            stats.updated += 1
-            if progress is not None:
-                progress(file.relpath, done, len(files))
-        # Chunked first, embedded after: the work to do is known before it starts, so
-        # progress has a total (chunks hold text only; vectors are written per batch).
-        self._plan(pending, FILES_PER_BATCH)
-        for start in range(0, len(pending), FILES_PER_BATCH):
-            self._write_batch(pending[start : start + FILES_PER_BATCH], stats)
-        gone = sorted(set(known) - seen)
+        with RunFiles(self._db, self.workspace_id) as run:
+            # The first walk only feeds a progress: a run without one walks once.
+            watched = progress is not None or self._progress is not None
+            total = self._survey(run, failed) if watched else 0
+            failures = self._update_files(run, failed, stats, progress, total)
+            removed = 0
+            for gone in run.unseen(FILES_PER_BATCH):
+                with self._db:
+                    self._drop_packs()
+                    for relpath in gone:
+                        self._delete_file(relpath)
+                removed += len(gone)
         with self._db:
-            self._db.executemany(
-                "UPDATE rag_files SET size=?, mtime_ns=? WHERE workspace=? AND relpath=?",
-                touched,
-            )
-            if gone:
-                self._drop_packs()
-            for relpath in gone:
-                self._delete_file(relpath)
             forget_and_remember(self._db, self.workspace_id, failures)
-        stats.removed = len(gone)
+        stats.removed = removed
         stats.sentences_embedded += self._add_missing_sentences()
         embedded = self._embed_missing()
         stats.chunks_embedded += embedded.chunks
@@ -277,97 +216,141 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
         # reads every segment its batches left; kairox.retrieval.fts5_merge). The table
         # holds every workspace of this database, so the share is of all their files.
         changed = stats.added + stats.updated + stats.removed
-        total = self._db.execute("SELECT count(*) FROM rag_files").fetchone()[0] + len(gone)
-        if worth_merging(changed, total):
+        files = self._db.execute("SELECT count(*) FROM rag_files").fetchone()[0] + removed
+        if worth_merging(changed, files):
             merge_segments(self._db, "rag_chunks_fts")
         stats.pack_bytes = self._refresh_pack()
         stats.chunks_total = self.chunk_count()
         return stats
 
-    def _chunker(self, relpath: str) -> str:
-        chunker = chunker_for(relpath, self.syntax_chunks)
-        spec = self.converters.claiming(relpath) if chunker == "lines" else None
-        # Bumped when converted documents are cut differently (1: by page and heading).
-        return f"converted:{spec.name}:1" if spec is not None else chunker
+    def _walk(self, on_skip: SkipCallback | None = None) -> Iterator[list[WorkspaceFile]]:
+        """The workspace's files, in groups of :data:`FILES_PER_LOOKUP`."""
+        files = iter_workspace_files(
+            self.root, max_bytes=self.max_file_bytes, on_skip=on_skip, selection=self.selection
+        )
+        while group := list(itertools.islice(files, FILES_PER_LOOKUP)):
+            yield group
 
-    def _prepare(
-        self, file: WorkspaceFile, converted: Converted, content_hash: str
-    ) -> _PendingFile:
-        chunker = self._chunker(file.relpath)
-        if not converted.source_lines:
-            chunks = self._document_chunks(converted)
-            return _PendingFile(
-                file.relpath, content_hash, file.size, file.mtime_ns, chunks, chunker
-            )
-        chunks = []
-        for c in chunk_source(
-            converted.text,
-            path=file.relpath,
-            max_tokens=self.chunk_tokens,
-            overlap_tokens=self.chunk_overlap,
-            encoding=self.encoding,
-            syntax=chunker != "lines",
-        ):
-            chunks.append(
-                self._chunk(
-                    c,
-                    c.context,
-                    line_start=c.line_start,
-                    line_end=c.line_end,
-                    symbol=c.symbol,
-                    language=c.language,
-                )
-            )
-        return _PendingFile(file.relpath, content_hash, file.size, file.mtime_ns, chunks, chunker)
-
-    def _document_chunks(self, converted: Converted) -> list[_Chunk]:
-        """A PDF's (HTML page's, notebook's...) chunks cut at its pages and headings, each
-        labelled with them; its lines are 0, the extracted text's lines being no place in
-        the file. The heading path is the chunk's search context."""
-        chunks = []
-        for c in chunk_converted(
-            converted,
-            max_tokens=self.chunk_tokens,
-            overlap_tokens=self.chunk_overlap,
-            encoding=self.encoding,
-        ):
-            labels = {k: v for k, v in c.metadata.items() if k not in {"line_start", "line_end"}}
-            chunks.append(
-                self._chunk(
-                    c,
-                    str(labels.get("heading", "")),
-                    labels=json.dumps(labels, sort_keys=True) if labels else "",
-                )
-            )
-        return chunks
-
-    def _chunk(self, c: SourceChunk | DocumentChunk, context: str, **where: Any) -> _Chunk:
-        """The stored form of chunk ``c``, searched with ``context``; ``where`` are its
-        place fields (lines, symbol, labels)."""
-        # The vector (addressed by this hash) is of the context and the text together.
-        text_hash = _text_hash(embed_text(context, c.text))
-        sentences = self._sentences(c.text, text_hash)
-        return _Chunk(
-            c.index,
-            c.start,
-            c.end,
-            c.token_count,
-            text_hash,
-            c.text,
-            sentences,
-            context=context,
-            **where,
+    def _is_current(self, stored: StoredFile | None, file: WorkspaceFile) -> bool:
+        """Whether ``file`` is indexed as it is: same size and time, cut by the chunker it
+        would get now (a file cut by another is cut again)."""
+        return (
+            stored is not None
+            and (stored.size, stored.mtime_ns) == (file.size, file.mtime_ns)
+            and stored.chunker == self._chunker(file.relpath)
         )
 
-    def _sentences(self, chunk: str, chunk_hash: str) -> tuple[_Sentence, ...]:
-        if self.sentence_weight == 0:
-            return ()
-        found = split_sentences(chunk, encoding=self.encoding)
-        if len(found) == 1:
-            # The chunk is one sentence: its own vector serves (nothing more to embed).
-            only = found[0]
-            return (_Sentence(0, only.start, only.end, chunk_hash, chunk),)
-        return tuple(_Sentence(s.index, s.start, s.end, _text_hash(s.text), s.text) for s in found)
+    def _survey(self, run: RunFiles, failed: Mapping[str, Failure]) -> int:
+        """Walk once, keeping nothing but counts: how many files there are (returned)
+        and how many must be read, planned into the progress as files."""
+        total = to_read = 0
+        for group in self._walk():
+            stored = run.stored([file.relpath for file in group])
+            total += len(group)
+            for file in group:
+                failure = failed.get(file.relpath)
+                if not self._is_current(stored.get(file.relpath), file) and not (
+                    failure is not None and failure.matches(file.size, file.mtime_ns)
+                ):
+                    to_read += 1
+            if self._progress is not None:
+                self._progress.set_stage(f"finding files: {total}")
+        if self._progress is not None:
+            self._progress.set_stage("")
+            self._progress.plan(documents=to_read)
+            if to_read:
+                # Before the first file is counted read: a step the progress shows only
+                # while no file is done yet.
+                self._load_model_as_a_step()
+        return total
+
+    def _update_files(
+        self,
+        run: RunFiles,
+        failed: Mapping[str, Failure],
+        stats: IndexStats,
+        progress: Callable[[str, int, int], None] | None,
+        total: int,
+    ) -> list[Failure]:
+        """Walk again, reading, chunking, embedding and writing the new and changed files
+        a batch at a time as the walk goes: memory holds one group of paths and one
+        batch of chunks, whatever the workspace's size. Returns this run's failures."""
+        failures: list[Failure] = []
+        pending: list[_PendingFile] = []
+        done = 0
+        for group in self._walk(stats.skip):
+            stored = run.stored([file.relpath for file in group])
+            seen: list[str] = []
+            touched: list[tuple[int, int, str, str]] = []  # new stat of unchanged content
+            for file in group:
+                done += 1
+                previous = stored.get(file.relpath)
+                failure = failed.get(file.relpath)
+                if self._is_current(previous, file):
+                    seen.append(file.relpath)
+                    stats.unchanged += 1
+                elif failure is not None and failure.matches(file.size, file.mtime_ns):
+                    # Failed to convert before and not changed since: not read again.
+                    failures.append(failure)
+                    stats.skip(file.relpath, failure.reason, failure.detail)
+                else:
+                    prepared = self._read(file, previous, stats, failures, seen, touched)
+                    if prepared is not None:
+                        pending.append(prepared)
+                    if self._progress is not None:
+                        self._progress.advance(documents=1)
+                if progress is not None:
+                    progress(file.relpath, done, total)
+                if len(pending) >= FILES_PER_BATCH:
+                    self._write_batch(pending, stats)
+                    pending = []
+            run.see(seen)
+            with self._db:
+                self._db.executemany(
+                    "UPDATE rag_files SET size=?, mtime_ns=? WHERE workspace=? AND relpath=?",
+                    touched,
+                )
+        self._write_batch(pending, stats)
+        return failures
+
+    def _read(
+        self,
+        file: WorkspaceFile,
+        previous: StoredFile | None,
+        stats: IndexStats,
+        failures: list[Failure],
+        seen: list[str],
+        touched: list[tuple[int, int, str, str]],
+    ) -> _PendingFile | None:
+        """Read ``file``; its chunks when they must be written (new or changed text).
+        Counts it into ``stats``, a failed conversion into ``failures``, a file that stays
+        into ``seen`` and one whose text is unchanged under a new stat into ``touched``."""
+        # Binary, unreadable or gone since the walk: not indexed (leaves if it was).
+        converted = self.converters.read(file.path, max_bytes=self.max_file_bytes)
+        if isinstance(converted, Skipped):
+            stats.skip(file.relpath, converted.reason, converted.detail)
+            if converted.reason == CONVERSION_FAILED:
+                failures.append(
+                    Failure(
+                        file.relpath, file.size, file.mtime_ns, converted.reason, converted.detail
+                    )
+                )
+            return None
+        seen.append(file.relpath)
+        content_hash = _text_hash(converted.text)
+        if (
+            previous is not None
+            and previous.content_hash == content_hash
+            and previous.chunker == self._chunker(file.relpath)
+        ):
+            stats.unchanged += 1
+            touched.append((file.size, file.mtime_ns, self.workspace_id, file.relpath))
+            return None
+        if previous is None:
+            stats.added += 1
+        else:
+            stats.updated += 1
+        return self._prepare(file, converted, content_hash)
 
     def _write_batch(self, batch: list[_PendingFile], stats: IndexStats) -> None:
         """Store ``batch`` in one transaction; counts what it embedded into ``stats``."""
@@ -382,13 +365,15 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
             s.text_hash: s.text for f in batch for chunk in f.chunks for s in chunk.sentences
         }
         have = self._have_vectors(sorted(chunk_texts.keys() | sentence_texts.keys()))
+        chunks = {h: t for h, t in chunk_texts.items() if h not in have}
+        sentences = {h: t for h, t in sentence_texts.items() if h not in have and h not in chunks}
+        if self._progress is not None:
+            # Planned a batch at a time, as the walk finds the work (the files to read
+            # were planned first; the bar and the ETA follow them).
+            self._progress.plan(chunks=len(chunks), sentences=len(sentences))
         # Embed before opening the transaction: the slow part never holds the write lock.
-        rows = self._embed({h: t for h, t in chunk_texts.items() if h not in have})
-        embedded = {row[0] for row in rows}
-        sentence_rows = self._embed(
-            {h: t for h, t in sentence_texts.items() if h not in have and h not in embedded},
-            sentences=True,
-        )
+        rows = self._embed(chunks)
+        sentence_rows = self._embed(sentences, sentences=True)
         with self._db:
             self._drop_packs()
             self._db.executemany(_INSERT_VECTORS, rows + sentence_rows)
