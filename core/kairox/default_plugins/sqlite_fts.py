@@ -15,7 +15,7 @@ import json
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import apsw
 import numpy as np
@@ -232,6 +232,15 @@ class SqliteFtsIndex:
                 )
             ]
 
+    def unfinished(self) -> bool:
+        """Whether :meth:`finish` has work left from an earlier run (vectors waiting to be
+        packed: a run cut short, or a knowledge base of the layout before the pack was
+        the store, which ``kairox kb ingest`` then upgrades in place)."""
+        if self.embedder is None or (self._index is None and not self.path.exists()):
+            return False
+        self._open()
+        return self._vectors is not None and self._vectors.unfinished()
+
     def documents(self, ids: Sequence[str]) -> list[Document]:
         """The stored documents with these ids, in that order (missing ids left out)."""
         found: dict[str, Document] = {}
@@ -317,6 +326,9 @@ class SqliteFtsConfig(KnowledgeBaseConfig):
     # How much meaning counts against words in the fused ranking (1: alike, as the workspace).
     vector_weight: float = Field(default=1.0, ge=0)
     vector_pack: StrictBool = True
+    # How the pack stores each vector (kairox.workspace.vector_pack.FORMATS): float16
+    # changed no SciFact nDCG@10 by more than 0.001 at half the bytes (benchmarks/README.md).
+    vector_format: Literal["float32", "float16", "int8"] = "float16"
     # Set: from this many passages on (with `pip install 'kairox[ann]'`), unfiltered
     # searches by meaning go through an approximate index (kairox.retrieval.ann; 100,000
     # is its suggested value). Off by default: on hashing vectors its recall@10 against
@@ -344,6 +356,7 @@ class SqliteFtsSource:
         sentence_weight: float = SENTENCE_WEIGHT,
         vector_weight: float = 1.0,
         vector_pack: bool = True,
+        vector_format: str = "float16",
         ann_threshold: int | None = None,
     ) -> None:
         self.name = name
@@ -356,6 +369,7 @@ class SqliteFtsSource:
         self._vector_options = {
             "sentence_weight": sentence_weight,
             "vector_pack": vector_pack,
+            "vector_format": vector_format,
             "ann_threshold": ann_threshold,
         }
         self._vectors: DocumentVectors | None = None
@@ -412,6 +426,15 @@ class SqliteFtsSource:
             self._index.compact()
         if self._vectors is not None:
             self._vectors.finish()
+
+    def unfinished(self) -> bool:
+        """Whether :meth:`finish` has work left from an earlier run (vectors waiting to be
+        packed: a run cut short, or a knowledge base of the layout before the pack was
+        the store, which ``kairox kb ingest`` then upgrades in place)."""
+        if self.embedder is None or (self._index is None and not self.path.exists()):
+            return False
+        self._open()
+        return self._vectors is not None and self._vectors.unfinished()
 
     def documents(self, ids: Sequence[str]) -> list[Document]:
         """Stored documents by id (``kairox bench generate-queries`` reads passages back)."""
@@ -478,6 +501,7 @@ def build_source(kb_id: str, config: SqliteFtsConfig, ctx: BuildContext) -> Sqli
         sentence_weight=config.sentence_weight,
         vector_weight=config.vector_weight,
         vector_pack=config.vector_pack,
+        vector_format=config.vector_format,
         ann_threshold=config.ann_threshold,
     )
 
