@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import apsw
 import numpy as np
 import pytest
 
-from kairox.default_plugins import sqlite_fts
+from kairox.default_plugins import sqlite_fts, sqlite_vector_store, sqlite_vectors
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.ingest import ingest
 from kairox.retrieval import Document, Query
 from kairox.testing import CORPUS, SourceConformance, build_source, run
+from kairox.workspace.vector_pack import write_pack
 
 #: Words that mean one thing, for an embedder that knows synonyms and FTS5 does not.
 CONCEPTS = {
@@ -131,6 +133,8 @@ def test_vectors_are_stored_once_in_the_pack_and_used_by_a_new_source(tmp_path):
     ingest(source, [records], root=tmp_path)
     assert _pack_files(tmp_path) == ["hashes.npy", "index.npz", "vectors.npy"]
     assert _waiting(source) == 0  # the pack is the only copy
+    db = source._open()._db
+    assert db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental
     pack = source._vectors._pack_store()
     assert pack is not None and pack.vectors.dtype == np.float16
     assert list(pack.hashes) == sorted(pack.hashes)
@@ -150,8 +154,6 @@ def test_vectors_are_stored_once_in_the_pack_and_used_by_a_new_source(tmp_path):
 
 @pytest.mark.parametrize("form", ["float32", "float16", "int8"])
 def test_the_pack_is_merged_in_blocks_and_searched_as_the_rows_are(tmp_path, monkeypatch, form):
-    from kairox.default_plugins import sqlite_vector_store
-
     monkeypatch.setattr(sqlite_vector_store, "_BLOCK", 2)  # vectors merged two at a time
     source = build(tmp_path, ConceptEmbedder(), vector_format=form)
     long = Document(
@@ -199,8 +201,6 @@ def test_a_second_ingest_merges_and_a_pruned_vector_leaves_the_pack(tmp_path):
 
 
 def test_a_crash_before_the_new_pack_is_recorded_loses_nothing(tmp_path, monkeypatch):
-    from kairox.default_plugins import sqlite_vectors
-
     source = build(tmp_path, ConceptEmbedder())
     source.upsert(DOCS[:2])
     source.finish()
@@ -227,11 +227,13 @@ def test_a_crash_before_the_new_pack_is_recorded_loses_nothing(tmp_path, monkeyp
     assert run(fresh.retrieve(query)) == before
 
 
-def test_a_knowledge_base_of_the_old_layout_is_read_then_upgraded_in_place(tmp_path):
+def test_a_knowledge_base_of_the_old_layout_is_read_then_upgraded_in_place(tmp_path, monkeypatch):
     """Before the pack was the store, every vector was a float32 row of kb_embeddings
     and the pack (float32, no hashes) a copy recorded in kb_vector_packs."""
-    from kairox.workspace.vector_pack import write_pack
-
+    made = apsw.Connection(str(tmp_path / "kb.db"))  # as the old code made files:
+    made.execute("CREATE TABLE x (a)")  # no incremental vacuum (fixed by a first table)
+    made.execute("DROP TABLE x")
+    made.close()
     source = build(tmp_path, ConceptEmbedder())
     source.upsert(DOCS)  # the rows, as the old code wrote them
     vectors = source._vectors
@@ -249,8 +251,14 @@ def test_a_knowledge_base_of_the_old_layout_is_read_then_upgraded_in_place(tmp_p
     records.write_text(
         "\n".join(f'{{"id": "{d.id}", "title": "{d.title}", "text": "{d.text}"}}' for d in DOCS)
     )
+    # A few vectors free a few pages; a real knowledge base frees most of its file.
+    monkeypatch.setattr(sqlite_vector_store, "RECLAIM_SHARE", 0.0)
     ingest(reader, [records], root=tmp_path)  # nothing new, but the upgrade is pending
     assert _waiting(reader) == 0 and not reader.unfinished()
+    # The rows' pages were given back: the file was rewritten once, vacuumed from now on.
+    upgraded = reader._open()._db
+    pragmas = ("auto_vacuum", "freelist_count")
+    assert [upgraded.execute(f"PRAGMA {p}").fetchone()[0] for p in pragmas] == [2, 0]
     reader.upsert([Document("d4", "A glad ending.")])
     assert reader.unfinished()
     reader.finish()

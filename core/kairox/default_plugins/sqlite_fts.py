@@ -114,6 +114,11 @@ class SqliteFtsIndex:
                 "right and that its folder is readable and writable"
             ) from exc
         try:
+            if create and not self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                # A new file gives the pages it frees back (set before anything else: a
+                # file's first table fixes the mode). Vectors wait as rows until an
+                # ingest's end packs them; their pages then go (sqlite_vector_store).
+                self._db.execute("PRAGMA auto_vacuum = INCREMENTAL")
             enable_wal(self._db)
             register_functions(self._db)
             if self._schema_version() != _SCHEMA_VERSION:

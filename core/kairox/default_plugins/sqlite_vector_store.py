@@ -32,6 +32,7 @@ __all__ = [
     "digests",
     "graph_keys",
     "in_pack",
+    "reclaim_space",
     "record_store",
     "search_arrays",
     "unarrange",
@@ -229,6 +230,31 @@ def unpack_store(db: apsw.Connection, folder: Path, key: str, kind: tuple[str, i
         )
     db.execute("DELETE FROM kb_vector_store WHERE embedder = ? AND dim = ?", kind)
     return True
+
+
+#: Free pages above this share of the file are given back after an ingest's end.
+RECLAIM_SHARE = 0.2
+
+
+def reclaim_space(db: apsw.Connection) -> None:
+    """Give the file's free pages back (the rows a new pack took) when they are over
+    :data:`RECLAIM_SHARE` of it, so the vectors' bytes count once on disk. A file made
+    before incremental vacuum is rewritten once (``VACUUM``, switching it on); outside
+    any transaction. Best effort: a busy file keeps its pages until the next run."""
+    free = db.execute("PRAGMA freelist_count").fetchone()[0]
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    if not pages or free < RECLAIM_SHARE * pages:
+        return
+    try:
+        if db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+            db.execute("PRAGMA incremental_vacuum").fetchall()
+        else:
+            db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            db.execute("VACUUM")
+        # The pages moved went through the log: empty it, or it keeps their size.
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    except apsw.BusyError:
+        return
 
 
 def unarrange(db: apsw.Connection) -> None:

@@ -33,6 +33,7 @@ from kairox.default_plugins.sqlite_vector_store import (
     current_store,
     graph_keys,
     in_pack,
+    reclaim_space,
     record_store,
     search_arrays,
     unarrange,
@@ -295,6 +296,7 @@ class DocumentVectors:
             except OSError:
                 return
             remove_packs(self._pack_folder, self._pack_key, keep=token)
+            reclaim_space(self._db)
             if self.ann_threshold is not None:
                 # On failure no keys are saved, so searches stay exact.
                 with contextlib.suppress(OSError, RuntimeError):
