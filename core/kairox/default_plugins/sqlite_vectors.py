@@ -444,12 +444,18 @@ class DocumentVectors:
         self._cache = (key, ids, matrix, sentences, graph)
         return ids, matrix, sentences, graph
 
-    def passage_vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        """(document rowids, their passage vectors as unit float32 rows), as searched: the
-        interface an approximate index or a benchmark reads the vectors through."""
+    def passage_vectors(self) -> tuple[np.ndarray, list[str], np.ndarray]:
+        """(document rowids, their passages' text hashes, their vectors as unit float32
+        rows), as searched: how an approximate index or a benchmark reads the vectors,
+        whatever the layout they are stored in."""
         with self._lock:
             ids, matrix, _, _ = self._arrays()
-            return ids, matrix
+            hash_of = dict(
+                self._db.execute(
+                    "SELECT d.rowid, p.text_hash FROM kb_passages p JOIN documents d ON d.id = p.id"
+                )
+            )
+            return ids, [hash_of[int(rowid)] for rowid in ids], matrix
 
     def search(
         self, vector: np.ndarray, k: int, allowed: np.ndarray | None = None
