@@ -301,8 +301,9 @@ class WorkspaceConfig(BaseModel):
     # What one Office file (a ZIP of XML parts) may unpack to: a ZIP bomb is skipped.
     max_unpacked_bytes: StrictInt = Field(default=DEFAULT_MAX_UNPACKED_BYTES, gt=0)
     timeout_ms: StrictInt = Field(default=2000, gt=0, le=600000)
-    # kairox.retrieval.vectors.SENTENCE_WEIGHT (not imported: config stays free of numpy)
-    sentence_weight: float = Field(default=0.5, ge=0, le=1)
+    # Unset: the embedder's own (kairox.retrieval.vectors.default_sentence_weight: hashing
+    # 0, i.e. no sentence vectors, others 0.5; not imported: config stays free of numpy).
+    sentence_weight: float | None = Field(default=None, ge=0, le=1)
     # Keep a memory-mappable copy of the vectors next to the database (fast cold search,
     # about the vectors' size again on disk); kairox.workspace.vector_pack.
     vector_pack: StrictBool = True

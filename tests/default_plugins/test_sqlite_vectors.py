@@ -368,3 +368,21 @@ def test_the_graph_follows_the_collection_across_ingests(tmp_path):
 def test_the_threshold_is_a_setting_of_at_least_one():
     with pytest.raises(ValueError, match="ann_threshold"):
         sqlite_fts.SqliteFtsConfig(kind="sqlite-fts", path="kb.db", ann_threshold=0)
+
+
+def test_sentence_vectors_follow_the_embedder_unless_configured(tmp_path):
+    long = Document(
+        "d4",
+        "The sea is calm and quiet along the coast this morning. The car needs fresh oil "
+        "before the long drive north. A physician will check the driver at the border.",
+    )
+    default = build(tmp_path / "a", HashingEmbedder(dim=32))
+    default.upsert([long])
+    # hashing declares no sentence vectors (they did not pay on SciFact).
+    assert default._vectors.sentence_weight == 0 and _waiting(default) == 1
+    asked = build(tmp_path / "b", HashingEmbedder(dim=32), sentence_weight=0.5)
+    asked.upsert([long])
+    assert _waiting(asked) == 4  # the passage and its three sentences
+    other = build(tmp_path / "c", ConceptEmbedder())  # declares nothing: the default 0.5
+    other.upsert([long])
+    assert other._vectors.sentence_weight == 0.5 and _waiting(other) == 4

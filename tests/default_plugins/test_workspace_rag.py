@@ -26,8 +26,10 @@ def context(tmp_path: Path, workspace: WorkspaceConfig | None) -> BuildContext:
 @pytest.mark.parametrize(
     ("workspace", "expected"),
     [
-        (None, (256, 32, SENTENCE_WEIGHT)),
-        (WorkspaceConfig(), (256, 32, SENTENCE_WEIGHT)),
+        # hashing declares no sentence vectors; a configured weight wins.
+        (None, (256, 32, 0)),
+        (WorkspaceConfig(), (256, 32, 0)),
+        (WorkspaceConfig(sentence_weight=SENTENCE_WEIGHT), (256, 32, SENTENCE_WEIGHT)),
         (
             WorkspaceConfig(chunk_tokens=64, chunk_overlap=8, sentence_weight=0),
             (64, 8, 0),

@@ -35,7 +35,7 @@ from kairox.retrieval.fts5_common import CommonTerms
 from kairox.retrieval.fts5_merge import merge_segments, worth_merging
 from kairox.retrieval.fusion import fuse
 from kairox.retrieval.sqlite_engine import connect, enable_wal
-from kairox.retrieval.vectors import SENTENCE_WEIGHT
+from kairox.retrieval.vectors import SENTENCE_WEIGHT, default_sentence_weight
 from kairox.storage import immediate_transaction
 
 #: One stored document: (id, title, body, uri, metadata).
@@ -327,7 +327,9 @@ class SqliteFtsConfig(KnowledgeBaseConfig):
     # Set: also search by meaning with this registered backend (kairox.default_plugins.
     # sqlite_vectors), fused with the words in this one source as the workspace is.
     embedding_backend: StrictStr | None = None
-    sentence_weight: float = Field(default=SENTENCE_WEIGHT, ge=0, le=1)
+    # Unset: the embedder's own (kairox.retrieval.vectors.default_sentence_weight; hashing
+    # 0, i.e. no sentence vectors, others 0.5); 0 makes and searches no sentence vectors.
+    sentence_weight: float | None = Field(default=None, ge=0, le=1)
     # How much meaning counts against words in the fused ranking (1: alike, as the workspace).
     vector_weight: float = Field(default=1.0, ge=0)
     vector_pack: StrictBool = True
@@ -358,7 +360,7 @@ class SqliteFtsSource:
         title_weight: float = DEFAULT_TITLE_WEIGHT,
         body_weight: float = 1.0,
         embedder: EmbeddingBackend | None = None,
-        sentence_weight: float = SENTENCE_WEIGHT,
+        sentence_weight: float | None = None,
         vector_weight: float = 1.0,
         vector_pack: bool = True,
         vector_format: str = "float16",
@@ -371,6 +373,10 @@ class SqliteFtsSource:
         #: With an embedder the source is hybrid: words and meaning, fused (convex).
         self.embedder = embedder
         self.vector_weight = vector_weight
+        if sentence_weight is None:
+            sentence_weight = (
+                SENTENCE_WEIGHT if embedder is None else default_sentence_weight(embedder)
+            )
         self._vector_options = {
             "sentence_weight": sentence_weight,
             "vector_pack": vector_pack,
