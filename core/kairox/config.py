@@ -307,6 +307,10 @@ class WorkspaceConfig(BaseModel):
     # Keep a memory-mappable copy of the vectors next to the database (fast cold search,
     # about the vectors' size again on disk); kairox.workspace.vector_pack.
     vector_pack: StrictBool = True
+    # Embed and store the workspace's vectors at all. Unset: the embedder's own
+    # ``workspace_vectors`` (hashing: false, words only: its vectors bought no measurable
+    # quality for 10-20x the disk and 6-8x the indexing CPU; docs/vectors.md), else true.
+    vectors: StrictBool | None = None
     # Cut code at function/class boundaries where a tree-sitter grammar is installed
     # (every one is, with kairox); false: whole-line windows for every file.
     syntax_chunks: StrictBool = True
@@ -440,6 +444,7 @@ _FIELD_FIXES: dict[str, str] = {
         "e.g. sentence_weight = 0.5"
     ),
     "vector_pack": "use true or false (no quotes), e.g. vector_pack = false",
+    "vectors": "use true or false (no quotes), e.g. vectors = true",
     "vector_weight": "use a number >= 0, e.g. vector_weight = 1.0 (0 leaves vector hits out)",
     "syntax_chunks": "use true or false (no quotes), e.g. syntax_chunks = false",
     "role_weights": (

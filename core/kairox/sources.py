@@ -200,6 +200,9 @@ class SourceFactory:
         except Exception as exc:  # a broken source is reported, never fatal
             plan.skipped[name] = f"{type(exc).__name__}: {exc}"
             return
+        switched_off = getattr(source, "switched_off", None)
+        if callable(switched_off) and switched_off():
+            return  # configured to keep nothing to search: left out, as if disabled
         reason_of = getattr(source, "unavailable_reason", None)
         reason = reason_of() if callable(reason_of) else None
         if reason:

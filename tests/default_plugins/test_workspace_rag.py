@@ -44,3 +44,16 @@ def test_index_settings_come_from_the_workspace_table(tmp_path, workspace, expec
             assert (index.chunk_tokens, index.chunk_overlap, index.sentence_weight) == expected
         finally:
             index.close()
+
+
+@pytest.mark.parametrize(
+    ("workspace", "stored"),
+    [(None, False), (WorkspaceConfig(), False), (WorkspaceConfig(vectors=True), True)],
+)
+def test_hashing_vectors_are_kept_only_when_asked(tmp_path, workspace, stored) -> None:
+    retriever = dense_retriever(context(tmp_path, workspace))
+    try:
+        # Words only by default: the by-vector retriever leaves every search plan.
+        assert retriever.index.vectors is stored and retriever.switched_off() is not stored
+    finally:
+        retriever.index.close()

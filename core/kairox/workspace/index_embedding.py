@@ -28,7 +28,7 @@ class EmbeddingMixin:
         Counted batch by batch as :meth:`_write_batch` embeds them: a sentence whose text
         is a chunk of a later batch is embedded (and counted) as a sentence, and that
         chunk then finds its vector made, so the totals match what is done."""
-        if self._progress is None or not pending:
+        if self._progress is None or not pending or not self.vectors:
             return
         every = {h for f in pending for c in f.chunks for h in (c.text_hash, *_hashes(c.sentences))}
         made = self._have_vectors(sorted(every))
@@ -65,6 +65,8 @@ class EmbeddingMixin:
         """Vector rows for ``texts_by_hash``; each batch is counted into the progress as
         sentences (``sentences=True``, or the hashes in ``sentences``) or chunks."""
         rows: list[tuple[str, str, int, bytes]] = []
+        if not self.vectors:  # words only: nothing is embedded
+            return rows
         hashes = sorted(texts_by_hash)
         if self._progress is not None and hashes:
             # The model loads (or is exported, once) as a step of its own, not inside a
@@ -91,7 +93,7 @@ class EmbeddingMixin:
     def _add_missing_sentences(self) -> int:
         """Split the chunks that have no sentences yet (indexed before sentence vectors,
         or with a sentence weight of 0) and embed them; returns sentences embedded."""
-        if self.sentence_weight == 0:
+        if self.sentence_weight == 0 or not self.vectors:
             return 0
         rows = self._db.execute(
             "SELECT c.id, c.text, c.text_hash FROM rag_chunks c WHERE c.workspace = ? "
@@ -122,6 +124,8 @@ class EmbeddingMixin:
     def _embed_missing(self) -> _Embedded:
         """Embed chunks (and, when searched, sentences) with no vector from the current
         embedder: after a model switch, or when a run was cut short."""
+        if not self.vectors:
+            return _Embedded()
         params = (self.embedder.name, self.embedder.dim, self.workspace_id)
         chunk_rows = self._db.execute(
             f"SELECT DISTINCT c.text_hash, {EMBED_TEXT_SQL} FROM rag_chunks c "

@@ -89,6 +89,9 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
         new process maps into memory at once (:mod:`kairox.workspace.vector_pack`);
         ``False`` searches from the rows only and deletes the workspace's packs on the
         next :meth:`index`.
+    :param vectors: embed and store vectors at all; ``False`` keeps words only (no
+        embedding, nothing on disk for vectors; the by-vector retriever then says it is
+        unavailable), and the next :meth:`index` deletes the workspace's packs.
     :param converters: how files are read (PDF, HTML, Office, notebooks as text; see
         :mod:`kairox.workspace.convert`); ``None`` means the built-in converters.
     """
@@ -105,6 +108,7 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
         max_file_bytes: int = 2_000_000,
         sentence_weight: float = SENTENCE_WEIGHT,
         vector_pack: bool = True,
+        vectors: bool = True,
         syntax_chunks: bool = True,
         selection: FileSelection | None = None,
         converters: Converters | None = None,
@@ -120,6 +124,7 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
         self.max_file_bytes = max_file_bytes
         self.sentence_weight = sentence_weight
         self.vector_pack = vector_pack
+        self.vectors = vectors
         self.syntax_chunks = syntax_chunks
         self.selection = selection
         self.converters = converters if converters is not None else Converters.builtin()
@@ -360,7 +365,7 @@ class WorkspaceRagIndex(EmbeddingMixin, VectorPacksMixin, SearchMixin):
         )
 
     def _sentences(self, chunk: str, chunk_hash: str) -> tuple[_Sentence, ...]:
-        if self.sentence_weight == 0:
+        if self.sentence_weight == 0 or not self.vectors:
             return ()
         found = split_sentences(chunk, encoding=self.encoding)
         if len(found) == 1:

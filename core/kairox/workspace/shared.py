@@ -45,6 +45,9 @@ def build_workspace_index(ctx: BuildContext) -> WorkspaceRagIndex:
     weight = settings.sentence_weight if settings else None
     # Unset: the embedder's own (hashing makes no sentence vectors).
     options["sentence_weight"] = default_sentence_weight(backend) if weight is None else weight
+    stored = settings.vectors if settings else None
+    # Unset: the embedder's own (hashing keeps words only).
+    options["vectors"] = getattr(backend, "workspace_vectors", True) if stored is None else stored
     options["selection"] = workspace_selection(ctx)
     return WorkspaceRagIndex(
         ctx.state_dir / "kairox.db",
