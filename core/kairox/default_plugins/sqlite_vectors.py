@@ -44,6 +44,7 @@ from kairox.embedding import EmbeddingBackend
 from kairox.retrieval import Document
 from kairox.retrieval.ann import USEARCH, AnnIndex, rescored_top_k
 from kairox.retrieval.vectors import EMBED_BATCH, SentenceVectors, embed_unit, top_k
+from kairox.storage import immediate_transaction
 from kairox.workspace.chunking import split_sentences
 from kairox.workspace.vector_pack import VectorPack, pack_key, read_pack, remove_packs
 
@@ -272,17 +273,17 @@ class DocumentVectors:
             if not self.vector_pack:
                 # Vectors kept as database rows only: a pack's are moved back first.
                 try:
-                    with self._db:
+                    with immediate_transaction(self._db):
                         unpack_store(self._db, self._pack_folder, self._pack_key, self._kind)
                 except OSError:
                     return
                 remove_packs(self._pack_folder, self._pack_key)
                 return
             try:
-                # One transaction: the count, the rows and the vectors are one snapshot,
-                # whatever another process commits meanwhile, and the new pack is
-                # recorded with the waiting rows it took let go.
-                with self._db:
+                # One transaction, the write lock taken first: the count, the rows and
+                # the vectors are one snapshot, and the new pack is recorded with the
+                # waiting rows it took let go.
+                with immediate_transaction(self._db):
                     token, _ = write_store(
                         self._db,
                         self._pack_folder,
