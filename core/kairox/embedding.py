@@ -25,6 +25,11 @@ class EmbeddingBackend(Protocol):
     loads the model as a step of its own, shown in its progress as the backend's
     ``loading_note`` ("preparing the model (one-time export)"), else "loading the model"
     (:func:`load_model`), instead of as a first batch that seems to hang.
+
+    Optional defaults a backend may declare for how its vectors are used (each a setting
+    overrides): ``fusion_weight`` (their weight in the workspace's fusion, 1.0 when
+    absent), ``sentence_weight`` (0 makes no sentence vectors; 0.5 when absent) and
+    ``workspace_vectors`` (False: the workspace index keeps words only; True when absent).
     """
 
     name: str
