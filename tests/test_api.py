@@ -112,7 +112,7 @@ def test_the_documented_example_runs(notes: Path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith(str(notes / "notes.md"))
-    assert "'workspace': 'ok'" in result.stdout
+    assert "'workspace-fts': 'ok'" in result.stdout  # words only: hashing's default
     assert re.fullmatch(r"pending \d+", lines[-1])
 
 

@@ -34,6 +34,9 @@ DOCS = {
 CONFIG = (
     SCRIPTED_DEFAULT_PROFILE
     + """
+[workspace]
+vectors = true  # both workspace retrievers (hashing's default keeps words only)
+
 [knowledge_bases.notes]
 kind = "sqlite-fts"
 path = "notes-kb.db"

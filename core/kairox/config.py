@@ -301,11 +301,16 @@ class WorkspaceConfig(BaseModel):
     # What one Office file (a ZIP of XML parts) may unpack to: a ZIP bomb is skipped.
     max_unpacked_bytes: StrictInt = Field(default=DEFAULT_MAX_UNPACKED_BYTES, gt=0)
     timeout_ms: StrictInt = Field(default=2000, gt=0, le=600000)
-    # kairox.retrieval.vectors.SENTENCE_WEIGHT (not imported: config stays free of numpy)
-    sentence_weight: float = Field(default=0.5, ge=0, le=1)
+    # Unset: the embedder's own (kairox.retrieval.vectors.default_sentence_weight: hashing
+    # 0, i.e. no sentence vectors, others 0.5; not imported: config stays free of numpy).
+    sentence_weight: float | None = Field(default=None, ge=0, le=1)
     # Keep a memory-mappable copy of the vectors next to the database (fast cold search,
     # about the vectors' size again on disk); kairox.workspace.vector_pack.
     vector_pack: StrictBool = True
+    # Embed and store the workspace's vectors at all. Unset: the embedder's own
+    # ``workspace_vectors`` (hashing: false, words only: its vectors bought no measurable
+    # quality for 10-20x the disk and 6-8x the indexing CPU; docs/vectors.md), else true.
+    vectors: StrictBool | None = None
     # Cut code at function/class boundaries where a tree-sitter grammar is installed
     # (every one is, with kairox); false: whole-line windows for every file.
     syntax_chunks: StrictBool = True
@@ -439,6 +444,7 @@ _FIELD_FIXES: dict[str, str] = {
         "e.g. sentence_weight = 0.5"
     ),
     "vector_pack": "use true or false (no quotes), e.g. vector_pack = false",
+    "vectors": "use true or false (no quotes), e.g. vectors = true",
     "vector_weight": "use a number >= 0, e.g. vector_weight = 1.0 (0 leaves vector hits out)",
     "syntax_chunks": "use true or false (no quotes), e.g. syntax_chunks = false",
     "role_weights": (

@@ -28,6 +28,11 @@ class EmbeddingBackend(Protocol):
     ``embed`` is quick in-process CPU work (no model to load, no server) may say
     ``local = True``: a search of one source that answers locally then embeds the query
     in the calling thread (:func:`embeds_locally`).
+
+    Optional defaults a backend may declare for how its vectors are used (each a setting
+    overrides): ``fusion_weight`` (their weight in the workspace's fusion, 1.0 when
+    absent), ``sentence_weight`` (0 makes no sentence vectors; 0.5 when absent) and
+    ``workspace_vectors`` (False: the workspace index keeps words only; True when absent).
     """
 
     name: str

@@ -456,6 +456,11 @@ def _write(
     if release_after:
         release_model(embedder)
     finish = getattr(target, "finish", None)
-    if callable(finish) and (stats.chunks_written or stale or gone):
+    # A target may also have work left from an earlier run (sqlite-fts: vectors of a run
+    # cut short, or of a knowledge base written before its pack was the store).
+    unfinished = getattr(target, "unfinished", None)
+    if callable(finish) and (
+        stats.chunks_written or stale or gone or (callable(unfinished) and unfinished())
+    ):
         finish()  # the target's end-of-run work (sqlite-fts packs its vectors)
     return stats

@@ -197,7 +197,8 @@ class SourceFactory:
         for name, spec in self.registry.workspace_retrievers.entries.items():
             if name in disabled or (only is not None and name not in only):
                 continue
-            self._add(plan, name, lambda n=name: self.workspace_retriever(n))
+            if not self._add(plan, name, lambda n=name: self.workspace_retriever(n)):
+                continue  # switched off: not in the plan at all
             added = plan.sources[-1] if plan.sources else None
             weight = getattr(added, "fusion_weight", None) if added is not None else None
             if getattr(added, "name", None) != name:
@@ -218,13 +219,18 @@ class SourceFactory:
             plan.groups[entry.id] = kind.group if kind else SourceGroup.KNOWLEDGE_BASE
         return plan
 
-    def _add(self, plan: SourcePlan, name: str, build: object) -> None:
+    def _add(self, plan: SourcePlan, name: str, build: object) -> bool:
+        """Add the source ``build`` makes to ``plan`` (or to its skipped ones, with the
+        reason); False when it is switched off and left out of the plan altogether."""
         try:
             source = build()  # type: ignore[operator]
         except Exception as exc:  # a broken source is reported, never fatal
             plan.skipped[name] = f"{type(exc).__name__}: {exc}"
             plan.failed = True
-            return
+            return True
+        switched_off = getattr(source, "switched_off", None)
+        if callable(switched_off) and switched_off():
+            return False  # configured to keep nothing to search: as if disabled
         reason = _unavailable(source)
         if callable(getattr(source, "unavailable_reason", None)):
             plan.availability.append((source, reason))
@@ -232,6 +238,7 @@ class SourceFactory:
             plan.skipped[name] = reason
         else:
             plan.sources.append(source)
+        return True
 
     def composite(
         self,

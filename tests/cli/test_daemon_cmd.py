@@ -197,10 +197,14 @@ def test_a_client_with_another_environment_runs_the_command_itself(start_daemon)
 
 
 def test_an_edited_config_and_a_new_index_are_seen_at_once(start_daemon, indexed):
+    (indexed / "kairox.toml").write_text("[workspace]\nvectors = true\n")  # both retrievers
+    assert in_process("index").returncode == 0
     start_daemon()
     first = kairox("search", "upload retry", "--json")
     assert b'"source": "workspace"' in first.stdout
-    (indexed / "kairox.toml").write_text('[workspace]\ndisabled_retrievers = ["workspace"]\n')
+    (indexed / "kairox.toml").write_text(
+        '[workspace]\nvectors = true\ndisabled_retrievers = ["workspace"]\n'
+    )
     (indexed / "quota.md").write_text("# Quota\n\nUploads over the quota are refused.\n")
     assert in_process("index").returncode == 0
     before = served()

@@ -21,6 +21,7 @@ def workspace_with_kb(workspace):
         + "\n"
     )
     (workspace / "kairox.toml").write_text(
+        "[workspace]\nvectors = true\n"  # these tests read the vectors' counts and hits
         "[profiles.default]\n"
         "[profiles.research]\n"
         'aliases = ["r"]\n'

@@ -13,7 +13,9 @@ import pytest
 
 def test_piped_index_ends_with_a_plain_progress_line(kairox_process, workspace):
     (workspace / "notes.md").write_text("Rockets burn oxygen. Gardens need water.\n")
-    (workspace / "kairox.toml").write_text('[workspace]\nembedding_backend = "hashing"\n')
+    (workspace / "kairox.toml").write_text(
+        '[workspace]\nembedding_backend = "hashing"\nvectors = true\n'
+    )
     result = kairox_process("index")
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("indexing ")]

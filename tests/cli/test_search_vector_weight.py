@@ -38,7 +38,7 @@ def test_hashing_vectors_count_little_but_still_fill_k_hits(invoke, many_files):
 
 
 def test_vector_weight_setting_overrides_the_embedders_default(invoke, many_files):
-    (many_files / "kairox.toml").write_text("[workspace]\nvector_weight = 1.0\n")
+    (many_files / "kairox.toml").write_text("[workspace]\nvectors = true\nvector_weight = 1.0\n")
     assert invoke("index").exit_code == 0
     hits = _search(invoke, "-k", "5")
     by_vectors = [h for h in hits if "workspace" in {p["source"] for p in h["sources"]}]

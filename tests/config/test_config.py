@@ -83,9 +83,8 @@ def test_knowledge_base_chunking_keys(env: Path, registry: Registry) -> None:
 
 
 def test_workspace_sentence_weight_default_and_range(env: Path, registry: Registry) -> None:
-    from kairox.retrieval.vectors import SENTENCE_WEIGHT
-
-    assert load_ws(env, "", registry).workspace.sentence_weight == SENTENCE_WEIGHT
+    # Unset: the embedder's own (kairox.retrieval.vectors.default_sentence_weight).
+    assert load_ws(env, "", registry).workspace.sentence_weight is None
     config = load_ws(env, "[workspace]\nsentence_weight = 0\n", registry)
     assert config.workspace.sentence_weight == 0
     err, _ = problems_of(env, "[workspace]\nsentence_weight = 1.5\n", registry)

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import apsw
 import numpy as np
 import pytest
 
-from kairox.default_plugins import sqlite_fts
+from kairox.default_plugins import sqlite_fts, sqlite_vector_store, sqlite_vectors
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.ingest import ingest
 from kairox.retrieval import Document, Query
 from kairox.testing import CORPUS, SourceConformance, build_source, run
+from kairox.workspace.vector_pack import write_pack
 
 #: Words that mean one thing, for an embedder that knows synonyms and FTS5 does not.
 CONCEPTS = {
@@ -114,31 +116,46 @@ def test_a_new_embedder_re_embeds_on_the_next_ingest(tmp_path):
     assert run(switched.retrieve(Query("sea waves", k=1)))[0].id == "d2"
 
 
-def test_vectors_are_packed_after_an_ingest_and_used_by_a_new_source(tmp_path):
+def _pack_files(tmp_path) -> list[str]:
+    return sorted(p.name.split(".", 1)[1] for p in (tmp_path / "kb.db.vectors").iterdir())
+
+
+def _waiting(source) -> int:
+    """Vectors waiting in the database (not yet in the pack)."""
+    return source._open()._db.execute("SELECT count(*) FROM kb_embeddings").fetchone()[0]
+
+
+def test_vectors_are_stored_once_in_the_pack_and_used_by_a_new_source(tmp_path):
     embedder = ConceptEmbedder()
     source = build(tmp_path, embedder)
     records = tmp_path / "docs.jsonl"
     records.write_text("\n".join(f'{{"id": "{d.id}", "text": "{d.text}"}}' for d in DOCS))
     ingest(source, [records], root=tmp_path)
-    packs = sorted(p.name for p in (tmp_path / "kb.db.vectors").iterdir())
-    assert len(packs) == 2
-    assert packs[0].endswith(".index.npz") and packs[1].endswith(".vectors.npy")
+    assert _pack_files(tmp_path) == ["hashes.npy", "index.npz", "vectors.npy"]
+    assert _waiting(source) == 0  # the pack is the only copy
+    db = source._open()._db
+    assert db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental
+    pack = source._vectors._pack_store()
+    assert pack is not None and pack.vectors.dtype == np.float16
+    assert list(pack.hashes) == sorted(pack.hashes)
     fresh = build(tmp_path, embedder)
-    fresh._open()
-    assert fresh._vectors is not None and fresh._vectors._stored_pack() is not None
+    assert set(fresh.fingerprints()) == {"d1", "d2", "d3"}  # embedded: nothing to redo
     assert run(fresh.retrieve(Query("physician", k=1)))[0].id == "d1"
     off = build(tmp_path, embedder, vector_pack=False)
-    ingest(off, [records], root=tmp_path, prune=True)  # nothing changed: packs stay
+    assert off.unfinished()  # switched off: the vectors move back into the database
+    ingest(off, [records], root=tmp_path, prune=True)  # even with nothing new
+    assert not any((tmp_path / "kb.db.vectors").iterdir()) and not off.unfinished()
+    assert _waiting(off) == 3  # one vector a passage (each is one sentence)
     off.upsert([Document("d4", "A glad ending.")])
     off.finish()
-    assert not any((tmp_path / "kb.db.vectors").iterdir())
+    assert set(build(tmp_path, embedder).fingerprints()) == {"d1", "d2", "d3", "d4"}
+    assert run(off.retrieve(Query("automobile", k=1)))[0].id == "d3"
 
 
-def test_the_pack_is_copied_in_blocks_and_equals_the_rows(tmp_path, monkeypatch):
-    from kairox.default_plugins import sqlite_vectors
-
-    monkeypatch.setattr(sqlite_vectors, "_COPY_ROWS", 2)  # vectors copied two at a time
-    source = build(tmp_path, ConceptEmbedder())
+@pytest.mark.parametrize("form", ["float32", "float16", "int8"])
+def test_the_pack_is_merged_in_blocks_and_searched_as_the_rows_are(tmp_path, monkeypatch, form):
+    monkeypatch.setattr(sqlite_vector_store, "_BLOCK", 2)  # vectors merged two at a time
+    source = build(tmp_path, ConceptEmbedder(), vector_format=form)
     long = Document(
         "d4",
         "The sea is calm and quiet along the coast this morning. The car needs fresh oil "
@@ -148,13 +165,107 @@ def test_the_pack_is_copied_in_blocks_and_equals_the_rows(tmp_path, monkeypatch)
     source.finish()
     vectors = source._vectors
     assert vectors is not None
-    packed, rows = vectors._stored_pack(), vectors._from_rows()
-    assert packed is not None and len(packed.vectors) > 4 and len(packed.owners) == 3
-    for name in ("ids", "chunk_rows", "owners", "sentence_rows", "vectors"):
+    token, packed = vectors._search_pack()
+    rows = vectors._from_rows(vectors._pack_store())  # the path of an unfinished ingest
+    assert token is not None and len(packed.vectors) > 4 and len(packed.owners) == 3
+    assert packed.vectors.dtype == np.dtype({"float32": "<f4", "float16": "<f2"}.get(form, "i1"))
+    for name in ("ids", "owners"):
         assert np.array_equal(getattr(packed, name), getattr(rows, name)), name
-    fresh = build(tmp_path, ConceptEmbedder())
+    assert np.array_equal(packed.rows(packed.chunk_rows), rows.rows(rows.chunk_rows))
+    assert np.array_equal(packed.rows(packed.sentence_rows), rows.rows(rows.sentence_rows))
+    exact = ConceptEmbedder().embed(["Clinic\nThe physician examined the patient's lungs."])
+    exact /= np.linalg.norm(exact)
+    d1 = packed.rows(packed.chunk_rows[:1])[0]
+    assert float(d1 @ exact[0]) > {"float32": 0.99999, "float16": 0.9999}.get(form, 0.999)
+    fresh = build(tmp_path, ConceptEmbedder(), vector_format=form)
     query = Query("automobile traffic", k=3)
     assert run(fresh.retrieve(query)) == run(source.retrieve(query))
+
+
+def test_a_second_ingest_merges_and_a_pruned_vector_leaves_the_pack(tmp_path):
+    source = build(tmp_path, ConceptEmbedder())
+    source.upsert(DOCS[:2])
+    source.finish()
+    first = len(source._vectors._pack_store().vectors)
+    source.upsert(DOCS[2:])
+    # Before the run's end the new vectors wait in the database and are searched too.
+    assert _waiting(source) == 1
+    assert run(source.retrieve(Query("automobile", k=1)))[0].id == "d3"
+    source.finish()
+    assert _waiting(source) == 0 and len(source._vectors._pack_store().vectors) == first + 1
+    source.delete(["d3"])
+    assert "d3" not in {h.id for h in run(source.retrieve(Query("automobile", k=3)))}
+    source.finish()
+    assert len(source._vectors._pack_store().vectors) == first
+    assert len(list((tmp_path / "kb.db.vectors").iterdir())) == 3  # old packs removed
+
+
+def test_a_crash_before_the_new_pack_is_recorded_loses_nothing(tmp_path, monkeypatch):
+    source = build(tmp_path, ConceptEmbedder())
+    source.upsert(DOCS[:2])
+    source.finish()
+    token = source._vectors._search_pack()[0]
+    source.upsert(DOCS[2:])
+    query = Query("automobile sea", k=3)
+    before = run(source.retrieve(query))
+
+    def crash(*args):
+        raise RuntimeError("power cut")
+
+    # The new pack's files are in place, then the transaction recording it fails.
+    monkeypatch.setattr(sqlite_vectors, "record_store", crash)
+    with pytest.raises(RuntimeError):
+        source.finish()
+    monkeypatch.undo()
+    fresh = build(tmp_path, ConceptEmbedder())
+    fresh._open()
+    assert fresh._vectors._pack_store() is not None and _waiting(fresh) == 1
+    assert run(fresh.retrieve(query)) == before
+    assert sqlite_vectors.current_store(fresh._open()._db, fresh._vectors._kind).token == token
+    fresh.finish()  # the next run's end merges, and the orphaned files go
+    assert _waiting(fresh) == 0 and len(list((tmp_path / "kb.db.vectors").iterdir())) == 3
+    assert run(fresh.retrieve(query)) == before
+
+
+def test_a_knowledge_base_of_the_old_layout_is_read_then_upgraded_in_place(tmp_path, monkeypatch):
+    """Before the pack was the store, every vector was a float32 row of kb_embeddings
+    and the pack (float32, no hashes) a copy recorded in kb_vector_packs."""
+    made = apsw.Connection(str(tmp_path / "kb.db"))  # as the old code made files:
+    made.execute("CREATE TABLE x (a)")  # no incremental vacuum (fixed by a first table)
+    made.execute("DROP TABLE x")
+    made.close()
+    source = build(tmp_path, ConceptEmbedder())
+    source.upsert(DOCS)  # the rows, as the old code wrote them
+    vectors = source._vectors
+    db = source._open()._db
+    old = vectors._from_rows()
+    old_token = write_pack(vectors._pack_folder, vectors._pack_key, old)
+    db.execute("INSERT INTO kb_vector_packs VALUES (?, ?, ?)", (*vectors._kind, old_token))
+    query = Query("automobile physician", k=3)
+    expected = run(source.retrieve(query))
+    reader = build(tmp_path, ConceptEmbedder())
+    assert run(reader.retrieve(query)) == expected
+    assert reader._vectors._search_pack()[0] == old_token  # the old copy is mapped
+    assert set(reader.fingerprints()) == {"d1", "d2", "d3"}
+    records = tmp_path / "docs.jsonl"
+    records.write_text(
+        "\n".join(f'{{"id": "{d.id}", "title": "{d.title}", "text": "{d.text}"}}' for d in DOCS)
+    )
+    # A few vectors free a few pages; a real knowledge base frees most of its file.
+    monkeypatch.setattr(sqlite_vector_store, "RECLAIM_SHARE", 0.0)
+    ingest(reader, [records], root=tmp_path)  # nothing new, but the upgrade is pending
+    assert _waiting(reader) == 0 and not reader.unfinished()
+    # The rows' pages were given back: the file was rewritten once, vacuumed from now on.
+    upgraded = reader._open()._db
+    pragmas = ("auto_vacuum", "freelist_count")
+    assert [upgraded.execute(f"PRAGMA {p}").fetchone()[0] for p in pragmas] == [2, 0]
+    reader.upsert([Document("d4", "A glad ending.")])
+    assert reader.unfinished()
+    reader.finish()
+    assert db.execute("SELECT count(*) FROM kb_vector_packs").fetchone()[0] == 0
+    assert _pack_files(tmp_path) == ["hashes.npy", "index.npz", "vectors.npy"]
+    assert [h.id for h in run(reader.retrieve(query))] == [h.id for h in expected]
+    assert run(reader.retrieve(Query("happy", k=1)))[0].id == "d4"
 
 
 def test_repeated_sentences_are_embedded_once(tmp_path):
@@ -253,3 +364,21 @@ def test_the_graph_follows_the_collection_across_ingests(tmp_path):
 def test_the_threshold_is_a_setting_of_at_least_one():
     with pytest.raises(ValueError, match="ann_threshold"):
         sqlite_fts.SqliteFtsConfig(kind="sqlite-fts", path="kb.db", ann_threshold=0)
+
+
+def test_sentence_vectors_follow_the_embedder_unless_configured(tmp_path):
+    long = Document(
+        "d4",
+        "The sea is calm and quiet along the coast this morning. The car needs fresh oil "
+        "before the long drive north. A physician will check the driver at the border.",
+    )
+    default = build(tmp_path / "a", HashingEmbedder(dim=32))
+    default.upsert([long])
+    # hashing declares no sentence vectors (they did not pay on SciFact).
+    assert default._vectors.sentence_weight == 0 and _waiting(default) == 1
+    asked = build(tmp_path / "b", HashingEmbedder(dim=32), sentence_weight=0.5)
+    asked.upsert([long])
+    assert _waiting(asked) == 4  # the passage and its three sentences
+    other = build(tmp_path / "c", ConceptEmbedder())  # declares nothing: the default 0.5
+    other.upsert([long])
+    assert other._vectors.sentence_weight == 0.5 and _waiting(other) == 4

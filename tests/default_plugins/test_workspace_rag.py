@@ -26,8 +26,10 @@ def context(tmp_path: Path, workspace: WorkspaceConfig | None) -> BuildContext:
 @pytest.mark.parametrize(
     ("workspace", "expected"),
     [
-        (None, (256, 32, SENTENCE_WEIGHT)),
-        (WorkspaceConfig(), (256, 32, SENTENCE_WEIGHT)),
+        # hashing declares no sentence vectors; a configured weight wins.
+        (None, (256, 32, 0)),
+        (WorkspaceConfig(), (256, 32, 0)),
+        (WorkspaceConfig(sentence_weight=SENTENCE_WEIGHT), (256, 32, SENTENCE_WEIGHT)),
         (
             WorkspaceConfig(chunk_tokens=64, chunk_overlap=8, sentence_weight=0),
             (64, 8, 0),
@@ -42,3 +44,16 @@ def test_index_settings_come_from_the_workspace_table(tmp_path, workspace, expec
             assert (index.chunk_tokens, index.chunk_overlap, index.sentence_weight) == expected
         finally:
             index.close()
+
+
+@pytest.mark.parametrize(
+    ("workspace", "stored"),
+    [(None, False), (WorkspaceConfig(), False), (WorkspaceConfig(vectors=True), True)],
+)
+def test_hashing_vectors_are_kept_only_when_asked(tmp_path, workspace, stored) -> None:
+    retriever = dense_retriever(context(tmp_path, workspace))
+    try:
+        # Words only by default: the by-vector retriever leaves every search plan.
+        assert retriever.index.vectors is stored and retriever.switched_off() is not stored
+    finally:
+        retriever.index.close()

@@ -27,6 +27,8 @@ def indexed_workspace(workspace: Path) -> Path:
     """A workspace with two notes, indexed into the test's ``KAIROX_HOME``."""
     (workspace / "notes.md").write_text(NOTES)
     (workspace / "guide.md").write_text(GUIDE)
+    # Both workspace retrievers (hashing's default keeps words only): hits are found by each.
+    (workspace / "kairox.toml").write_text("[workspace]\nvectors = true\n")
     AppFacade(cwd=workspace).index_workspace()
     return workspace
 

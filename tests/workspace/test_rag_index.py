@@ -415,3 +415,27 @@ def test_a_run_that_rewrites_a_share_of_the_files_merges_the_words_index(
         assert _fts_segments(database) == 1
     finally:
         index.close()
+
+
+def test_an_index_without_vectors_keeps_words_only_and_drops_its_packs(database, project):
+    first = WorkspaceRagIndex(
+        database, project, CountingEmbedder(), chunk_tokens=32, chunk_overlap=4
+    )
+    try:
+        assert first.index().chunks_embedded > 0 and first._pack_token() is not None
+    finally:
+        first.close()
+    words = CountingEmbedder()
+    index = WorkspaceRagIndex(
+        database, project, words, vectors=False, chunk_tokens=32, chunk_overlap=4
+    )
+    try:
+        stats = index.index()
+        assert words.texts_embedded == 0 and stats.chunks_embedded == 0
+        assert stats.pack_bytes is None and index._pack_token() is None
+        assert not list((database.parent / "vectors").glob(f"{index._pack_key()}-*"))
+        assert index.search_words("def", 3)  # words still search
+        project.joinpath("new.md").write_text("A new file about rockets and oxygen.\n")
+        assert index.index().added == 1 and words.texts_embedded == 0
+    finally:
+        index.close()

@@ -6,8 +6,11 @@ import numpy as np
 import pytest
 
 from kairox.workspace.vector_pack import (
+    FORMATS,
     PackWriter,
     VectorPack,
+    decode,
+    encode,
     pack_key,
     read_pack,
     remove_packs,
@@ -136,3 +139,42 @@ def test_a_writer_left_unfinished_removes_what_it_wrote(tmp_path, pack) -> None:
     with pytest.raises(ValueError, match="shape"), PackWriter(folder, "k", rows=5, dim=DIM) as w:
         w.add(pack.vectors[:, :2])
     assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize(("form", "error"), [("float16", 1e-3), ("int8", 1e-2)])
+def test_a_compact_pack_stores_each_row_close_to_its_float32_vector(
+    tmp_path, pack, form, error
+) -> None:
+    hashes = np.array([bytes([n]) * 31 + b"\0" for n in range(5)], dtype="S32")
+    with PackWriter(tmp_path, "k", rows=5, dim=DIM, form=form, with_hashes=True) as writer:
+        writer.add(pack.vectors[:2], hashes[:2])
+        writer.add(pack.vectors[2:], hashes[2:])
+        token = writer.finish(pack)
+    read = read_pack(tmp_path, "k", token, DIM, with_hashes=True)
+    assert read is not None and read.vectors.dtype == np.dtype(FORMATS[form])
+    assert (read.scales is not None) == (form == "int8")
+    # The digests come back whole, a trailing zero byte included.
+    assert read.hashes is not None and read.hashes.view(np.uint8).reshape(-1, 32)[0, 31] == 0
+    assert np.array_equal(read.hashes, hashes)
+    assert np.abs(read.rows() - pack.vectors).max() < error
+    assert np.array_equal(read.rows(read.chunk_rows), read.rows()[read.chunk_rows])
+    assert read_pack(tmp_path, "k", token, DIM) is not None  # hashes read only when asked
+
+
+def test_encoding_round_trips_and_zero_rows_stay_zero() -> None:
+    rows = np.array([[0.6, -0.8, 0.0], [0.0, 0.0, 0.0]], dtype=np.float32)
+    for form in FORMATS:
+        codes, scales = encode(rows, form)
+        assert np.allclose(decode(codes, scales), rows, atol=0.005)
+        assert not decode(codes, scales)[1].any()
+    codes, scales = encode(rows, "int8")
+    assert codes.dtype == np.int8 and codes[0].tolist() == [95, -127, 0]
+
+
+def test_a_writer_refuses_rows_without_their_hashes_or_an_unknown_format(tmp_path, pack) -> None:
+    with pytest.raises(ValueError, match="unknown vector format"):
+        PackWriter(tmp_path, "k", rows=5, dim=DIM, form="bfloat16")
+    writer = PackWriter(tmp_path, "k", rows=5, dim=DIM, with_hashes=True)
+    with writer, pytest.raises(ValueError, match="hashes"):
+        writer.add(pack.vectors)
+    assert not list(tmp_path.glob("k-*"))

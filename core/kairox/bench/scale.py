@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,17 +136,23 @@ def _child_env(home: Path) -> dict[str, str]:
     return env
 
 
-def ingest_kb(corpus: Path, folder: Path, *, vectors: bool) -> tuple[ChildRun, SqliteFtsSource]:
-    """``kairox kb ingest`` of ``corpus`` into a new knowledge base in ``folder``."""
+def ingest_kb(
+    corpus: Path, folder: Path, *, vectors: bool, settings: Mapping[str, Any] | None = None
+) -> tuple[ChildRun, SqliteFtsSource]:
+    """``kairox kb ingest`` of ``corpus`` into a new knowledge base in ``folder`` (with
+    vectors, ``settings`` are more of its ``sqlite-fts`` settings)."""
     folder.mkdir(parents=True)
-    backend = f'embedding_backend = "{VECTOR_BACKEND}"\n' if vectors else ""
+    settings = dict(settings or {}) if vectors else {}
+    lines = [f'embedding_backend = "{VECTOR_BACKEND}"'] if vectors else []
+    # JSON strings and numbers are TOML ones too.
+    lines += [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
     (folder / "kairox.toml").write_text(
-        f'[knowledge_bases.scale]\nkind = "sqlite-fts"\npath = "kb.db"\n{backend}'
+        '[knowledge_bases.scale]\nkind = "sqlite-fts"\npath = "kb.db"\n' + "\n".join(lines) + "\n"
     )
     argv = python_module("kairox", "kb", "ingest", "scale", str(corpus), "--no-chunk", "--json")
     ran = run_child(argv, cwd=folder, env=_child_env(folder))
     embedder = HashingEmbedder() if vectors else None
-    return ran, SqliteFtsSource("scale", folder / "kb.db", embedder=embedder)
+    return ran, SqliteFtsSource("scale", folder / "kb.db", embedder=embedder, **settings)
 
 
 def _search_all(
@@ -230,6 +236,7 @@ def _measure_size(
     k: int,
     scratch: Path,
     progress: Progress | None,
+    vector_config: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     folder = scratch / f"n{size}"
     folder.mkdir()
@@ -243,14 +250,15 @@ def _measure_size(
     )
     peer = SavedBm25s(peer_folder)
     rows = [_row(size, "bm25s", peer_run, _disk_bytes(peer_folder), text)]
-    systems = [("kb, words", False)] + (
-        [(f"kb, words + {VECTOR_BACKEND}", True)] if vectors else []
-    )
+    label = f"kb, words + {VECTOR_BACKEND}"
+    if vector_config:
+        label += " (" + ", ".join(f"{k} {v}" for k, v in vector_config.items()) + ")"
+    systems = [("kb, words", False)] + ([(label, True)] if vectors else [])
     for system, with_vectors in systems:
         if progress is not None:
             progress(f"ingesting {size:,} passages ({system})", 0, 1)
         kb_folder = folder / ("kb-vectors" if with_vectors else "kb-words")
-        ran, source = ingest_kb(corpus, kb_folder, vectors=with_vectors)
+        ran, source = ingest_kb(corpus, kb_folder, vectors=with_vectors, settings=vector_config)
         disk = _disk_bytes(*kb_folder.glob("kb.db*"))
         row = _row(size, system, ran, disk, text)
         row["written"] = json.loads(ran.stdout)["chunks_written"]
@@ -270,6 +278,7 @@ def benchmark(
     sizes: Sequence[int],
     *,
     vectors: bool = False,
+    vector_config: Mapping[str, Any] | None = None,
     queries: int = 100,
     k: int = 10,
     scratch: Path | None = None,
@@ -290,6 +299,7 @@ def benchmark(
                     passages,
                     texts,
                     vectors=vectors,
+                    vector_config=vector_config,
                     k=k,
                     scratch=Path(folder),
                     progress=progress,
@@ -303,6 +313,7 @@ def benchmark(
         "queries": len(texts),
         "warmup": WARMUP,
         "k": k,
+        "vector_config": dict(vector_config or {}),
         "created": created_now(),
         "machine": machine(),
         "load_average": {"before": load_before, "after": os.getloadavg()},

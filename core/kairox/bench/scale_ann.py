@@ -9,7 +9,6 @@ recall@k of the latter against the former.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,32 +17,23 @@ from typing import Any
 import numpy as np
 
 from kairox.bench.report import percentile
+from kairox.default_plugins.sqlite_fts import SqliteFtsIndex
 from kairox.embedding import EmbeddingBackend
 from kairox.retrieval.ann import AnnIndex, keys_of, rescored_top_k
 from kairox.retrieval.vectors import embed_unit, top_k
 
 
 def passage_vectors(kb_path: Path, embedder: EmbeddingBackend) -> tuple[list[str], np.ndarray]:
-    """The distinct passage vectors of a ``sqlite-fts`` file for ``embedder``, with their
-    text hashes."""
-    kind = (embedder.name, embedder.dim)
-    select = (
-        "FROM kb_embeddings e WHERE e.embedder = ? AND e.dim = ? AND e.text_hash IN "
-        "(SELECT text_hash FROM kb_passages)"
-    )
-    db = sqlite3.connect(f"file:{kb_path}?mode=ro", uri=True)
+    """The distinct passage vectors of a ``sqlite-fts`` file for ``embedder`` (as its
+    searches read them), with their text hashes."""
+    index = SqliteFtsIndex(kb_path)
     try:
-        (count,) = db.execute(f"SELECT count(*) {select}", kind).fetchone()
-        matrix = np.empty((count, embedder.dim), dtype=np.float32)
-        hashes = []
-        for row, (text_hash, vector) in enumerate(
-            db.execute(f"SELECT e.text_hash, e.vector {select}", kind)
-        ):
-            hashes.append(text_hash)
-            matrix[row] = np.frombuffer(vector, dtype=np.float32)
+        _, hashes, matrix = index.vectors(embedder, sentence_weight=0).passage_vectors()
     finally:
-        db.close()
-    return hashes, matrix
+        index.close()
+    _, first = np.unique(np.asarray(hashes), return_index=True)
+    first.sort()
+    return [hashes[n] for n in first], np.ascontiguousarray(matrix[first])
 
 
 def measure_ann(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,12 @@ def table(report: dict[str, Any]) -> None:
     is_flag=True,
     help="Also ingest and search with the default's vectors (embedding_backend = hashing).",
 )
+@click.option(
+    "--vector-config",
+    default="{}",
+    help="With --vectors: more sqlite-fts settings of that knowledge base, as JSON, e.g. "
+    '\'{"vector_format": "int8", "sentence_weight": 0.5}\'.',
+)
 @option("--queries", 100, "How many of the source's queries to time.", type=click.IntRange(1))
 @option("-k", 10, None, "k", type=click.IntRange(1))
 @click.option(
@@ -83,6 +90,12 @@ def scale(sizes: str, plot: Path | None, out: Path | None, as_json: bool, **sett
         raise click.BadParameter(str(exc), param_hint="--sizes") from None
     if not counts:
         raise click.BadParameter("name at least one size", param_hint="--sizes")
+    try:
+        settings["vector_config"] = json.loads(settings["vector_config"])
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--vector-config") from None
+    if not isinstance(settings["vector_config"], dict):
+        raise click.BadParameter("give a JSON object", param_hint="--vector-config")
     report = run(benchmark, settings.pop("source"), counts, errors=(BenchError,), **settings)
     show(report, out, as_json, table)
     if plot is not None:

@@ -36,6 +36,15 @@ class HashingEmbedder:
     fusion_weight = HASHING_FUSION_WEIGHT
     #: a query is embedded in microseconds, in-process: no thread hand-off for it
     local = True
+    #: No sentence vectors unless ``sentence_weight`` is configured: on SciFact they took
+    #: hybrid nDCG@10 from 0.5961 to 0.5941 (vector weight 1) and changed nothing at
+    #: weight 0.05, for ten times the vectors (docs/vectors.md).
+    sentence_weight = 0.0
+    #: The workspace index stores no hashing vectors unless ``[workspace] vectors = true``:
+    #: fused at ``fusion_weight`` they changed MRR@10 of the history benchmark by +0.001
+    #: (dev) and +0.0005 (held-out), the code benchmark's by -0.001, SciFact's nDCG@10 by
+    #: +0.0003, for 10-20x the disk of the words and 6-8x the indexing CPU (docs/vectors.md).
+    workspace_vectors = False
 
     def __init__(self, dim: int = 384) -> None:
         if dim < 8:

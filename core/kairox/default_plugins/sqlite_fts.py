@@ -15,7 +15,7 @@ import json
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import apsw
 import numpy as np
@@ -35,7 +35,7 @@ from kairox.retrieval.fts5_common import CommonTerms
 from kairox.retrieval.fts5_merge import merge_segments, worth_merging
 from kairox.retrieval.fusion import fuse
 from kairox.retrieval.sqlite_engine import connect, enable_wal
-from kairox.retrieval.vectors import SENTENCE_WEIGHT
+from kairox.retrieval.vectors import SENTENCE_WEIGHT, default_sentence_weight
 from kairox.storage import immediate_transaction
 
 #: One stored document: (id, title, body, uri, metadata).
@@ -114,6 +114,11 @@ class SqliteFtsIndex:
                 "right and that its folder is readable and writable"
             ) from exc
         try:
+            if create and not self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                # A new file gives the pages it frees back (set before anything else: a
+                # file's first table fixes the mode). Vectors wait as rows until an
+                # ingest's end packs them; their pages then go (sqlite_vector_store).
+                self._db.execute("PRAGMA auto_vacuum = INCREMENTAL")
             enable_wal(self._db)
             register_functions(self._db)
             if self._schema_version() != _SCHEMA_VERSION:
@@ -232,6 +237,15 @@ class SqliteFtsIndex:
                 )
             ]
 
+    def unfinished(self) -> bool:
+        """Whether :meth:`finish` has work left from an earlier run (vectors waiting to be
+        packed: a run cut short, or a knowledge base of the layout before the pack was
+        the store, which ``kairox kb ingest`` then upgrades in place)."""
+        if self.embedder is None or (self._index is None and not self.path.exists()):
+            return False
+        self._open()
+        return self._vectors is not None and self._vectors.unfinished()
+
     def documents(self, ids: Sequence[str]) -> list[Document]:
         """The stored documents with these ids, in that order (missing ids left out)."""
         found: dict[str, Document] = {}
@@ -313,10 +327,15 @@ class SqliteFtsConfig(KnowledgeBaseConfig):
     # Set: also search by meaning with this registered backend (kairox.default_plugins.
     # sqlite_vectors), fused with the words in this one source as the workspace is.
     embedding_backend: StrictStr | None = None
-    sentence_weight: float = Field(default=SENTENCE_WEIGHT, ge=0, le=1)
+    # Unset: the embedder's own (kairox.retrieval.vectors.default_sentence_weight; hashing
+    # 0, i.e. no sentence vectors, others 0.5); 0 makes and searches no sentence vectors.
+    sentence_weight: float | None = Field(default=None, ge=0, le=1)
     # How much meaning counts against words in the fused ranking (1: alike, as the workspace).
     vector_weight: float = Field(default=1.0, ge=0)
     vector_pack: StrictBool = True
+    # How the pack stores each vector (kairox.workspace.vector_pack.FORMATS): float16
+    # changed no SciFact nDCG@10 by more than 0.001 at half the bytes (benchmarks/README.md).
+    vector_format: Literal["float32", "float16", "int8"] = "float16"
     # Set: from this many passages on (with `pip install 'kairox[ann]'`), unfiltered
     # searches by meaning go through an approximate index (kairox.retrieval.ann; 100,000
     # is its suggested value). Off by default: on hashing vectors its recall@10 against
@@ -341,9 +360,10 @@ class SqliteFtsSource:
         title_weight: float = DEFAULT_TITLE_WEIGHT,
         body_weight: float = 1.0,
         embedder: EmbeddingBackend | None = None,
-        sentence_weight: float = SENTENCE_WEIGHT,
+        sentence_weight: float | None = None,
         vector_weight: float = 1.0,
         vector_pack: bool = True,
+        vector_format: str = "float16",
         ann_threshold: int | None = None,
     ) -> None:
         self.name = name
@@ -353,9 +373,14 @@ class SqliteFtsSource:
         #: With an embedder the source is hybrid: words and meaning, fused (convex).
         self.embedder = embedder
         self.vector_weight = vector_weight
+        if sentence_weight is None:
+            sentence_weight = (
+                SENTENCE_WEIGHT if embedder is None else default_sentence_weight(embedder)
+            )
         self._vector_options = {
             "sentence_weight": sentence_weight,
             "vector_pack": vector_pack,
+            "vector_format": vector_format,
             "ann_threshold": ann_threshold,
         }
         self._vectors: DocumentVectors | None = None
@@ -412,6 +437,15 @@ class SqliteFtsSource:
             self._index.compact()
         if self._vectors is not None:
             self._vectors.finish()
+
+    def unfinished(self) -> bool:
+        """Whether :meth:`finish` has work left from an earlier run (vectors waiting to be
+        packed: a run cut short, or a knowledge base of the layout before the pack was
+        the store, which ``kairox kb ingest`` then upgrades in place)."""
+        if self.embedder is None or (self._index is None and not self.path.exists()):
+            return False
+        self._open()
+        return self._vectors is not None and self._vectors.unfinished()
 
     def documents(self, ids: Sequence[str]) -> list[Document]:
         """Stored documents by id (``kairox bench generate-queries`` reads passages back)."""
@@ -482,6 +516,7 @@ def build_source(kb_id: str, config: SqliteFtsConfig, ctx: BuildContext) -> Sqli
         sentence_weight=config.sentence_weight,
         vector_weight=config.vector_weight,
         vector_pack=config.vector_pack,
+        vector_format=config.vector_format,
         ann_threshold=config.ann_threshold,
     )
 

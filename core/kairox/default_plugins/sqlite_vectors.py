@@ -1,12 +1,13 @@
 """Vectors beside a ``sqlite-fts`` knowledge base, so it searches by meaning as well.
 
 With ``embedding_backend`` set, every document stored is also embedded, whole and
-sentence by sentence, exactly as the workspace index embeds its chunks: vectors are
-addressed by (text hash, embedder), so an unchanged text is never embedded twice and
-vectors of two models never meet, and searches are sentence-aware (a document's score
-blends its own cosine with its best sentence's, ``sentence_weight``). They live in the
-knowledge base's own SQLite file, and after each ingest a copy is packed next to it
-(:mod:`kairox.workspace.vector_pack`) for a new process to map at once. With
+sentence by sentence (when ``sentence_weight`` is not 0), as the workspace index embeds
+its chunks: vectors are addressed by (text hash, embedder), so an unchanged text is never
+embedded twice and vectors of two models never meet, and searches are sentence-aware (a
+document's score blends its own cosine with its best sentence's). Each vector is stored
+once, compact, in a pack next to the knowledge base that a new process maps at once
+(:mod:`kairox.default_plugins.sqlite_vector_store`); vectors embedded since the last
+ingest's end wait as rows of the database. With
 ``ann_threshold`` set, from that many passages on (and with usearch installed), the pack
 gets an HNSW graph of its passage vectors beside it (:mod:`kairox.retrieval.ann`),
 updated incrementally after each ingest; unfiltered searches then score the graph's
@@ -27,18 +28,25 @@ from pathlib import Path
 import apsw
 import numpy as np
 
+from kairox.default_plugins.sqlite_vector_store import (
+    STORE_SCHEMA,
+    current_store,
+    graph_keys,
+    in_pack,
+    reclaim_space,
+    record_store,
+    search_arrays,
+    unarrange,
+    unpack_store,
+    write_store,
+)
 from kairox.embedding import EmbeddingBackend
 from kairox.retrieval import Document
-from kairox.retrieval.ann import USEARCH, AnnIndex, keys_of, rescored_top_k
+from kairox.retrieval.ann import USEARCH, AnnIndex, rescored_top_k
 from kairox.retrieval.vectors import EMBED_BATCH, SentenceVectors, embed_unit, top_k
+from kairox.storage import immediate_transaction
 from kairox.workspace.chunking import split_sentences
-from kairox.workspace.vector_pack import (
-    PackWriter,
-    VectorPack,
-    pack_key,
-    read_pack,
-    remove_packs,
-)
+from kairox.workspace.vector_pack import VectorPack, pack_key, read_pack, remove_packs
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS kb_passages (id TEXT PRIMARY KEY, text_hash TEXT NOT NULL)",
@@ -47,13 +55,13 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS kb_sentences_hash ON kb_sentences(text_hash)",
     "CREATE TABLE IF NOT EXISTS kb_embeddings (text_hash TEXT NOT NULL, embedder TEXT NOT NULL,"
     " dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (text_hash, embedder, dim))",
+    # Before the pack was the store: which pack held a copy of kb_embeddings (read while
+    # an old knowledge base has not been ingested into since; the next ingest drops it).
     "CREATE TABLE IF NOT EXISTS kb_vector_packs (embedder TEXT NOT NULL, dim INTEGER NOT NULL,"
     " token TEXT NOT NULL, PRIMARY KEY (embedder, dim))",
+    *STORE_SCHEMA,
 )
 
-
-# Vectors copied from the database to a pack at a time (1.5 MB of 384-wide vectors).
-_COPY_ROWS = 1024
 _NO_VECTORS = np.empty((0, 0), dtype=np.float32)
 
 
@@ -114,6 +122,7 @@ class DocumentVectors:
         *,
         sentence_weight: float,
         vector_pack: bool = True,
+        vector_format: str = "float16",
         ann_threshold: int | None = None,
     ) -> None:
         self._db = db
@@ -121,6 +130,7 @@ class DocumentVectors:
         self.embedder = embedder
         self.sentence_weight = sentence_weight
         self.vector_pack = vector_pack
+        self.vector_format = vector_format
         self.ann_threshold = ann_threshold
         self._pack_folder = path.parent / f"{path.name}.vectors"
         self._pack_key = pack_key(str(path.resolve()), embedder.name, embedder.dim)
@@ -129,6 +139,7 @@ class DocumentVectors:
             tuple[int, int], np.ndarray, np.ndarray, SentenceVectors | None, _Graph | None
         ]
         self._cache = None  # type: ignore[assignment]
+        self._store_cache: tuple[str, VectorPack | None] | None = None
         with self._lock, self._db:
             for statement in _SCHEMA:
                 self._db.execute(statement)
@@ -136,20 +147,38 @@ class DocumentVectors:
     # -- writing ------------------------------------------------------------------
 
     def embedded_ids(self) -> set[str]:
-        """The ids whose passage vector this embedder has made."""
+        """The ids whose passage vector this embedder has made (waiting or stored)."""
         with self._lock:
-            return {
-                row[0]
-                for row in self._db.execute(
-                    "SELECT p.id FROM kb_passages p JOIN kb_embeddings e ON e.text_hash = "
-                    "p.text_hash AND e.embedder = ? AND e.dim = ?",
-                    self._kind,
-                )
-            }
+            rows = self._db.execute(
+                "SELECT p.id, p.text_hash, e.rowid IS NOT NULL FROM kb_passages p LEFT JOIN "
+                "kb_embeddings e ON e.text_hash = p.text_hash AND e.embedder = ? AND e.dim = ?",
+                self._kind,
+            ).fetchall()
+            stored = self._has_stored([h for _, h, waiting in rows if not waiting])
+        return {doc_id for doc_id, _, waiting in rows if waiting} | {
+            doc_id for (doc_id, h, waiting) in rows if not waiting and h in stored
+        }
+
+    def _has_stored(self, hashes: Sequence[str]) -> set[str]:
+        """Those of ``hashes`` the pack holds."""
+        rows = in_pack(self._pack_store(), list(hashes))
+        return {h for h, row in zip(hashes, rows, strict=True) if row >= 0}
+
+    def _pack_store(self) -> VectorPack | None:
+        """The recorded pack with its hashes (kept while it stays current)."""
+        stored = current_store(self._db, self._kind)
+        if stored is None:
+            return None
+        if self._store_cache is None or self._store_cache[0] != stored.token:
+            pack = read_pack(
+                self._pack_folder, self._pack_key, stored.token, self.embedder.dim, with_hashes=True
+            )
+            self._store_cache = (stored.token, pack)
+        return self._store_cache[1]
 
     def _have(self, hashes: Sequence[str]) -> set[str]:
         with self._lock:
-            return {
+            waiting = {
                 row[0]
                 for row in self._db.execute(
                     "SELECT text_hash FROM kb_embeddings WHERE embedder = ? AND dim = ? AND "
@@ -157,6 +186,7 @@ class DocumentVectors:
                     (*self._kind, json.dumps(list(hashes))),
                 )
             }
+            return waiting | self._has_stored([h for h in hashes if h not in waiting])
 
     def prepare(self, documents: Sequence[Document]) -> list[_Prepared]:
         """Split and embed ``documents`` (outside any transaction: this is the slow part)."""
@@ -194,6 +224,7 @@ class DocumentVectors:
         """Store prepared documents' vectors, replacing what their ids had."""
         with self._lock, self._db:
             self._db.execute("DELETE FROM kb_vector_packs")
+            unarrange(self._db)
             for item in prepared:
                 self._db.execute("DELETE FROM kb_sentences WHERE id = ?", (item.id,))
                 self._db.execute(
@@ -211,72 +242,66 @@ class DocumentVectors:
     def delete(self, ids: Sequence[str]) -> None:
         with self._lock, self._db:
             self._db.execute("DELETE FROM kb_vector_packs")
+            unarrange(self._db)
             for doc_id in ids:
                 self._db.execute("DELETE FROM kb_sentences WHERE id = ?", (doc_id,))
                 self._db.execute("DELETE FROM kb_passages WHERE id = ?", (doc_id,))
-            # Vectors no passage or sentence uses any more (of any embedder) go too.
+            # Waiting vectors no passage or sentence uses any more (of any embedder) go
+            # too; the pack's go when the next ingest's end writes a new one.
             self._db.execute(
                 "DELETE FROM kb_embeddings WHERE text_hash NOT IN (SELECT text_hash FROM "
                 "kb_passages UNION SELECT text_hash FROM kb_sentences)"
             )
 
-    def finish(self) -> None:
-        """Pack the vectors for the next process (after an ingest run); best effort."""
-        if not self.vector_pack:
-            remove_packs(self._pack_folder, self._pack_key)
-            return
+    def unfinished(self) -> bool:
+        """Vectors wait in the database for :meth:`finish`, or the pack's index arrays
+        are stale (or, with packs switched off, a pack is left to unpack)."""
         with self._lock:
-            try:
-                token = self._write_pack()
-            except OSError:
-                return  # searches read the rows, as without a pack
-            with self._db:
-                self._db.execute(
-                    "INSERT OR REPLACE INTO kb_vector_packs VALUES (?, ?, ?)", (*self._kind, token)
-                )
-            remove_packs(self._pack_folder, self._pack_key, keep=token)
-
-    def _write_pack(self) -> str:
-        """A new pack of this embedder's vectors, copied from the database a block at a
-        time, its index arrays built in SQL and streamed (an ingest run's end never holds
-        the whole matrix, nor a Python object per vector); returns its token."""
-        dim = self.embedder.dim
-        # One transaction: the count, the rows and the vectors are one snapshot, whatever
-        # another process commits meanwhile.
-        with self._db:
-            (count,) = self._db.execute(
-                "SELECT count(*) FROM kb_embeddings WHERE embedder = ? AND dim = ?", self._kind
+            stored = current_store(self._db, self._kind)
+            if not self.vector_pack:
+                return stored is not None
+            waiting = self._db.execute(
+                "SELECT 1 FROM kb_embeddings WHERE embedder = ? AND dim = ? LIMIT 1", self._kind
             ).fetchone()
-            # Each vector's row in the pack, in the order they are copied (temp: this
-            # connection only, never in the file).
-            self._db.execute(
-                "CREATE TEMP TABLE IF NOT EXISTS kb_pack_rows "
-                "(text_hash TEXT PRIMARY KEY, row INTEGER NOT NULL)"
-            )
-            self._db.execute("DELETE FROM kb_pack_rows")
-            self._db.execute(
-                "INSERT INTO kb_pack_rows SELECT text_hash, row_number() OVER (ORDER BY rowid) "
-                "- 1 FROM kb_embeddings WHERE embedder = ? AND dim = ?",
-                self._kind,
-            )
+            return waiting is not None or (stored is not None and not stored.arranged)
+
+    def finish(self) -> None:
+        """Merge the vectors embedded since into a new pack (after an ingest run). When
+        it cannot be written they wait in the database, searched from there, until the
+        next run's end."""
+        with self._lock:
+            if not self.vector_pack:
+                # Vectors kept as database rows only: a pack's are moved back first.
+                try:
+                    with immediate_transaction(self._db):
+                        unpack_store(self._db, self._pack_folder, self._pack_key, self._kind)
+                except OSError:
+                    return
+                remove_packs(self._pack_folder, self._pack_key)
+                return
             try:
-                with PackWriter(self._pack_folder, self._pack_key, rows=count, dim=dim) as writer:
-                    rows = self._db.execute(
-                        "SELECT vector FROM kb_embeddings WHERE embedder = ? AND dim = ? "
-                        "ORDER BY rowid",
+                # One transaction, the write lock taken first: the count, the rows and
+                # the vectors are one snapshot, and the new pack is recorded with the
+                # waiting rows it took let go.
+                with immediate_transaction(self._db):
+                    token, _ = write_store(
+                        self._db,
+                        self._pack_folder,
+                        self._pack_key,
                         self._kind,
+                        self.vector_format,
+                        self._pack_index,
                     )
-                    while block := list(itertools.islice(rows, _COPY_ROWS)):
-                        vectors = np.frombuffer(b"".join(v for (v,) in block), dtype=np.float32)
-                        writer.add(vectors.reshape(len(block), dim))
-                    token = writer.finish(self._pack_index())
-                if self.ann_threshold is not None and count >= self.ann_threshold:
-                    # On failure no keys are saved, so searches stay exact.
-                    with contextlib.suppress(OSError, RuntimeError):
-                        self._write_graph(token)
-            finally:
-                self._db.execute("DELETE FROM kb_pack_rows")
-            return token
+                    record_store(self._db, self._kind, token, self.vector_format)
+                    self._db.execute("DELETE FROM kb_pack_rows")
+            except OSError:
+                return
+            remove_packs(self._pack_folder, self._pack_key, keep=token)
+            reclaim_space(self._db)
+            if self.ann_threshold is not None:
+                # On failure no keys are saved, so searches stay exact.
+                with contextlib.suppress(OSError, RuntimeError):
+                    self._write_graph(token)
 
     def _pack_index(self) -> VectorPack:
         """The pack's index arrays (no vectors), from ``kb_pack_rows``: passages and
@@ -319,19 +344,17 @@ class DocumentVectors:
     def _write_graph(self, token: str) -> None:
         """Bring the graph up to the pack ``token`` (adding and removing what changed),
         then save the pack's keys beside it: only with both does a search use it."""
-        pack = read_pack(self._pack_folder, self._pack_key, token, self.embedder.dim)
+        pack = read_pack(
+            self._pack_folder, self._pack_key, token, self.embedder.dim, with_hashes=True
+        )
         if pack is None or self.ann_threshold is None or len(pack.ids) < self.ann_threshold:
             return
         if not USEARCH.available():
             return
-        hashes = self._db.execute(
-            "SELECT p.text_hash FROM kb_passages p JOIN documents d ON d.id = p.id "
-            "JOIN kb_pack_rows r ON r.text_hash = p.text_hash ORDER BY d.rowid"
-        )
-        keys = keys_of(h for (h,) in hashes)
+        keys = graph_keys(pack)
         path = self._graph_path()
         graph = AnnIndex.open(path, self.embedder.dim, view=False) or AnnIndex(self.embedder.dim)
-        graph.sync(keys, lambda positions: pack.vectors[pack.chunk_rows[positions]])
+        graph.sync(keys, lambda positions: pack.rows(pack.chunk_rows[positions]))
         graph.save(path)
         np.save(self._keys_path(token), keys)
 
@@ -349,7 +372,9 @@ class DocumentVectors:
         ).fetchall()
         return passages, sentences
 
-    def _from_rows(self) -> VectorPack:
+    def _from_rows(self, store: VectorPack | None = None) -> VectorPack:
+        """The search arrays from the waiting rows and the pack's vectors (an ingest
+        not finished yet, or a knowledge base written before the pack was the store)."""
         passages, sentences = self._index_rows()
         rows = self._db.execute(
             "SELECT text_hash, vector FROM kb_embeddings WHERE embedder = ? AND dim = ? "
@@ -357,22 +382,42 @@ class DocumentVectors:
             self._kind,
         ).fetchall()
         row_of = {h: n for n, (h, _) in enumerate(rows)}
-        vectors = np.frombuffer(b"".join(v for _, v in rows), dtype=np.float32)
-        return _arrange(passages, sentences, row_of, vectors.reshape(len(rows), self.embedder.dim))
+        waiting = np.frombuffer(b"".join(v for _, v in rows), dtype=np.float32)
+        vectors = waiting.reshape(len(rows), self.embedder.dim)
+        if store is not None:
+            wanted = sorted({h for _, h in (*passages, *sentences) if h not in row_of})
+            found = in_pack(store, wanted)
+            picked = found[found >= 0]
+            row_of.update(
+                (h, len(rows) + n)
+                for n, h in enumerate(h for h, r in zip(wanted, found, strict=True) if r >= 0)
+            )
+            vectors = np.vstack([vectors, store.rows(picked)])
+        return _arrange(passages, sentences, row_of, vectors)
 
-    def _pack_token(self) -> str | None:
-        if not self.vector_pack:
-            return None
+    def _old_layout_pack(self) -> tuple[str, VectorPack] | None:
+        """A knowledge base written before the pack was the store: its float32 copy."""
         row = self._db.execute(
             "SELECT token FROM kb_vector_packs WHERE embedder = ? AND dim = ?", self._kind
         ).fetchone()
-        return None if row is None else row[0]
-
-    def _stored_pack(self, token: str | None = None) -> VectorPack | None:
-        token = token or self._pack_token()
-        if token is None:
+        if not self.vector_pack or row is None:
             return None
-        return read_pack(self._pack_folder, self._pack_key, token, self.embedder.dim)
+        pack = read_pack(self._pack_folder, self._pack_key, row[0], self.embedder.dim)
+        return None if pack is None else (row[0], pack)
+
+    def _search_pack(self) -> tuple[str | None, VectorPack]:
+        """The arrays to search: the pack when it is current and arranged, else the
+        waiting rows with the pack's vectors; with the token of a pack that matches the
+        passages exactly (for its graph), if any."""
+        stored = current_store(self._db, self._kind)
+        if stored is None:
+            old = self._old_layout_pack()
+            return old if old is not None else (None, self._from_rows())
+        if stored.arranged:
+            pack = read_pack(self._pack_folder, self._pack_key, stored.token, self.embedder.dim)
+            if pack is not None:
+                return stored.token, pack
+        return None, self._from_rows(self._pack_store())
 
     def _stored_graph(self, token: str, passages: int) -> _Graph | None:
         """The pack's graph, when it has one that matches it (else searches are exact)."""
@@ -394,18 +439,24 @@ class DocumentVectors:
         key = (self._db.execute("PRAGMA data_version").fetchone()[0], self._db.total_changes())
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1:]
-        token = self._pack_token()
-        pack = self._stored_pack(token)
-        graph = None if pack is None or token is None else self._stored_graph(token, len(pack.ids))
-        pack = pack or self._from_rows()
-        matrix = np.asarray(pack.vectors[pack.chunk_rows])
-        sentences = None
-        if self.sentence_weight and len(pack.owners):
-            sentences = SentenceVectors(
-                pack.vectors, pack.owners, unit=True, rows=pack.sentence_rows
+        token, pack = self._search_pack()
+        graph = None if token is None else self._stored_graph(token, len(pack.ids))
+        ids, matrix, sentences = search_arrays(pack, self.sentence_weight)
+        self._cache = (key, ids, matrix, sentences, graph)
+        return ids, matrix, sentences, graph
+
+    def passage_vectors(self) -> tuple[np.ndarray, list[str], np.ndarray]:
+        """(document rowids, their passages' text hashes, their vectors as unit float32
+        rows), as searched: how an approximate index or a benchmark reads the vectors,
+        whatever the layout they are stored in."""
+        with self._lock:
+            ids, matrix, _, _ = self._arrays()
+            hash_of = dict(
+                self._db.execute(
+                    "SELECT d.rowid, p.text_hash FROM kb_passages p JOIN documents d ON d.id = p.id"
+                )
             )
-        self._cache = (key, pack.ids, matrix, sentences, graph)
-        return pack.ids, matrix, sentences, graph
+            return ids, [hash_of[int(rowid)] for rowid in ids], matrix
 
     def search(
         self, vector: np.ndarray, k: int, allowed: np.ndarray | None = None

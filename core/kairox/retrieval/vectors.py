@@ -182,6 +182,14 @@ def passage_scores(
     return np.where(np.isnan(best), scores, blended).astype(np.float32)
 
 
+def default_sentence_weight(embedder: EmbeddingBackend) -> float:
+    """The sentence weight an embedder's vectors are searched with unless configured: its
+    own ``sentence_weight`` when it declares one (0: no sentence vectors are made at all,
+    for an embedder whose sentence vectors do not pay for their bytes), else
+    :data:`SENTENCE_WEIGHT`."""
+    return float(getattr(embedder, "sentence_weight", SENTENCE_WEIGHT))
+
+
 def check_sentence_weight(weight: float) -> None:
     """Refuse a sentence weight outside ``[0, 1]`` (or not a number)."""
     if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight <= 1:

@@ -102,7 +102,7 @@ class ChunkingMixin:
         )
 
     def _sentences(self, chunk: str, chunk_hash: str) -> tuple[_Sentence, ...]:
-        if self.sentence_weight == 0:
+        if self.sentence_weight == 0 or not self.vectors:
             return ()
         found = split_sentences(chunk, encoding=self.encoding)
         if len(found) == 1:

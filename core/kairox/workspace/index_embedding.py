@@ -53,6 +53,8 @@ class EmbeddingMixin:
         """Vector rows for ``texts_by_hash``; each batch is counted into the progress as
         sentences (``sentences=True``, or the hashes in ``sentences``) or chunks."""
         rows: list[tuple[str, str, int, bytes]] = []
+        if not self.vectors:  # words only: nothing is embedded
+            return rows
         hashes = sorted(texts_by_hash)
         if hashes:
             self._load_model_as_a_step()
@@ -84,7 +86,7 @@ class EmbeddingMixin:
     def _add_missing_sentences(self) -> int:
         """Split the chunks that have no sentences yet (indexed before sentence vectors,
         or with a sentence weight of 0) and embed them; returns sentences embedded."""
-        if self.sentence_weight == 0:
+        if self.sentence_weight == 0 or not self.vectors:
             return 0
         embedded = 0
         after = 0
@@ -117,6 +119,8 @@ class EmbeddingMixin:
         """Embed chunks (and, when searched, sentences) with no vector from the current
         embedder: after a model switch, or when a run was cut short. Counted first, then
         read and embedded a page at a time (a switch re-embeds the whole workspace)."""
+        if not self.vectors:
+            return _Embedded()
         params = (self.embedder.name, self.embedder.dim, self.workspace_id)
         chunks = self._db.execute(f"SELECT count(DISTINCT c.text_hash) {_MISSING_CHUNKS}", params)
         sentences = [[0]]

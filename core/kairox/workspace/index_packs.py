@@ -54,7 +54,7 @@ class VectorPacksMixin:
         index (every chunk and sentence has its vector) is packed; a pack that cannot be
         written is skipped: searches then load from the database, as without packs."""
         key = self._pack_key()
-        if not self.vector_pack:
+        if not self.vector_pack or not self.vectors:
             with self._db:
                 self._drop_packs(this_embedder_only=True)
             remove_packs(self._pack_folder, key)

@@ -9,6 +9,12 @@ from kairox.retrieval import Hit, Query, ScoreKind
 from kairox.retrieval.filters import ALL_OPERATORS
 from kairox.workspace.index_types import NOT_INDEXED
 
+#: Why the by-vector retriever does not answer when the index keeps words only.
+NO_VECTORS = (
+    "the workspace index keeps no vectors ([workspace] vectors = false, the default with the "
+    "hashing embedder); set vectors = true and run `kairox index` to search by meaning too"
+)
+
 if TYPE_CHECKING:
     from kairox.workspace.rag_index import WorkspaceRagIndex
 
@@ -31,7 +37,14 @@ class WorkspaceDenseRetriever:
             getattr(self.embedder, "fusion_weight", 1.0) if fusion_weight is None else fusion_weight
         )
 
+    def switched_off(self) -> bool:
+        """The index keeps words only (``[workspace] vectors = false``, the default with
+        the hashing embedder): this retriever is left out of every search plan."""
+        return not self.index.vectors
+
     def unavailable_reason(self) -> str | None:
+        if not self.index.vectors:
+            return NO_VECTORS
         return None if self.index.is_indexed() else NOT_INDEXED
 
     def retrieve_local(self, query: Query) -> list[Hit]:

@@ -87,6 +87,9 @@ class WorkspaceRagIndex(ChunkingMixin, EmbeddingMixin, VectorPacksMixin, SearchM
         new process maps into memory at once (:mod:`kairox.workspace.vector_pack`);
         ``False`` searches from the rows only and deletes the workspace's packs on the
         next :meth:`index`.
+    :param vectors: embed and store vectors at all; ``False`` keeps words only (no
+        embedding, nothing on disk for vectors; the by-vector retriever then says it is
+        unavailable), and the next :meth:`index` deletes the workspace's packs.
     :param converters: how files are read (PDF, HTML, Office, notebooks as text; see
         :mod:`kairox.workspace.convert`); ``None`` means the built-in converters.
     """
@@ -103,6 +106,7 @@ class WorkspaceRagIndex(ChunkingMixin, EmbeddingMixin, VectorPacksMixin, SearchM
         max_file_bytes: int = 2_000_000,
         sentence_weight: float = SENTENCE_WEIGHT,
         vector_pack: bool = True,
+        vectors: bool = True,
         syntax_chunks: bool = True,
         selection: FileSelection | None = None,
         converters: Converters | None = None,
@@ -118,6 +122,7 @@ class WorkspaceRagIndex(ChunkingMixin, EmbeddingMixin, VectorPacksMixin, SearchM
         self.max_file_bytes = max_file_bytes
         self.sentence_weight = sentence_weight
         self.vector_pack = vector_pack
+        self.vectors = vectors
         self.syntax_chunks = syntax_chunks
         self.selection = selection
         self.converters = converters if converters is not None else Converters.builtin()
@@ -364,6 +369,8 @@ class WorkspaceRagIndex(ChunkingMixin, EmbeddingMixin, VectorPacksMixin, SearchM
         sentence_texts = {
             s.text_hash: s.text for f in batch for chunk in f.chunks for s in chunk.sentences
         }
+        if not self.vectors:  # words only: nothing to embed
+            chunk_texts = sentence_texts = {}
         have = self._have_vectors(sorted(chunk_texts.keys() | sentence_texts.keys()))
         chunks = {h: t for h, t in chunk_texts.items() if h not in have}
         sentences = {h: t for h, t in sentence_texts.items() if h not in have and h not in chunks}

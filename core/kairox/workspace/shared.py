@@ -26,6 +26,7 @@ def workspace_index(ctx: BuildContext) -> WorkspaceRagIndex:
 
 def build_workspace_index(ctx: BuildContext) -> WorkspaceRagIndex:
     """A new index over ``ctx``'s workspace with the ``[workspace]`` settings (caller closes it)."""
+    from kairox.retrieval.vectors import default_sentence_weight
     from kairox.workspace.rag_index import WorkspaceRagIndex
 
     settings = ctx.workspace
@@ -35,13 +36,18 @@ def build_workspace_index(ctx: BuildContext) -> WorkspaceRagIndex:
             "chunk_tokens": settings.chunk_tokens,
             "chunk_overlap": settings.chunk_overlap,
             "max_file_bytes": settings.max_file_bytes,
-            "sentence_weight": settings.sentence_weight,
             "vector_pack": settings.vector_pack,
             "syntax_chunks": settings.syntax_chunks,
         }
         if settings
         else {}
     )
+    weight = settings.sentence_weight if settings else None
+    # Unset: the embedder's own (hashing makes no sentence vectors).
+    options["sentence_weight"] = default_sentence_weight(backend) if weight is None else weight
+    stored = settings.vectors if settings else None
+    # Unset: the embedder's own (hashing keeps words only).
+    options["vectors"] = getattr(backend, "workspace_vectors", True) if stored is None else stored
     options["selection"] = workspace_selection(ctx)
     return WorkspaceRagIndex(
         ctx.state_dir / "kairox.db",

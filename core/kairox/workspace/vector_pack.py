@@ -6,7 +6,10 @@ microseconds each. A pack holds the same arrays the index would assemble from th
 (chunk ids, each chunk's and each sentence's row in one matrix of distinct vectors), as
 ``.npy`` files memory-mapped on load.
 
-A pack is only ever a copy; its folder and files are owner-only (0700, 0600) whatever the
+The workspace index's pack is a copy of its rows; a ``sqlite-fts`` knowledge base's pack
+is the store itself (:mod:`kairox.default_plugins.sqlite_vector_store`): there the vectors
+are kept compact (:data:`FORMATS`: float16, or int8 with one scale a row) with each row's
+text hash beside them. Its folder and files are owner-only (0700, 0600) whatever the
 umask, like the database it copies. The database records which pack (a random token) matches its
 current contents; every transaction that changes a workspace's chunks, sentences or
 vectors drops that record first, and ``kairox index`` writes a new pack at the end of a
@@ -21,14 +24,18 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
 from kairox.paths import private_file, private_folder
 
 __all__ = [
+    "FORMATS",
     "PackWriter",
     "VectorPack",
+    "decode",
+    "encode",
     "pack_key",
     "pack_size",
     "read_pack",
@@ -37,6 +44,31 @@ __all__ = [
 ]
 
 _ARRAYS = ("ids", "chunk_rows", "owners", "sentence_rows")
+
+#: How a pack may store its vectors, and the numpy type of each: ``float32`` as made,
+#: ``float16`` (half the bytes; a cosine moves by about 1e-4), ``int8`` (a quarter, plus a
+#: float32 scale a row: each row is rounded to 255 levels of its largest component).
+FORMATS = {"float32": "<f4", "float16": "<f2", "int8": "i1"}
+_INT8_LEVELS = 127.0
+
+
+def encode(block: np.ndarray, form: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """Unit float32 rows in the stored ``form``: (codes, each row's scale or ``None``)."""
+    block = np.asarray(block, dtype=np.float32)
+    if form != "int8":
+        return np.ascontiguousarray(block, dtype=FORMATS[form]), None
+    peak = np.abs(block).max(axis=1) if block.shape[1] else np.zeros(len(block), np.float32)
+    scales = (peak / _INT8_LEVELS).astype(np.float32)
+    safe = np.where(scales > 0, scales, 1.0)[:, None]
+    codes = np.clip(np.rint(block / safe), -_INT8_LEVELS, _INT8_LEVELS).astype(np.int8)
+    return codes, scales
+
+
+def decode(codes: np.ndarray, scales: np.ndarray | None = None) -> np.ndarray:
+    """Stored rows back as float32 (a float32 array is returned as it is, not copied)."""
+    if scales is None:
+        return np.asarray(codes, dtype=np.float32)
+    return codes.astype(np.float32) * np.asarray(scales, dtype=np.float32)[:, None]
 
 
 @dataclass(frozen=True)
@@ -47,7 +79,10 @@ class VectorPack:
     :param chunk_rows: for each chunk, its row in ``vectors``.
     :param owners: for each sentence, the position of its chunk in ``ids`` (ascending).
     :param sentence_rows: for each sentence, its row in ``vectors``.
-    :param vectors: ``(distinct vectors, dim)`` unit float32 rows.
+    :param vectors: ``(distinct vectors, dim)`` unit rows, float32 or as stored
+        (:data:`FORMATS`; :meth:`rows` gives float32).
+    :param scales: each row's scale (``int8`` packs only).
+    :param hashes: each row's text hash as 32 raw bytes (packs that are a store only).
     """
 
     ids: np.ndarray
@@ -55,6 +90,14 @@ class VectorPack:
     owners: np.ndarray
     sentence_rows: np.ndarray
     vectors: np.ndarray
+    scales: np.ndarray | None = None
+    hashes: np.ndarray | None = None
+
+    def rows(self, which: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """The vectors ``which`` as float32 rows (a float32 pack's mapped rows as they are
+        for a slice; a fancy index copies)."""
+        scales = None if self.scales is None else self.scales[which]
+        return decode(self.vectors[which], scales)
 
 
 def pack_key(workspace: str, embedder: str, dim: int) -> str:
@@ -65,6 +108,10 @@ def pack_key(workspace: str, embedder: str, dim: int) -> str:
 
 def _paths(folder: Path, key: str, token: str) -> tuple[Path, Path]:
     return folder / f"{key}-{token}.vectors.npy", folder / f"{key}-{token}.index.npz"
+
+
+def _extra_paths(folder: Path, key: str, token: str) -> tuple[Path, Path]:
+    return folder / f"{key}-{token}.scales.npy", folder / f"{key}-{token}.hashes.npy"
 
 
 class PackWriter:
@@ -78,44 +125,86 @@ class PackWriter:
     :raises OSError: when the folder cannot be written.
     """
 
-    def __init__(self, folder: Path, key: str, *, rows: int, dim: int) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        key: str,
+        *,
+        rows: int,
+        dim: int,
+        form: str = "float32",
+        with_hashes: bool = False,
+    ) -> None:
+        if form not in FORMATS:
+            raise ValueError(f"unknown vector format {form!r}; one of {', '.join(FORMATS)}")
         private_folder(folder)
         self.token = secrets.token_hex(8)
-        self._paths = _paths(folder, key, self.token)
+        self._paths = _paths(folder, key, self.token) + _extra_paths(folder, key, self.token)
         self._aside = tuple(path.with_name(path.name + ".tmp") for path in self._paths)
         self._rows, self._dim, self._written = rows, dim, 0
+        self._form, self._with_hashes = form, with_hashes
         self._finished = False
-        # The handle outlives this call: __exit__ closes it, whatever happens.
-        self._handle = open(private_file(self._aside[0]), "wb")  # noqa: SIM115
-        header = {"descr": "<f4", "fortran_order": False, "shape": (rows, dim)}
+        # Each file streamed as rows come (scales and hashes too: 4 and 32 bytes a row
+        # add up over millions of sentences). The handles outlive this call: __exit__
+        # closes them, whatever happens.
+        headers = {0: (FORMATS[form], (rows, dim))}
+        if form == "int8":
+            headers[2] = ("<f4", (rows,))
+        if with_hashes:
+            headers[3] = ("|S32", (rows,))
+        self._handles: dict[int, BinaryIO] = {}
         try:
-            np.lib.format.write_array_header_1_0(self._handle, header)
+            for at, (descr, shape) in headers.items():
+                handle = open(private_file(self._aside[at]), "wb")  # noqa: SIM115
+                self._handles[at] = handle
+                header = {"descr": descr, "fortran_order": False, "shape": shape}
+                np.lib.format.write_array_header_1_0(handle, header)
         except BaseException:
             self.__exit__()
             raise
 
-    def add(self, block: np.ndarray) -> None:
-        """Append ``block`` (``(n, dim)`` unit rows) to the vectors."""
-        block = np.ascontiguousarray(block, dtype="<f4")
-        if block.ndim != 2 or block.shape[1] != self._dim:
-            raise ValueError(f"vectors of shape {block.shape}, expected (n, {self._dim})")
-        if self._written + len(block) > self._rows:
+    def add(self, block: np.ndarray, hashes: np.ndarray | None = None) -> None:
+        """Append ``block`` (``(n, dim)`` unit float32 rows) to the vectors, stored in the
+        pack's format (and, for a pack with hashes, ``hashes``: their 32-byte text hashes)."""
+        codes, scales = encode(block, self._form)
+        self.add_encoded(codes, scales, hashes)
+
+    def add_encoded(
+        self, codes: np.ndarray, scales: np.ndarray | None, hashes: np.ndarray | None = None
+    ) -> None:
+        """Append rows already in the pack's format (copied from another pack)."""
+        codes = np.ascontiguousarray(codes, dtype=FORMATS[self._form])
+        if codes.ndim != 2 or codes.shape[1] != self._dim:
+            raise ValueError(f"vectors of shape {codes.shape}, expected (n, {self._dim})")
+        if self._written + len(codes) > self._rows:
             raise ValueError(f"more than the {self._rows} vectors this pack was opened for")
-        self._handle.write(block.data)
-        self._written += len(block)
+        if (scales is None) != (self._form != "int8"):
+            raise ValueError("int8 rows need their scales, and only they have scales")
+        if (hashes is None) == self._with_hashes or (
+            hashes is not None and len(hashes) != len(codes)
+        ):
+            raise ValueError("a pack with hashes needs one per row, and only it takes them")
+        self._handles[0].write(codes.data)
+        if scales is not None:
+            self._handles[2].write(np.ascontiguousarray(scales, dtype="<f4").data)
+        if hashes is not None:
+            self._handles[3].write(np.ascontiguousarray(hashes, dtype="S32").data)
+        self._written += len(codes)
 
     def finish(self, pack: VectorPack) -> str:
         """Write the index arrays of ``pack`` (its ``vectors`` are the ones added) and
         move both files into place; returns the token."""
         if self._written != self._rows:
             raise ValueError(f"{self._written} vectors added, {self._rows} expected")
-        self._handle.close()
+        for handle in self._handles.values():
+            handle.close()
         with open(private_file(self._aside[1]), "wb") as handle:
             np.savez(
                 handle, **{name: np.asarray(getattr(pack, name), np.int64) for name in _ARRAYS}
             )
-        os.replace(self._aside[0], self._paths[0])
-        os.replace(self._aside[1], self._paths[1])
+        # The vectors file last: a reader finds it only with everything it needs beside it.
+        for at in (*sorted(set(self._handles) - {0}, reverse=True), 1, 0):
+            os.replace(self._aside[at], self._paths[at])
         self._finished = True
         return self.token
 
@@ -123,8 +212,9 @@ class PackWriter:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        # Also the clean-up of an __init__ that failed after opening the file.
-        self._handle.close()
+        # Also the clean-up of an __init__ that failed after opening a file.
+        for handle in self._handles.values():
+            handle.close()
         if not self._finished:
             for path in (*self._aside, *self._paths):
                 with contextlib.suppress(OSError):
@@ -142,24 +232,37 @@ def write_pack(folder: Path, key: str, pack: VectorPack) -> str:
         return writer.finish(pack)
 
 
-def read_pack(folder: Path, key: str, token: str, dim: int) -> VectorPack | None:
+def read_pack(
+    folder: Path, key: str, token: str, dim: int, *, with_hashes: bool = False
+) -> VectorPack | None:
     """The pack ``token`` of ``key``, vectors memory-mapped; ``None`` when its files are
-    missing, unreadable or inconsistent (the caller then loads from the database)."""
+    missing, unreadable or inconsistent (the caller then loads from the database).
+    ``with_hashes``: the pack must have its rows' text hashes (a store's pack)."""
     vectors_path, index_path = _paths(folder, key, token)
+    scales_path, hashes_path = _extra_paths(folder, key, token)
     try:
         vectors = np.load(vectors_path, mmap_mode="r", allow_pickle=False)
         with np.load(index_path, allow_pickle=False) as stored:
             arrays = {name: np.asarray(stored[name], dtype=np.int64) for name in _ARRAYS}
+        scales = None
+        if vectors.dtype == np.int8:
+            scales = np.load(scales_path, mmap_mode="r", allow_pickle=False)
+        hashes = np.load(hashes_path, mmap_mode="r", allow_pickle=False) if with_hashes else None
     except (OSError, ValueError, KeyError, EOFError):
         return None
-    pack = VectorPack(vectors=vectors, **arrays)
+    pack = VectorPack(vectors=vectors, scales=scales, hashes=hashes, **arrays)
     return pack if _consistent(pack, dim) else None
 
 
 def _consistent(pack: VectorPack, dim: int) -> bool:
     vectors = pack.vectors
-    if vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[1] != dim:
+    if vectors.dtype not in {np.dtype(t) for t in FORMATS.values()}:
         return False
+    if vectors.ndim != 2 or vectors.shape[1] != dim:
+        return False
+    for extra, dtype in ((pack.scales, np.float32), (pack.hashes, np.dtype("S32"))):
+        if extra is not None and (extra.dtype != dtype or extra.shape != (len(vectors),)):
+            return False
     if any(getattr(pack, name).ndim != 1 for name in _ARRAYS):
         return False
     if len(pack.chunk_rows) != len(pack.ids) or len(pack.sentence_rows) != len(pack.owners):
@@ -177,7 +280,7 @@ def _consistent(pack: VectorPack, dim: int) -> bool:
 def pack_size(folder: Path, key: str, token: str) -> int:
     """Bytes on disk of pack ``token`` (0 for files that are not there)."""
     total = 0
-    for path in _paths(folder, key, token):
+    for path in (*_paths(folder, key, token), *_extra_paths(folder, key, token)):
         with contextlib.suppress(OSError):
             total += path.stat().st_size
     return total
