@@ -22,12 +22,15 @@ import numpy as np
 from pydantic import Field, StrictBool, StrictStr
 
 from kairox.config import KnowledgeBaseConfig
+from kairox.default_plugins.sqlite_fts_pack import INVALIDATE, WordsPacks
+from kairox.default_plugins.sqlite_fts_pack import SCHEMA as WORDS_PACK_SCHEMA
 from kairox.default_plugins.sqlite_vectors import DocumentVectors
 from kairox.embedding import EmbeddingBackend
 from kairox.errors import KairoxError
 from kairox.paths import SQLITE_COMPANIONS, in_kairox_home, private_file, private_folder
 from kairox.registry import BuildContext, KnowledgeBaseKind, registers
 from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind, sqlite_engine
+from kairox.retrieval.bm25_pack import Weights
 from kairox.retrieval.filters import ALL_OPERATORS, FilterExpr, parse_filter
 from kairox.retrieval.filters.sql import compile_sql, register_functions
 from kairox.retrieval.fts5 import match_terms
@@ -41,11 +44,14 @@ from kairox.storage import immediate_transaction
 #: One stored document: (id, title, body, uri, metadata).
 _Row = tuple[str, str, str, "str | None", dict[str, Any]]
 
-_SCHEMA_VERSION = 1
+# 2: kb_words_packs (kairox.default_plugins.sqlite_fts_pack); a version 1 file gains it.
+_SCHEMA_VERSION = 2
+_TOKENIZE = "porter unicode61 remove_diacritics 2"
 #: bm25 weight of a title match against a body match (tuned on SciFact train).
 DEFAULT_TITLE_WEIGHT = 3.0
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS documents (
     rowid INTEGER PRIMARY KEY,
     id TEXT NOT NULL UNIQUE,
@@ -57,7 +63,9 @@ CREATE TABLE IF NOT EXISTS documents (
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS documents_fts USING fts5(
     title, body, content='documents', content_rowid='rowid',
-    tokenize='porter unicode61 remove_diacritics 2'
+    tokenize='"""
+    + _TOKENIZE
+    + """'
 );
 CREATE TRIGGER IF NOT EXISTS documents_ai AFTER INSERT ON documents BEGIN
     INSERT INTO documents_fts(rowid, title, body) VALUES (new.rowid, new.title, new.body);
@@ -72,6 +80,8 @@ CREATE TRIGGER IF NOT EXISTS documents_au AFTER UPDATE ON documents BEGIN
     INSERT INTO documents_fts(rowid, title, body) VALUES (new.rowid, new.title, new.body);
 END;
 """
+    + WORDS_PACK_SCHEMA
+)
 
 
 class SqliteFtsError(KairoxError, RuntimeError):
@@ -131,6 +141,7 @@ class SqliteFtsIndex:
         except SqliteFtsError:
             self._db.close()
             raise
+        self.words = WordsPacks(self._db, self._lock, self.path, _TOKENIZE)
 
     def _schema_version(self) -> int:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -168,6 +179,7 @@ class SqliteFtsIndex:
         ]
         # One transaction per batch: a crash leaves every document old or new, never torn.
         with self._lock, self._db:
+            self._db.execute(INVALIDATE)
             self._db.executemany(
                 "INSERT INTO documents(id, title, body, uri, metadata, fingerprint) "
                 "VALUES (?, ?, ?, ?, ?, ?) "
@@ -185,6 +197,7 @@ class SqliteFtsIndex:
     def delete(self, ids: Iterable[str]) -> int:
         deleted = 0
         with self._lock, self._db:
+            self._db.execute(INVALIDATE)
             for doc_id in ids:
                 self._db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
                 deleted += self._db.changes()  # the row itself, not the trigger's FTS rows
@@ -262,6 +275,11 @@ class SqliteFtsIndex:
         if not terms:
             return []
         where, params = _filter_sql(filters)
+        if not where:
+            best = self.words.top(terms, k, Weights(title_weight, body_weight))
+            if best is not None:
+                found = self.rows([rowid for rowid, _ in best])
+                return [(*found[rowid], score) for rowid, score in best if rowid in found]
         if where:
             sql = (
                 "SELECT d.id, d.title, d.body, d.uri, d.metadata, "
@@ -317,6 +335,9 @@ class SqliteFtsConfig(KnowledgeBaseConfig):
     # How much meaning counts against words in the fused ranking (1: alike, as the workspace).
     vector_weight: float = Field(default=1.0, ge=0)
     vector_pack: StrictBool = True
+    # After each ingest, copy the word postings to a memory-mapped pack that unfiltered
+    # searches score instead of FTS5 (same ranking; kairox.default_plugins.sqlite_fts_pack).
+    words_pack: StrictBool = True
     # Set: from this many passages on (with `pip install 'kairox[ann]'`), unfiltered
     # searches by meaning go through an approximate index (kairox.retrieval.ann; 100,000
     # is its suggested value). Off by default: on hashing vectors its recall@10 against
@@ -345,6 +366,7 @@ class SqliteFtsSource:
         vector_weight: float = 1.0,
         vector_pack: bool = True,
         ann_threshold: int | None = None,
+        words_pack: bool = True,
     ) -> None:
         self.name = name
         self.path = path
@@ -353,6 +375,7 @@ class SqliteFtsSource:
         #: With an embedder the source is hybrid: words and meaning, fused (convex).
         self.embedder = embedder
         self.vector_weight = vector_weight
+        self.words_pack = words_pack
         self._vector_options = {
             "sentence_weight": sentence_weight,
             "vector_pack": vector_pack,
@@ -407,9 +430,13 @@ class SqliteFtsSource:
 
     def finish(self) -> None:
         """After an ingest run: merge the index's segments after a large run
-        (:meth:`SqliteFtsIndex.compact`), pack the vectors for fast loading."""
+        (:meth:`SqliteFtsIndex.compact`), pack the word postings and the vectors."""
         if self._index is not None:
             self._index.compact()
+            if self.words_pack:
+                self._index.words.write(Weights(self.title_weight, self.body_weight))
+            else:
+                self._index.words.remove()
         if self._vectors is not None:
             self._vectors.finish()
 
@@ -479,6 +506,7 @@ def build_source(kb_id: str, config: SqliteFtsConfig, ctx: BuildContext) -> Sqli
         vector_weight=config.vector_weight,
         vector_pack=config.vector_pack,
         ann_threshold=config.ann_threshold,
+        words_pack=config.words_pack,
     )
 
 
