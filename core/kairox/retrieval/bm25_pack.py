@@ -249,7 +249,10 @@ class _Spill:
                         offset=(offset + start) * 4,
                     )
                 )
-        return {name: np.concatenate(parts) for name, parts in pieces.items()}
+        return {
+            name: np.concatenate(parts) if parts else np.zeros(0, dtype="<i4")
+            for name, parts in pieces.items()
+        }
 
 
 def _write_postings(spill: _Spill, weights: Weights, paths: dict[str, Path]) -> np.ndarray:
