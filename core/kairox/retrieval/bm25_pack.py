@@ -28,9 +28,10 @@ import math
 import os
 import secrets
 import shutil
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +83,7 @@ class Bm25Pack:
     docs: np.ndarray
     impacts: np.ndarray
     rowids: np.ndarray
+    _buffers: threading.local = field(default_factory=threading.local, repr=False, compare=False)
 
     @property
     def rows(self) -> int:
@@ -103,19 +105,11 @@ class Bm25Pack:
         rows = self.rows
         if not rows or k <= 0:
             return []
-        scores = np.zeros(rows, dtype=np.float32)
-        for phrase in phrases:
-            position = self.terms.get(phrase)
-            if position is None:
-                continue
-            start, end = (int(bound) for bound in self.spans[position])
-            docs = self.docs[start:end]
-            hits = end - start
-            idf = math.log((rows - hits + 0.5) / (hits + 0.5))
-            scores[docs] += np.float32(idf if idf > 0 else _MIN_IDF) * self.impacts[start:end]
-        # Positive weights make every impact positive: a matched row has a score.
-        found = np.flatnonzero(scores)
-        found_scores = scores[found]
+        scores = self._scores()
+        try:
+            found, found_scores = self._matched(scores, phrases, k)
+        finally:
+            scores.fill(0)  # clean for the thread's next search, whatever happened
         if len(found) > k:
             # Everything tied with the k-th score competes on rowid, as FTS5's ORDER BY.
             kth = np.partition(found_scores, len(found) - k)[len(found) - k]
@@ -123,6 +117,43 @@ class Bm25Pack:
             found, found_scores = found[keep], found_scores[keep]
         order = np.lexsort((found, -found_scores))[:k]
         return [(int(self.rowids[found[i]]), float(found_scores[i])) for i in order]
+
+    def _matched(
+        self, scores: np.ndarray, phrases: Sequence[str], k: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Add every phrase's parts into ``scores``; the positions and scores of the
+        rows that may be among the best ``k``."""
+        rows = self.rows
+        # A floor under the k-th best score: the k-th best part of one term holding at
+        # least k rows (the rarest such), since a row's score is at least each part.
+        # Only rows at or above it are gathered, not every row matched.
+        floor, floor_idf = None, -1.0
+        for phrase in phrases:
+            position = self.terms.get(phrase)
+            if position is None:
+                continue
+            start, end = (int(bound) for bound in self.spans[position])
+            hits = end - start
+            idf = math.log((rows - hits + 0.5) / (hits + 0.5))
+            idf = idf if idf > 0 else _MIN_IDF
+            parts = np.float32(idf) * self.impacts[start:end]
+            scores[self.docs[start:end]] += parts
+            if hits >= k and idf > floor_idf:
+                floor, floor_idf = parts, idf
+        # Positive weights make every impact positive: a matched row has a score.
+        if floor is None:
+            found = np.flatnonzero(scores > 0)
+        else:
+            found = np.flatnonzero(scores >= np.partition(floor, len(floor) - k)[len(floor) - k])
+        return found, scores[found]
+
+    def _scores(self) -> np.ndarray:
+        """This thread's zeroed score per row: allocating (and so page-faulting) a new
+        one per search costs more than the scoring on a large pack."""
+        scores = getattr(self._buffers, "scores", None)
+        if scores is None:
+            scores = self._buffers.scores = np.zeros(self.rows, dtype=np.float32)
+        return scores
 
 
 def _paths(folder: Path, token: str) -> dict[str, Path]:
