@@ -56,8 +56,8 @@ class WordsPacks:
         return None if row is None or Weights(row[1], row[2]) != weights else row[0]
 
     def write(self, weights: Weights) -> bool:
-        """Pack the documents with ``weights`` unless such a pack is current; whether
-        one was written.
+        """Pack the documents with ``weights`` unless such a pack is current and
+        readable; whether one was written.
 
         The documents are read in one transaction, and the token recorded in it: if
         another connection wrote meanwhile, recording fails and the pack is not used.
@@ -68,8 +68,9 @@ class WordsPacks:
             self.remove()
             return False
         with self._lock:
-            if self._token(weights) is not None:
-                return False
+            current = self._token(weights)
+            if current is not None and self._pack(current) is not None:
+                return False  # (files gone or damaged are written again)
             try:
                 with self._db:
                     token = write_pack(

@@ -167,7 +167,11 @@ def read_pack(folder: Path, token: str) -> Bm25Pack | None:
     or inconsistent (the caller then searches FTS5)."""
     paths = _paths(folder, token)
     try:
-        arrays = {name: np.load(paths[name], mmap_mode="r", allow_pickle=False) for name in _ARRAYS}
+        # Plain views of the maps: a memmap's slicing runs Python code, per term.
+        arrays = {
+            name: np.asarray(np.load(paths[name], mmap_mode="r", allow_pickle=False))
+            for name in _ARRAYS
+        }
         text = paths["terms"].read_text(encoding="utf-8")
     except (OSError, ValueError, EOFError, UnicodeDecodeError):
         return None
