@@ -125,3 +125,13 @@ def test_a_schema_1_file_gains_the_pack_record(tmp_path):
     assert ranking(source, "saturn")  # opened (and upgraded): FTS5 answers
     source.finish()
     assert uses_pack(source)
+
+
+def test_finish_rewrites_a_pack_whose_files_are_gone(packed, tmp_path):
+    for path in (tmp_path / "kb.db.words").iterdir():
+        path.unlink()
+    fresh = build(tmp_path)
+    assert not uses_pack(fresh)  # recorded, but unreadable: FTS5 answers
+    assert ranking(fresh, "saturn")
+    fresh.finish()
+    assert uses_pack(fresh)

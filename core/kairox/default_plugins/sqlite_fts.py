@@ -3,7 +3,9 @@
 Documents live in a plain table; an external-content FTS5 table (``porter unicode61``)
 indexes their title and body and is kept in step by triggers, so add/update/delete by id
 is one statement on the documents table. FTS5's ``bm25()`` is *lower is better*; hits
-carry its negation so that, like every Kairox score, higher is better. Files are opened
+carry its negation so that, like every Kairox score, higher is better. Unfiltered
+searches score a memory-mapped copy of the postings instead, with the same ranking, while
+it matches the documents (:mod:`kairox.default_plugins.sqlite_fts_pack`). Files are opened
 through :mod:`kairox.retrieval.sqlite_engine` (apsw), so that several indexes searched in
 parallel threads really run in parallel.
 """
