@@ -21,9 +21,8 @@ from typing import Any
 
 import apsw
 import numpy as np
-from pydantic import Field, StrictBool, StrictStr
 
-from kairox.config import KnowledgeBaseConfig
+from kairox.default_plugins.sqlite_fts_config import DEFAULT_TITLE_WEIGHT, SqliteFtsConfig
 from kairox.default_plugins.sqlite_fts_pack import INVALIDATE, WordsPacks
 from kairox.default_plugins.sqlite_fts_pack import SCHEMA as WORDS_PACK_SCHEMA
 from kairox.default_plugins.sqlite_vectors import DocumentVectors
@@ -49,8 +48,6 @@ _Row = tuple[str, str, str, "str | None", dict[str, Any]]
 # 2: kb_words_packs (kairox.default_plugins.sqlite_fts_pack); a version 1 file gains it.
 _SCHEMA_VERSION = 2
 _TOKENIZE = "porter unicode61 remove_diacritics 2"
-#: bm25 weight of a title match against a body match (tuned on SciFact train).
-DEFAULT_TITLE_WEIGHT = 3.0
 
 _SCHEMA = (
     """
@@ -321,33 +318,6 @@ class SqliteFtsIndex:
 def _metadata(stored: str) -> dict[str, Any]:
     # Most documents carry none; skipping the parser for them is measurable per query.
     return {} if stored == "{}" else json.loads(stored)
-
-
-class SqliteFtsConfig(KnowledgeBaseConfig):
-    """``[knowledge_bases.<id>]`` with ``kind = "sqlite-fts"``."""
-
-    path: str = Field(description="The index file; relative paths resolve from the config file.")
-    # 3 was chosen on SciFact's train split (benchmarks/README.md); test was never used.
-    title_weight: float = Field(default=DEFAULT_TITLE_WEIGHT, ge=0)
-    body_weight: float = Field(default=1.0, ge=0)
-    # Set: also search by meaning with this registered backend (kairox.default_plugins.
-    # sqlite_vectors), fused with the words in this one source as the workspace is.
-    embedding_backend: StrictStr | None = None
-    sentence_weight: float = Field(default=SENTENCE_WEIGHT, ge=0, le=1)
-    # How much meaning counts against words in the fused ranking (1: alike, as the workspace).
-    vector_weight: float = Field(default=1.0, ge=0)
-    vector_pack: StrictBool = True
-    # After each ingest, copy the word postings to a memory-mapped pack that unfiltered
-    # searches score instead of FTS5 (same ranking; kairox.default_plugins.sqlite_fts_pack).
-    words_pack: StrictBool = True
-    # Set: from this many passages on (with `pip install 'kairox[ann]'`), unfiltered
-    # searches by meaning go through an approximate index (kairox.retrieval.ann; 100,000
-    # is its suggested value). Off by default: on hashing vectors its recall@10 against
-    # exact was 0.91 at 100k (benchmarks/README.md, "Scale").
-    ann_threshold: int | None = Field(default=None, ge=1)
-
-    def own_paths(self) -> tuple[str, ...]:
-        return (self.path,)
 
 
 class SqliteFtsSource:
