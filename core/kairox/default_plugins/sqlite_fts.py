@@ -3,7 +3,9 @@
 Documents live in a plain table; an external-content FTS5 table (``porter unicode61``)
 indexes their title and body and is kept in step by triggers, so add/update/delete by id
 is one statement on the documents table. FTS5's ``bm25()`` is *lower is better*; hits
-carry its negation so that, like every Kairox score, higher is better. Files are opened
+carry its negation so that, like every Kairox score, higher is better. Unfiltered
+searches score a memory-mapped copy of the postings instead, with the same ranking, while
+it matches the documents (:mod:`kairox.default_plugins.sqlite_fts_pack`). Files are opened
 through :mod:`kairox.retrieval.sqlite_engine` (apsw), so that several indexes searched in
 parallel threads really run in parallel.
 """
@@ -15,19 +17,21 @@ import json
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import apsw
 import numpy as np
-from pydantic import Field, StrictBool, StrictStr
 
-from kairox.config import KnowledgeBaseConfig
+from kairox.default_plugins.sqlite_fts_config import DEFAULT_TITLE_WEIGHT, SqliteFtsConfig
+from kairox.default_plugins.sqlite_fts_pack import INVALIDATE, WordsPacks
+from kairox.default_plugins.sqlite_fts_pack import SCHEMA as WORDS_PACK_SCHEMA
 from kairox.default_plugins.sqlite_vectors import DocumentVectors
 from kairox.embedding import EmbeddingBackend
 from kairox.errors import KairoxError
 from kairox.paths import SQLITE_COMPANIONS, in_kairox_home, private_file, private_folder
 from kairox.registry import BuildContext, KnowledgeBaseKind, registers
 from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind, sqlite_engine
+from kairox.retrieval.bm25_pack import Weights
 from kairox.retrieval.filters import ALL_OPERATORS, FilterExpr, parse_filter
 from kairox.retrieval.filters.sql import compile_sql, register_functions
 from kairox.retrieval.fts5 import match_terms
@@ -41,11 +45,12 @@ from kairox.storage import immediate_transaction
 #: One stored document: (id, title, body, uri, metadata).
 _Row = tuple[str, str, str, "str | None", dict[str, Any]]
 
-_SCHEMA_VERSION = 1
-#: bm25 weight of a title match against a body match (tuned on SciFact train).
-DEFAULT_TITLE_WEIGHT = 3.0
+# 2: kb_words_packs (kairox.default_plugins.sqlite_fts_pack); a version 1 file gains it.
+_SCHEMA_VERSION = 2
+_TOKENIZE = "porter unicode61 remove_diacritics 2"
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS documents (
     rowid INTEGER PRIMARY KEY,
     id TEXT NOT NULL UNIQUE,
@@ -57,7 +62,9 @@ CREATE TABLE IF NOT EXISTS documents (
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS documents_fts USING fts5(
     title, body, content='documents', content_rowid='rowid',
-    tokenize='porter unicode61 remove_diacritics 2'
+    tokenize='"""
+    + _TOKENIZE
+    + """'
 );
 CREATE TRIGGER IF NOT EXISTS documents_ai AFTER INSERT ON documents BEGIN
     INSERT INTO documents_fts(rowid, title, body) VALUES (new.rowid, new.title, new.body);
@@ -72,6 +79,8 @@ CREATE TRIGGER IF NOT EXISTS documents_au AFTER UPDATE ON documents BEGIN
     INSERT INTO documents_fts(rowid, title, body) VALUES (new.rowid, new.title, new.body);
 END;
 """
+    + WORDS_PACK_SCHEMA
+)
 
 
 class SqliteFtsError(KairoxError, RuntimeError):
@@ -136,6 +145,7 @@ class SqliteFtsIndex:
         except SqliteFtsError:
             self._db.close()
             raise
+        self.words = WordsPacks(self._db, self._lock, self.path, _TOKENIZE)
 
     def _schema_version(self) -> int:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -173,6 +183,7 @@ class SqliteFtsIndex:
         ]
         # One transaction per batch: a crash leaves every document old or new, never torn.
         with self._lock, self._db:
+            self._db.execute(INVALIDATE)
             self._db.executemany(
                 "INSERT INTO documents(id, title, body, uri, metadata, fingerprint) "
                 "VALUES (?, ?, ?, ?, ?, ?) "
@@ -190,6 +201,7 @@ class SqliteFtsIndex:
     def delete(self, ids: Iterable[str]) -> int:
         deleted = 0
         with self._lock, self._db:
+            self._db.execute(INVALIDATE)
             for doc_id in ids:
                 self._db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
                 deleted += self._db.changes()  # the row itself, not the trigger's FTS rows
@@ -276,6 +288,11 @@ class SqliteFtsIndex:
         if not terms:
             return []
         where, params = _filter_sql(filters)
+        if not where:
+            best = self.words.top(terms, k, Weights(title_weight, body_weight))
+            if best is not None:
+                found = self.rows([rowid for rowid, _ in best])
+                return [(*found[rowid], score) for rowid, score in best if rowid in found]
         if where:
             sql = (
                 "SELECT d.id, d.title, d.body, d.uri, d.metadata, "
@@ -317,35 +334,6 @@ def _metadata(stored: str) -> dict[str, Any]:
     return {} if stored == "{}" else json.loads(stored)
 
 
-class SqliteFtsConfig(KnowledgeBaseConfig):
-    """``[knowledge_bases.<id>]`` with ``kind = "sqlite-fts"``."""
-
-    path: str = Field(description="The index file; relative paths resolve from the config file.")
-    # 3 was chosen on SciFact's train split (benchmarks/README.md); test was never used.
-    title_weight: float = Field(default=DEFAULT_TITLE_WEIGHT, ge=0)
-    body_weight: float = Field(default=1.0, ge=0)
-    # Set: also search by meaning with this registered backend (kairox.default_plugins.
-    # sqlite_vectors), fused with the words in this one source as the workspace is.
-    embedding_backend: StrictStr | None = None
-    # Unset: the embedder's own (kairox.retrieval.vectors.default_sentence_weight; hashing
-    # 0, i.e. no sentence vectors, others 0.5); 0 makes and searches no sentence vectors.
-    sentence_weight: float | None = Field(default=None, ge=0, le=1)
-    # How much meaning counts against words in the fused ranking (1: alike, as the workspace).
-    vector_weight: float = Field(default=1.0, ge=0)
-    vector_pack: StrictBool = True
-    # How the pack stores each vector (kairox.workspace.vector_pack.FORMATS): float16
-    # changed no SciFact nDCG@10 by more than 0.001 at half the bytes (benchmarks/README.md).
-    vector_format: Literal["float32", "float16", "int8"] = "float16"
-    # Set: from this many passages on (with `pip install 'kairox[ann]'`), unfiltered
-    # searches by meaning go through an approximate index (kairox.retrieval.ann; 100,000
-    # is its suggested value). Off by default: on hashing vectors its recall@10 against
-    # exact was 0.91 at 100k (benchmarks/README.md, "Scale").
-    ann_threshold: int | None = Field(default=None, ge=1)
-
-    def own_paths(self) -> tuple[str, ...]:
-        return (self.path,)
-
-
 class SqliteFtsSource:
     """A knowledge base served from a :class:`SqliteFtsIndex`."""
 
@@ -365,6 +353,7 @@ class SqliteFtsSource:
         vector_pack: bool = True,
         vector_format: str = "float16",
         ann_threshold: int | None = None,
+        words_pack: bool = True,
     ) -> None:
         self.name = name
         self.path = path
@@ -377,6 +366,7 @@ class SqliteFtsSource:
             sentence_weight = (
                 SENTENCE_WEIGHT if embedder is None else default_sentence_weight(embedder)
             )
+        self.words_pack = words_pack
         self._vector_options = {
             "sentence_weight": sentence_weight,
             "vector_pack": vector_pack,
@@ -432,9 +422,13 @@ class SqliteFtsSource:
 
     def finish(self) -> None:
         """After an ingest run: merge the index's segments after a large run
-        (:meth:`SqliteFtsIndex.compact`), pack the vectors for fast loading."""
+        (:meth:`SqliteFtsIndex.compact`), pack the word postings and the vectors."""
         if self._index is not None:
             self._index.compact()
+            if self.words_pack:
+                self._index.words.write(Weights(self.title_weight, self.body_weight))
+            else:
+                self._index.words.remove()
         if self._vectors is not None:
             self._vectors.finish()
 
@@ -518,6 +512,7 @@ def build_source(kb_id: str, config: SqliteFtsConfig, ctx: BuildContext) -> Sqli
         vector_pack=config.vector_pack,
         vector_format=config.vector_format,
         ann_threshold=config.ann_threshold,
+        words_pack=config.words_pack,
     )
 
 

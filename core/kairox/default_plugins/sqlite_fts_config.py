@@ -1,0 +1,46 @@
+"""The settings of a ``sqlite-fts`` knowledge base (``[knowledge_bases.<id>]``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, StrictBool, StrictStr
+
+from kairox.config import KnowledgeBaseConfig
+
+__all__ = ["DEFAULT_TITLE_WEIGHT", "SqliteFtsConfig"]
+
+#: bm25 weight of a title match against a body match (tuned on SciFact train).
+DEFAULT_TITLE_WEIGHT = 3.0
+
+
+class SqliteFtsConfig(KnowledgeBaseConfig):
+    """``[knowledge_bases.<id>]`` with ``kind = "sqlite-fts"``."""
+
+    path: str = Field(description="The index file; relative paths resolve from the config file.")
+    # 3 was chosen on SciFact's train split (benchmarks/README.md); test was never used.
+    title_weight: float = Field(default=DEFAULT_TITLE_WEIGHT, ge=0)
+    body_weight: float = Field(default=1.0, ge=0)
+    # Set: also search by meaning with this registered backend (kairox.default_plugins.
+    # sqlite_vectors), fused with the words in this one source as the workspace is.
+    embedding_backend: StrictStr | None = None
+    # Unset: the embedder's own (kairox.retrieval.vectors.default_sentence_weight; hashing
+    # 0, i.e. no sentence vectors, others 0.5); 0 makes and searches no sentence vectors.
+    sentence_weight: float | None = Field(default=None, ge=0, le=1)
+    # How much meaning counts against words in the fused ranking (1: alike, as the workspace).
+    vector_weight: float = Field(default=1.0, ge=0)
+    vector_pack: StrictBool = True
+    # How the pack stores each vector (kairox.workspace.vector_pack.FORMATS): float16
+    # changed no SciFact nDCG@10 by more than 0.001 at half the bytes (docs/vectors.md).
+    vector_format: Literal["float32", "float16", "int8"] = "float16"
+    # After each ingest, copy the word postings to a memory-mapped pack that unfiltered
+    # searches score instead of FTS5 (same ranking; kairox.default_plugins.sqlite_fts_pack).
+    words_pack: StrictBool = True
+    # Set: from this many passages on (with `pip install 'kairox[ann]'`), unfiltered
+    # searches by meaning go through an approximate index (kairox.retrieval.ann; 100,000
+    # is its suggested value). Off by default: on hashing vectors its recall@10 against
+    # exact was 0.91 at 100k (benchmarks/README.md, "Scale").
+    ann_threshold: int | None = Field(default=None, ge=1)
+
+    def own_paths(self) -> tuple[str, ...]:
+        return (self.path,)
