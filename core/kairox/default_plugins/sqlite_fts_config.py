@@ -43,4 +43,5 @@ class SqliteFtsConfig(KnowledgeBaseConfig):
     ann_threshold: int | None = Field(default=None, ge=1)
 
     def own_paths(self) -> tuple[str, ...]:
-        return (self.path,)
+        # The database, its vector pack and its word pack (folders beside it).
+        return (self.path, f"{self.path}.vectors", f"{self.path}.words")
