@@ -13,6 +13,7 @@ from kairox.default_plugins import sqlite_fts
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.ingest import ingest
 from kairox.retrieval import Document, Query
+from kairox.retrieval.ann import ANN_THRESHOLD
 from kairox.testing import CORPUS, SourceConformance, build_source, run
 
 #: Words that mean one thing, for an embedder that knows synonyms and FTS5 does not.
@@ -287,6 +288,10 @@ def test_without_numkong_searches_are_exact_after_one_hint(tmp_path, monkeypatch
     assert hint.count("pip install 'kairox[ann]'") == 1 and "60 passages" in hint
 
 
-def test_the_threshold_is_a_setting_of_at_least_one():
+def test_the_index_is_on_by_default_from_its_threshold_and_0_turns_it_off(tmp_path):
+    config = sqlite_fts.SqliteFtsConfig
+    assert config(kind="sqlite-fts", path="kb.db").ann_threshold == ANN_THRESHOLD
     with pytest.raises(ValueError, match="ann_threshold"):
-        sqlite_fts.SqliteFtsConfig(kind="sqlite-fts", path="kb.db", ann_threshold=0)
+        config(kind="sqlite-fts", path="kb.db", ann_threshold=-1)
+    off = build(tmp_path, HashingEmbedder(dim=64), ann_threshold=0)
+    assert off._vector_options["ann_threshold"] is None

@@ -28,6 +28,7 @@ from kairox.errors import KairoxError
 from kairox.paths import SQLITE_COMPANIONS, in_kairox_home, private_file, private_folder
 from kairox.registry import BuildContext, KnowledgeBaseKind, registers
 from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind, sqlite_engine
+from kairox.retrieval.ann import ANN_THRESHOLD
 from kairox.retrieval.filters import ALL_OPERATORS, FilterExpr, parse_filter
 from kairox.retrieval.filters.sql import compile_sql, register_functions
 from kairox.retrieval.fts5 import match_terms
@@ -317,11 +318,10 @@ class SqliteFtsConfig(KnowledgeBaseConfig):
     # How much meaning counts against words in the fused ranking (1: alike, as the workspace).
     vector_weight: float = Field(default=1.0, ge=0)
     vector_pack: StrictBool = True
-    # Set: from this many passages on (with `pip install 'kairox[ann]'`), unfiltered
-    # searches by meaning go through an approximate index (kairox.retrieval.ann; 100,000
-    # is its suggested value). Off by default: on hashing vectors its recall@10 against
-    # exact was 0.91 at 100k (benchmarks/README.md, "Scale").
-    ann_threshold: int | None = Field(default=None, ge=1)
+    # From this many passages on (with `pip install 'kairox[ann]'`; without it, a one-time
+    # hint), unfiltered searches by meaning estimate every score from an int8 copy of the
+    # vectors and score the best candidates exactly (kairox.retrieval.ann); 0: always exact.
+    ann_threshold: int = Field(default=ANN_THRESHOLD, ge=0)
 
     def own_paths(self) -> tuple[str, ...]:
         return (self.path,)
@@ -344,7 +344,7 @@ class SqliteFtsSource:
         sentence_weight: float = SENTENCE_WEIGHT,
         vector_weight: float = 1.0,
         vector_pack: bool = True,
-        ann_threshold: int | None = None,
+        ann_threshold: int | None = ANN_THRESHOLD,
     ) -> None:
         self.name = name
         self.path = path
@@ -478,7 +478,7 @@ def build_source(kb_id: str, config: SqliteFtsConfig, ctx: BuildContext) -> Sqli
         sentence_weight=config.sentence_weight,
         vector_weight=config.vector_weight,
         vector_pack=config.vector_pack,
-        ann_threshold=config.ann_threshold,
+        ann_threshold=config.ann_threshold or None,
     )
 
 
