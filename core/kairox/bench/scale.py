@@ -14,8 +14,8 @@ peak resident set are read from the operating system when it ends:
     (:mod:`kairox.bench.scale_peer`).
 
 With vectors and numkong installed, the approximate index is measured on the knowledge
-base's passage vectors too (:mod:`kairox.bench.scale_ann`): build time, p50 against
-exact search, recall@k against exact.
+base's vectors too, passages and sentences (:mod:`kairox.bench.scale_ann`): build time,
+p50 against exact search, recall@k against exact.
 
 Each system's size on disk is what its files take. The searches load the knowledge base
 and bm25s's saved index in this process and run query by query, interleaved, so that

@@ -160,10 +160,10 @@ class AnnIndex:
 
     @classmethod
     def open(cls, codes_path: Path, keys_path: Path, dim: int) -> AnnIndex | None:
-        """The index saved there, its codes memory-mapped, or ``None`` when it is missing,
+        """The index saved there, memory-mapped, or ``None`` when it is missing,
         unreadable or of another width (the caller then searches exactly, or rebuilds)."""
         try:
-            keys = np.load(keys_path, allow_pickle=False)
+            keys = np.load(keys_path, mmap_mode="r", allow_pickle=False)
             codes = np.load(codes_path, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError, EOFError):
             return None
