@@ -65,8 +65,8 @@ CANDIDATES_PER_RESULT = 10
 MIN_CANDIDATES = 100
 # Both cores (all of them) for the scan and for quantising: numkong lets go of the GIL.
 _WORKERS = os.cpu_count() or 1
-# Vectors quantised per task (bounds the float32 memory one task copies).
-_BLOCK = 8_192
+# Vectors quantised per task: bounds the float32 copies a task makes (1.5 MB each).
+_BLOCK = 1_024
 
 
 _POOL: list[ThreadPoolExecutor] = []
