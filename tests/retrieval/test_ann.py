@@ -99,6 +99,7 @@ def test_a_saved_index_opens_mapped_and_of_its_own_width_only(collection, tmp_pa
     (tmp_path / "broken.npy").write_bytes(b"not an array")
     assert AnnIndex.open(tmp_path / "broken.npy", keys, DIM) is None
     assert not list(tmp_path.glob("*.partial*"))
+    assert {path.stat().st_mode & 0o777 for path in (codes, keys)} == {0o600}
 
 
 def test_a_key_is_the_hash_s_first_64_bits():

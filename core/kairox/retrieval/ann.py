@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from kairox.lazy_imports import LazyImport
+from kairox.paths import private_file
 from kairox.retrieval.vectors import SentenceVectors, normalise
 
 __all__ = [
@@ -159,7 +160,9 @@ class AnnIndex:
         codes last, so a reader never finds codes without their keys)."""
         for path, array in ((keys_path, self.keys), (codes_path, self.codes)):
             partial = path.with_name(path.name + ".partial.npy")
-            np.save(partial, array, allow_pickle=False)
+            # Owner-only, as the pack beside it: the codes are the vectors, roughly.
+            with open(private_file(partial), "wb") as handle:
+                np.save(handle, array, allow_pickle=False)
             partial.replace(path)
 
     @classmethod
