@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import sys
 from collections.abc import Sequence
 
 import apsw
@@ -12,6 +14,7 @@ from kairox.default_plugins import sqlite_fts, sqlite_vector_store, sqlite_vecto
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.ingest import ingest
 from kairox.retrieval import Document, Query
+from kairox.retrieval.ann import ANN_THRESHOLD
 from kairox.testing import CORPUS, SourceConformance, build_source, run
 from kairox.workspace.vector_pack import write_pack
 
@@ -326,44 +329,79 @@ def _ingest_passages(source, tmp_path, passages: str, *, prune: bool = False) ->
     ingest(source, [records], root=tmp_path, prune=prune)
 
 
-def test_from_its_threshold_on_search_goes_through_the_graph_and_finds_what_exact_does(tmp_path):
-    pytest.importorskip("usearch")
+def test_from_its_threshold_on_search_goes_through_the_index_and_finds_what_exact_does(
+    tmp_path,
+):
+    pytest.importorskip("numkong")
     embedder = HashingEmbedder(dim=64)
-    graphed = build(tmp_path, embedder, ann_threshold=50)
-    _ingest_passages(graphed, tmp_path, _passages(120))
+    indexed = build(tmp_path, embedder, ann_threshold=50)
+    _ingest_passages(indexed, tmp_path, _passages(120))
     folder = tmp_path / "kb.db.vectors"
-    assert len(list(folder.glob("*.usearch"))) == 1 and len(list(folder.glob("*.keys.npy"))) == 1
+    assert len(list(folder.glob("*.ann-codes.npy"))) == 1
+    assert len(list(folder.glob("*.ann-keys.npy"))) == 1
     exact = build(tmp_path, embedder, ann_threshold=10_000)
-    fresh = build(tmp_path, embedder, ann_threshold=50)  # a new process maps the graph
+    fresh = build(tmp_path, embedder, ann_threshold=50)  # a new process maps the codes
     for text in ("sea waves", "physician", "line 3 of forest trail", "note 77"):
         query = Query(text, k=5)
-        assert [h.id for h in run(fresh.retrieve(query))] == [
-            h.id for h in run(exact.retrieve(query))
-        ]
-    assert fresh._vectors is not None and fresh._vectors._arrays()[3] is not None
+        found, expected = run(fresh.retrieve(query)), run(exact.retrieve(query))
+        assert [(h.id, h.score) for h in found] == [(h.id, h.score) for h in expected]
+    assert fresh._vectors is not None
+    approximate = fresh._vectors._arrays()[3]
+    assert approximate is not None and isinstance(approximate.index.codes, np.memmap)
     assert exact._vectors is not None and exact._vectors._arrays()[3] is None
 
 
-def test_the_graph_follows_the_collection_across_ingests(tmp_path):
-    pytest.importorskip("usearch")
-    from kairox.retrieval.ann import AnnIndex
+def test_the_index_follows_the_collection_across_ingests(tmp_path):
+    pytest.importorskip("numkong")
+    from kairox.retrieval.ann import AnnIndex, key_of
 
     embedder = HashingEmbedder(dim=64)
     source = build(tmp_path, embedder, ann_threshold=50)
     _ingest_passages(source, tmp_path, _passages(100))
+    folder = tmp_path / "kb.db.vectors"
+    [first] = folder.glob("*.ann-keys.npy")
+    before = np.load(first)
     # p0..p39 leave, p100..p119 arrive
     _ingest_passages(source, tmp_path, _passages(80, start=40), prune=True)
-    [path] = (tmp_path / "kb.db.vectors").glob("*.usearch")
-    graph = AnnIndex.open(path, 64)
-    assert graph is not None and len(graph) == 80
-    assert len(list((tmp_path / "kb.db.vectors").glob("*.keys.npy"))) == 1  # the old one went
+    [keys] = folder.glob("*.ann-keys.npy")  # the old one went with its pack
+    assert keys != first
+    index = AnnIndex.open(keys.with_name(keys.name.replace("-keys", "-codes")), keys, 64)
+    assert index is not None
+
+    def passage_key(n: int) -> int:
+        topic = ["sea waves", "car traffic", "physician clinic", "glad ending", "forest trail"]
+        text = f"Note {n} on {topic[n % 5]}. Line {n % 7} of it."
+        return key_of(hashlib.sha256(text.encode()).hexdigest())
+
+    held, earlier = set(index.keys.tolist()), set(before.tolist())
+    assert {passage_key(n) for n in range(40, 100)} <= held & earlier  # kept
+    assert {passage_key(n) for n in range(100, 120)} <= held - earlier  # arrived
+    assert not {passage_key(n) for n in range(40)} & held  # left
     hits = run(build(tmp_path, embedder, ann_threshold=50).retrieve(Query("note 12 sea", k=10)))
     assert hits and not {h.id for h in hits} & {f"p{n}" for n in range(40)}
 
 
-def test_the_threshold_is_a_setting_of_at_least_one():
+def test_without_numkong_searches_are_exact_after_one_hint(tmp_path, monkeypatch, capsys):
+    embedder = HashingEmbedder(dim=64)
+    records = tmp_path / "docs.jsonl"
+    records.write_text(_passages(60))
+    monkeypatch.setitem(sys.modules, "numkong", None)
+    source = build(tmp_path, embedder, ann_threshold=50)
+    ingest(source, [records], root=tmp_path)
+    assert not list((tmp_path / "kb.db.vectors").glob("*.ann-*"))
+    for _ in range(2):
+        assert run(source.retrieve(Query("sea waves", k=3)))
+    hint = capsys.readouterr().err
+    assert hint.count("pip install 'kairox[ann]'") == 1 and "60 passages" in hint
+
+
+def test_the_index_is_on_by_default_from_its_threshold_and_0_turns_it_off(tmp_path):
+    config = sqlite_fts.SqliteFtsConfig
+    assert config(kind="sqlite-fts", path="kb.db").ann_threshold == ANN_THRESHOLD
     with pytest.raises(ValueError, match="ann_threshold"):
-        sqlite_fts.SqliteFtsConfig(kind="sqlite-fts", path="kb.db", ann_threshold=0)
+        config(kind="sqlite-fts", path="kb.db", ann_threshold=-1)
+    off = build(tmp_path, HashingEmbedder(dim=64), ann_threshold=0)
+    assert off._vector_options["ann_threshold"] is None
 
 
 def test_sentence_vectors_follow_the_embedder_unless_configured(tmp_path):

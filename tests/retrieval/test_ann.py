@@ -1,4 +1,4 @@
-"""kairox.retrieval.ann: the HNSW graph (usearch), kept in step, saved, rescored exactly."""
+"""kairox.retrieval.ann: the int8 index (numkong), rebuilt incrementally, saved, rescored."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-from kairox.retrieval.ann import AnnIndex, key_of, keys_of, rescored_top_k
+from kairox.retrieval.ann import AnnIndex, key_of, keys_of, quantise, rescored_top_k
 from kairox.retrieval.vectors import SentenceVectors, top_k
 
-pytest.importorskip("usearch")
+pytest.importorskip("numkong")
 
 DIM = 32
 
@@ -29,24 +29,25 @@ def hashes(count: int, start: int = 0) -> list[str]:
     return [hashlib.sha256(f"text {n}".encode()).hexdigest() for n in range(start, start + count)]
 
 
+def built(matrix: np.ndarray, keys: np.ndarray, previous: AnnIndex | None = None):
+    return AnnIndex.build(keys, lambda positions: matrix[positions], DIM, previous=previous)
+
+
 @pytest.fixture
 def collection():
     matrix = clustered(3_000)
-    keys = keys_of(hashes(len(matrix)))
-    index = AnnIndex(DIM)
-    added, removed = index.sync(keys, lambda positions: matrix[positions])
-    assert (added, removed, len(index)) == (len(matrix), 0, len(matrix))
-    order = np.argsort(keys)
-    return index, matrix, keys[order], order
+    index, quantised = built(matrix, keys_of(hashes(len(matrix))))
+    assert (quantised, len(index), index.dim) == (len(matrix), len(matrix), DIM)
+    return index, matrix
 
 
 def test_rescored_candidates_find_what_exact_search_finds(collection):
-    index, matrix, sorted_keys, rows_of_sorted = collection
-    queries = clustered(50, seed=1)
+    index, matrix = collection
+    owners = np.arange(len(matrix))
     recall = []
-    for query in queries:
+    for query in clustered(50, seed=1):
         exact, _ = top_k(matrix, query, 10)
-        rows, scores = rescored_top_k(index, sorted_keys, rows_of_sorted, matrix, query, 10)
+        rows, scores = rescored_top_k(index, owners, matrix, query, 10)
         recall.append(len(set(rows.tolist()) & set(exact.tolist())) / 10)
         # Scores are the exact cosines of the rows returned, best first.
         np.testing.assert_allclose(scores, matrix[rows] @ query, rtol=1e-5)
@@ -54,37 +55,51 @@ def test_rescored_candidates_find_what_exact_search_finds(collection):
     assert np.mean(recall) >= 0.98
 
 
-def test_sync_adds_only_new_vectors_and_removes_those_that_left(collection):
-    index, matrix, _, _ = collection
-    kept = keys_of(hashes(2_000))  # texts 1000..2999 left
+def test_quantised_rows_keep_their_cosines():
+    rows = clustered(200, seed=3)
+    rows[7] = 0  # an all-zero row stays zero
+    codes = quantise(rows)
+    assert codes.dtype == np.int8 and np.abs(codes).max() == 127 and not codes[7].any()
+    unit = codes[:, :].astype(np.float32)
+    unit[:7] /= np.linalg.norm(unit[:7], axis=1, keepdims=True)
+    np.testing.assert_allclose(unit[:7] @ unit[:7].T, rows[:7] @ rows[:7].T, atol=0.02)
+
+
+def test_a_rebuild_quantises_only_new_vectors_and_drops_those_that_left(collection):
+    index, matrix = collection
     new_matrix = clustered(500, seed=2)
-    new = keys_of(hashes(500, start=10_000))
+    keys = np.concatenate([keys_of(hashes(2_000)), keys_of(hashes(500, start=10_000))])
+    vectors = np.concatenate([matrix[:2_000], new_matrix])  # texts 2000..2999 left
     asked: list[int] = []
 
     def vectors_of(positions):
         asked.extend(positions.tolist())
-        return np.concatenate([matrix[:2_000], new_matrix])[positions]
+        return vectors[positions]
 
-    added, removed = index.sync(np.concatenate([kept, new]), vectors_of)
-    assert (added, removed, len(index)) == (500, 1_000, 2_500)
+    rebuilt, quantised = AnnIndex.build(keys, vectors_of, DIM, previous=index)
+    assert (quantised, len(rebuilt)) == (500, 2_500)
     assert sorted(asked) == list(range(2_000, 2_500))  # only the new ones were read
-    found = index.candidates(matrix[2_500], 50)
-    assert not set(found.tolist()) & set(keys_of(hashes(1_000, start=2_000)).tolist())
+    np.testing.assert_array_equal(rebuilt.codes, quantise(vectors))
+    estimates = rebuilt.scores(new_matrix[0])
+    assert estimates.shape == (2_500,) and np.argmax(estimates) == 2_000
+    np.testing.assert_allclose(estimates, vectors @ new_matrix[0], atol=0.02)
 
 
-def test_a_saved_graph_opens_mapped_and_of_its_own_width_only(collection, tmp_path):
-    index, matrix, sorted_keys, rows_of_sorted = collection
-    path = tmp_path / "vectors.usearch"
-    index.save(path)
-    opened = AnnIndex.open(path, DIM)
-    assert opened is not None and len(opened) == len(index)
-    query = matrix[7]
-    rows, _ = rescored_top_k(opened, sorted_keys, rows_of_sorted, matrix, query, 5)
+def test_a_saved_index_opens_mapped_and_of_its_own_width_only(collection, tmp_path):
+    index, matrix = collection
+    codes, keys = tmp_path / "v.ann-codes.npy", tmp_path / "v.ann-keys.npy"
+    index.save(codes, keys)
+    opened = AnnIndex.open(codes, keys, DIM)
+    assert opened is not None and isinstance(opened.codes, np.memmap)
+    np.testing.assert_array_equal(opened.keys, index.keys)
+    rows, _ = rescored_top_k(opened, np.arange(len(matrix)), matrix, matrix[7], 5)
     assert rows[0] == 7
-    assert AnnIndex.open(path, DIM * 2) is None
-    assert AnnIndex.open(tmp_path / "missing.usearch", DIM) is None
-    (tmp_path / "broken.usearch").write_bytes(b"not a graph")
-    assert AnnIndex.open(tmp_path / "broken.usearch", DIM) is None
+    assert AnnIndex.open(codes, keys, DIM * 2) is None
+    assert AnnIndex.open(tmp_path / "missing.npy", keys, DIM) is None
+    (tmp_path / "broken.npy").write_bytes(b"not an array")
+    assert AnnIndex.open(tmp_path / "broken.npy", keys, DIM) is None
+    assert not list(tmp_path.glob("*.partial*"))
+    assert {path.stat().st_mode & 0o777 for path in (codes, keys)} == {0o600}
 
 
 def test_a_key_is_the_hash_s_first_64_bits():
@@ -93,25 +108,31 @@ def test_a_key_is_the_hash_s_first_64_bits():
     assert keys_of([digest]).dtype == np.uint64
 
 
-def test_without_usearch_the_error_says_what_to_install(monkeypatch):
-    monkeypatch.setitem(sys.modules, "usearch.index", None)
+def test_without_numkong_the_error_says_what_to_install(collection, monkeypatch):
+    index, matrix = collection
+    monkeypatch.setitem(sys.modules, "numkong", None)
     with pytest.raises(ImportError, match=r"pip install 'kairox\[ann\]'"):
-        AnnIndex(DIM)
+        index.scores(matrix[0])
 
 
 def test_rescoring_is_sentence_aware_as_exact_search_is():
-    matrix = clustered(80, seed=4)  # fewer rows than candidates: every row is rescored
-    sentence_matrix = clustered(200, seed=5)
-    owners = np.sort(np.random.default_rng(6).integers(0, 80, 200))
-    sentences = SentenceVectors(sentence_matrix, owners, unit=True)
-    keys = keys_of(hashes(80))
-    index = AnnIndex(DIM)
-    index.sync(keys, lambda positions: matrix[positions])
-    order = np.argsort(keys)
-    for query in clustered(5, seed=7):
-        exact = top_k(matrix, query, 10, sentences=sentences, sentence_weight=0.5)
+    rng = np.random.default_rng(6)
+    passages = clustered(2_000, seed=4)
+    owners = np.sort(rng.integers(0, len(passages), 6_000))
+    vectors = np.concatenate([passages, clustered(6_000, seed=5)])  # passages, then sentences
+    sentence_rows = np.arange(len(passages), len(vectors))
+    sentences = SentenceVectors(vectors, owners, unit=True, rows=sentence_rows)
+    index, _ = built(vectors, keys_of(hashes(len(vectors))))
+    for query in clustered(30, seed=7):
+        exact = top_k(passages, query, 10, sentences=sentences, sentence_weight=0.5)
         found = rescored_top_k(
-            index, keys[order], order, matrix, query, 10, sentences=sentences, sentence_weight=0.5
+            index,
+            np.arange(len(passages)),
+            passages,
+            query,
+            10,
+            sentences=sentences,
+            sentence_weight=0.5,
         )
         assert found[0].tolist() == exact[0].tolist()
         np.testing.assert_allclose(found[1], exact[1], rtol=1e-5)

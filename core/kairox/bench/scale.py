@@ -13,9 +13,9 @@ peak resident set are read from the operating system when it ends:
     bm25s indexing the same passages and saving its index
     (:mod:`kairox.bench.scale_peer`).
 
-With vectors and usearch installed, the approximate index is measured on the knowledge
-base's passage vectors too (:mod:`kairox.bench.scale_ann`): build time, p50 against
-exact search, recall@k against exact.
+With vectors and numkong installed, the approximate index is measured on the knowledge
+base's vectors too, passages and sentences (:mod:`kairox.bench.scale_ann`): build time,
+p50 against exact search, recall@k against exact.
 
 Each system's size on disk is what its files take. The searches load the knowledge base
 and bm25s's saved index in this process and run query by query, interleaved, so that
@@ -44,7 +44,7 @@ from kairox.bench.scale_peer import SavedBm25s
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.default_plugins.sqlite_fts import SqliteFtsSource
 from kairox.retrieval import Query
-from kairox.retrieval.ann import USEARCH
+from kairox.retrieval.ann import NUMKONG
 
 WARMUP = 3
 #: The embedding backend ``--vectors`` configures (the default's).
@@ -265,7 +265,7 @@ def _measure_size(
         what = f"searching {size:,} passages ({system})"
         ours, theirs = _search_all(source, peer, queries, k, progress, what)
         _timed(row, ours, theirs)
-        if with_vectors and source.embedder is not None and USEARCH.available():
+        if with_vectors and source.embedder is not None and NUMKONG.available():
             row.update(measure_ann(kb_folder / "kb.db", source.embedder, queries, k))
         rows.append(row)
         del source  # its connection closes with it, before the next system's files

@@ -31,6 +31,7 @@ from kairox.errors import KairoxError
 from kairox.paths import SQLITE_COMPANIONS, in_kairox_home, private_file, private_folder
 from kairox.registry import BuildContext, KnowledgeBaseKind, registers
 from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind, sqlite_engine
+from kairox.retrieval.ann import ANN_THRESHOLD
 from kairox.retrieval.bm25_pack import Weights
 from kairox.retrieval.filters import ALL_OPERATORS, FilterExpr, parse_filter
 from kairox.retrieval.filters.sql import compile_sql, register_functions
@@ -352,7 +353,7 @@ class SqliteFtsSource:
         vector_weight: float = 1.0,
         vector_pack: bool = True,
         vector_format: str = "float16",
-        ann_threshold: int | None = None,
+        ann_threshold: int | None = ANN_THRESHOLD,
         words_pack: bool = True,
     ) -> None:
         self.name = name
@@ -511,7 +512,7 @@ def build_source(kb_id: str, config: SqliteFtsConfig, ctx: BuildContext) -> Sqli
         vector_weight=config.vector_weight,
         vector_pack=config.vector_pack,
         vector_format=config.vector_format,
-        ann_threshold=config.ann_threshold,
+        ann_threshold=config.ann_threshold or None,
         words_pack=config.words_pack,
     )
 

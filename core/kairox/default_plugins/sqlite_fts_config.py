@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, StrictBool, StrictStr
 
 from kairox.config import KnowledgeBaseConfig
+from kairox.retrieval.ann import ANN_THRESHOLD
 
 __all__ = ["DEFAULT_TITLE_WEIGHT", "SqliteFtsConfig"]
 
@@ -36,11 +37,10 @@ class SqliteFtsConfig(KnowledgeBaseConfig):
     # After each ingest, copy the word postings to a memory-mapped pack that unfiltered
     # searches score instead of FTS5 (same ranking; kairox.default_plugins.sqlite_fts_pack).
     words_pack: StrictBool = True
-    # Set: from this many passages on (with `pip install 'kairox[ann]'`), unfiltered
-    # searches by meaning go through an approximate index (kairox.retrieval.ann; 100,000
-    # is its suggested value). Off by default: on hashing vectors its recall@10 against
-    # exact was 0.91 at 100k (benchmarks/README.md, "Scale").
-    ann_threshold: int | None = Field(default=None, ge=1)
+    # From this many passages on (with `pip install 'kairox[ann]'`; without it, a one-time
+    # hint), unfiltered searches by meaning estimate every score from an int8 copy of the
+    # vectors and score the best candidates exactly (kairox.retrieval.ann); 0: always exact.
+    ann_threshold: int = Field(default=ANN_THRESHOLD, ge=0)
 
     def own_paths(self) -> tuple[str, ...]:
         # The database, its vector pack and its word pack (folders beside it).

@@ -30,8 +30,8 @@ __all__ = [
     "StoredVectors",
     "current_store",
     "digests",
-    "graph_keys",
     "in_pack",
+    "pack_keys",
     "reclaim_space",
     "record_store",
     "search_arrays",
@@ -72,11 +72,12 @@ def current_store(db: apsw.Connection, kind: tuple[str, int]) -> StoredVectors |
     return None if row is None else StoredVectors(row[0], row[1], bool(row[2]))
 
 
-def graph_keys(pack: VectorPack) -> np.ndarray:
-    """The graph key of each passage of a store's pack (as :func:`keys_of` makes them from
-    the hex hashes: the digest's first 64 bits)."""
+def pack_keys(pack: VectorPack) -> np.ndarray:
+    """The approximate index's key of each row of a store's pack (as
+    :func:`kairox.retrieval.ann.keys_of` makes them from the hex hashes: the digest's
+    first 64 bits)."""
     assert pack.hashes is not None
-    first = np.asarray(pack.hashes)[pack.chunk_rows].view(np.uint8).reshape(-1, 32)[:, :8]
+    first = np.asarray(pack.hashes).view(np.uint8).reshape(-1, 32)[:, :8]
     return np.ascontiguousarray(first).view(">u8").reshape(-1).astype(np.uint64)
 
 

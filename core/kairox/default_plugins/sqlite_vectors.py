@@ -8,10 +8,10 @@ document's score blends its own cosine with its best sentence's). Each vector is
 once, compact, in a pack next to the knowledge base that a new process maps at once
 (:mod:`kairox.default_plugins.sqlite_vector_store`); vectors embedded since the last
 ingest's end wait as rows of the database. With
-``ann_threshold`` set, from that many passages on (and with usearch installed), the pack
-gets an HNSW graph of its passage vectors beside it (:mod:`kairox.retrieval.ann`),
-updated incrementally after each ingest; unfiltered searches then score the graph's
-candidates exactly instead of every passage.
+``ann_threshold`` passages on (and with numkong installed), the pack gets an approximate
+index of its vectors beside it (:mod:`kairox.retrieval.ann`: int8 codes, rebuilt after
+each ingest from the previous one's codes, quantising only new vectors); unfiltered
+searches then score the index's candidates exactly instead of every passage.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,8 +32,8 @@ import numpy as np
 from kairox.default_plugins.sqlite_vector_store import (
     STORE_SCHEMA,
     current_store,
-    graph_keys,
     in_pack,
+    pack_keys,
     reclaim_space,
     record_store,
     search_arrays,
@@ -42,7 +43,7 @@ from kairox.default_plugins.sqlite_vector_store import (
 )
 from kairox.embedding import EmbeddingBackend
 from kairox.retrieval import Document
-from kairox.retrieval.ann import USEARCH, AnnIndex, rescored_top_k
+from kairox.retrieval.ann import NUMKONG, AnnIndex, rescored_top_k
 from kairox.retrieval.vectors import EMBED_BATCH, SentenceVectors, embed_unit, top_k
 from kairox.storage import immediate_transaction
 from kairox.workspace.chunking import split_sentences
@@ -65,17 +66,35 @@ _SCHEMA = (
 _NO_VECTORS = np.empty((0, 0), dtype=np.float32)
 
 
+# Knowledge bases told once per process that numkong would speed their searches up.
+_HINTED: set[str] = set()
+
+
 @dataclass(frozen=True)
-class _Graph:
-    """A pack's approximate index: the graph, and its keys sorted with each one's row."""
+class _Approximate:
+    """A pack's approximate index (one row per pack row), and each passage's row."""
 
     index: AnnIndex
-    sorted_keys: np.ndarray
-    rows: np.ndarray
+    chunk_rows: np.ndarray
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def pack_location(path: Path, embedder: EmbeddingBackend) -> tuple[Path, str]:
+    """The folder and key of the packs (and approximate indexes) of the knowledge-base
+    file ``path`` for ``embedder``."""
+    return path.parent / f"{path.name}.vectors", pack_key(
+        str(path.resolve()), embedder.name, embedder.dim
+    )
 
 
 def passage_text(document: Document) -> str:
@@ -132,11 +151,10 @@ class DocumentVectors:
         self.vector_pack = vector_pack
         self.vector_format = vector_format
         self.ann_threshold = ann_threshold
-        self._pack_folder = path.parent / f"{path.name}.vectors"
-        self._pack_key = pack_key(str(path.resolve()), embedder.name, embedder.dim)
+        self._pack_folder, self._pack_key = pack_location(path, embedder)
         self._kind = (embedder.name, embedder.dim)
         self._cache: tuple[
-            tuple[int, int], np.ndarray, np.ndarray, SentenceVectors | None, _Graph | None
+            tuple[int, int], np.ndarray, np.ndarray, SentenceVectors | None, _Approximate | None
         ]
         self._cache = None  # type: ignore[assignment]
         self._store_cache: tuple[str, VectorPack | None] | None = None
@@ -298,10 +316,9 @@ class DocumentVectors:
                 return
             remove_packs(self._pack_folder, self._pack_key, keep=token)
             reclaim_space(self._db)
-            if self.ann_threshold is not None:
-                # On failure no keys are saved, so searches stay exact.
-                with contextlib.suppress(OSError, RuntimeError):
-                    self._write_graph(token)
+            # On failure no codes are saved, so searches stay exact.
+            with contextlib.suppress(OSError, ValueError):
+                self._write_index(token)
 
     def _pack_index(self) -> VectorPack:
         """The pack's index arrays (no vectors), from ``kb_pack_rows``: passages and
@@ -333,30 +350,58 @@ class DocumentVectors:
         flat = itertools.chain.from_iterable(self._db.execute(sql))
         return np.fromiter(flat, dtype=np.int64).reshape(-1, 2)
 
-    def _graph_path(self) -> Path:
-        # One graph across packs: it is keyed by text hash, so each run only updates it.
-        return self._pack_folder / f"{self._pack_key}.usearch"
+    def _index_paths(self, token: str) -> tuple[Path, Path]:
+        # Named as the pack's files are, so they go when the pack does (remove_packs).
+        stem = self._pack_folder / f"{self._pack_key}-{token}"
+        return Path(f"{stem}.ann-codes.npy"), Path(f"{stem}.ann-keys.npy")
 
-    def _keys_path(self, token: str) -> Path:
-        # Named as the pack's files are, so it goes when the pack does (remove_packs).
-        return self._pack_folder / f"{self._pack_key}-{token}.keys.npy"
+    def _wants_index(self, passages: int) -> bool:
+        """Whether a collection of ``passages`` is searched through the approximate index
+        (from ``ann_threshold`` on, with numkong installed; without it, a hint, once)."""
+        if self.ann_threshold is None or passages < self.ann_threshold:
+            return False
+        if NUMKONG.available():
+            return True
+        if self._pack_key not in _HINTED:
+            _HINTED.add(self._pack_key)
+            print(
+                f"hint: this knowledge base has {passages:,} passages (from "
+                f"{self.ann_threshold:,} on, searches by meaning go through an approximate "
+                f"index); `pip install 'kairox[ann]'` to use it (searching exactly meanwhile)",
+                file=sys.stderr,
+            )
+        return False
 
-    def _write_graph(self, token: str) -> None:
-        """Bring the graph up to the pack ``token`` (adding and removing what changed),
-        then save the pack's keys beside it: only with both does a search use it."""
+    def _previous_index(self, token: str) -> AnnIndex | None:
+        """The newest other pack's index, whose codes a new one reuses (best effort)."""
+        others = [
+            path
+            for path in self._pack_folder.glob(f"{self._pack_key}-*.ann-keys.npy")
+            if not path.name.startswith(f"{self._pack_key}-{token}.")
+        ]
+        for keys_path in sorted(others, key=_modified, reverse=True):
+            codes_path = keys_path.with_name(keys_path.name.replace(".ann-keys.", ".ann-codes."))
+            index = AnnIndex.open(codes_path, keys_path, self.embedder.dim)
+            if index is not None:
+                return index
+        return None
+
+    def _write_index(self, token: str) -> None:
+        """The approximate index of the pack ``token``'s vectors (one row per pack row,
+        keyed by its text hash), from the previous pack's codes and the new vectors,
+        saved beside the pack."""
         pack = read_pack(
             self._pack_folder, self._pack_key, token, self.embedder.dim, with_hashes=True
         )
-        if pack is None or self.ann_threshold is None or len(pack.ids) < self.ann_threshold:
+        if pack is None or not self._wants_index(len(pack.ids)):
             return
-        if not USEARCH.available():
-            return
-        keys = graph_keys(pack)
-        path = self._graph_path()
-        graph = AnnIndex.open(path, self.embedder.dim, view=False) or AnnIndex(self.embedder.dim)
-        graph.sync(keys, lambda positions: pack.rows(pack.chunk_rows[positions]))
-        graph.save(path)
-        np.save(self._keys_path(token), keys)
+        index, _ = AnnIndex.build(
+            pack_keys(pack),
+            pack.rows,
+            self.embedder.dim,
+            previous=self._previous_index(token),
+        )
+        index.save(*self._index_paths(token))
 
     # -- searching ----------------------------------------------------------------
 
@@ -408,7 +453,7 @@ class DocumentVectors:
     def _search_pack(self) -> tuple[str | None, VectorPack]:
         """The arrays to search: the pack when it is current and arranged, else the
         waiting rows with the pack's vectors; with the token of a pack that matches the
-        passages exactly (for its graph), if any."""
+        passages exactly (for its approximate index), if any."""
         stored = current_store(self._db, self._kind)
         if stored is None:
             old = self._old_layout_pack()
@@ -419,31 +464,26 @@ class DocumentVectors:
                 return stored.token, pack
         return None, self._from_rows(self._pack_store())
 
-    def _stored_graph(self, token: str, passages: int) -> _Graph | None:
-        """The pack's graph, when it has one that matches it (else searches are exact)."""
-        if self.ann_threshold is None or passages < self.ann_threshold:
+    def _stored_index(self, token: str, pack: VectorPack) -> _Approximate | None:
+        """The pack's approximate index, when it has one that matches it (else exact)."""
+        if not self._wants_index(len(pack.ids)):
             return None
-        if not USEARCH.available():
+        index = AnnIndex.open(*self._index_paths(token), self.embedder.dim)
+        if index is None or len(index) != len(pack.vectors):
             return None
-        try:
-            keys = np.load(self._keys_path(token), allow_pickle=False)
-        except (OSError, ValueError):
-            return None
-        graph = AnnIndex.open(self._graph_path(), self.embedder.dim)
-        if graph is None or keys.dtype != np.uint64 or keys.shape != (passages,):
-            return None
-        order = np.argsort(keys, kind="stable")
-        return _Graph(graph, keys[order], order)
+        return _Approximate(index, pack.chunk_rows)
 
-    def _arrays(self) -> tuple[np.ndarray, np.ndarray, SentenceVectors | None, _Graph | None]:
+    def _arrays(
+        self,
+    ) -> tuple[np.ndarray, np.ndarray, SentenceVectors | None, _Approximate | None]:
         key = (self._db.execute("PRAGMA data_version").fetchone()[0], self._db.total_changes())
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1:]
         token, pack = self._search_pack()
-        graph = None if token is None else self._stored_graph(token, len(pack.ids))
+        approximate = None if token is None else self._stored_index(token, pack)
         ids, matrix, sentences = search_arrays(pack, self.sentence_weight)
-        self._cache = (key, ids, matrix, sentences, graph)
-        return ids, matrix, sentences, graph
+        self._cache = (key, ids, matrix, sentences, approximate)
+        return ids, matrix, sentences, approximate
 
     def passage_vectors(self) -> tuple[np.ndarray, list[str], np.ndarray]:
         """(document rowids, their passages' text hashes, their vectors as unit float32
@@ -463,22 +503,21 @@ class DocumentVectors:
     ) -> list[tuple[int, float]]:
         """``(document rowid, score)`` of the ``k`` nearest documents, best first."""
         with self._lock:
-            ids, matrix, sentences, graph = self._arrays()
+            ids, matrix, sentences, approximate = self._arrays()
             if len(ids) == 0:
                 return []
             query = np.asarray(vector, dtype=np.float32)
-            if graph is not None and allowed is None:
+            if approximate is not None and allowed is None:
                 rows, scores = rescored_top_k(
-                    graph.index,
-                    graph.sorted_keys,
-                    graph.rows,
+                    approximate.index,
+                    approximate.chunk_rows,
                     matrix,
                     query,
                     k,
                     sentences=sentences,
                     sentence_weight=self.sentence_weight,
                 )
-            else:  # small, or filtered (the graph knows nothing of metadata): exact
+            else:  # small, or filtered (the index knows nothing of metadata): exact
                 mask = None if allowed is None else np.isin(ids, allowed)
                 rows, scores = top_k(
                     matrix,

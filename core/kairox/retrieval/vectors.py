@@ -126,7 +126,15 @@ class SentenceVectors:
                     f"the query vector has {unit_query.shape[0]} dimensions; the sentence "
                     f"vectors have {self.matrix.shape[1]}"
                 )
-            scores = search_product(self.matrix, unit_query)
+            return self.best_from(search_product(self.matrix, unit_query), rows)
+        return best
+
+    def best_from(self, vector_scores: np.ndarray, rows: int) -> np.ndarray:
+        """:meth:`best`, given every vector row's score already (an approximate index's
+        estimates, say)."""
+        best = np.full(rows, np.nan, dtype=np.float32)
+        if len(self._passages):
+            scores = vector_scores
             if self.rows is not None:
                 scores = scores[self.rows]
             elif self._order is not None:
