@@ -202,4 +202,5 @@ def test_the_export_never_imports_files_from_the_users_folder(tmp_path):
     assert result.returncode == 0, result.stderr
     assert not marker.exists()
     assert result.stdout.strip().endswith(FP32_FILE)
-    assert "exporting all-MiniLM-L6-v2 to ONNX" in result.stderr
+    assert "preparing all-MiniLM-L6-v2 for ONNX Runtime" in result.stderr
+    assert "a one-time step" in result.stderr
