@@ -11,6 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kairox import Document
+from kairox_tantivy.engine import TantivyIndexError
+
 if TYPE_CHECKING:
     from kairox_tantivy.index import TantivyIndex
 
@@ -46,16 +49,12 @@ def worth_compacting(folder: Path) -> bool:
 
 def rewrite(index: TantivyIndex, writer: Any, after_commit: list[Callable[[], None]]) -> None:
     """Replace every document through ``writer`` with itself, read back from its row."""
-    from kairox import Document
-
     searcher = index._searcher()
     total = searcher.num_docs
     found = searcher.search(index._tantivy.Query.all_query(), limit=max(total, 1), count=False)
     keys = searcher.fast_field_values("key", [address for _score, address in found.hits])
     rows = index._store.documents(keys)
     if len(rows) != len(keys):  # pragma: no cover - a row lost outside kairox
-        from kairox_tantivy.index import TantivyIndexError
-
         raise TantivyIndexError(
             f"{len(keys) - len(rows)} documents of {index.path} have no row in its "
             "documents.sqlite; delete the folder and ingest again"

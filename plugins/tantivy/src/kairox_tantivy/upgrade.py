@@ -12,15 +12,20 @@ interrupted.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kairox import Document
+from kairox_tantivy.engine import WRITER_HEAP_BYTES, TantivyLockedError
+
+if TYPE_CHECKING:
+    from kairox_tantivy.index import TantivyIndex
 
 __all__ = ["BATCH", "is_legacy", "legacy_schema", "recover", "upgrade"]
 
@@ -70,8 +75,6 @@ def _first(fields: dict[str, list[Any]], name: str) -> Any:
 
 def _legacy_entries(searcher: Any, tantivy: ModuleType) -> Iterator[tuple[Document, str]]:
     """Every stored document of an old-layout index, with its stored fingerprint."""
-    import json
-
     total = searcher.num_docs
     if total == 0:
         return
@@ -89,10 +92,18 @@ def _legacy_entries(searcher: Any, tantivy: ModuleType) -> Iterator[tuple[Docume
         yield doc, _first(fields, "fingerprint") or ""
 
 
-def upgrade(path: Path, index: Any, tantivy: ModuleType) -> None:
-    """Rebuild the old-layout ``index`` at ``path`` in place (see the module docstring)."""
-    from kairox_tantivy.index import WRITER_HEAP_BYTES, TantivyIndex, TantivyLockedError
+def upgrade(
+    path: Path,
+    index: Any,
+    tantivy: ModuleType,
+    *,
+    rebuild: Callable[..., TantivyIndex],
+) -> None:
+    """Rebuild the old-layout ``index`` at ``path`` in place (see the module docstring).
 
+    ``rebuild`` makes the fresh index (:class:`~kairox_tantivy.index.TantivyIndex`, which
+    calls this while it opens an old one).
+    """
     try:
         lock = index.writer(heap_size=WRITER_HEAP_BYTES)
     except ValueError as exc:
@@ -114,7 +125,7 @@ def upgrade(path: Path, index: Any, tantivy: ModuleType) -> None:
             UserWarning,
             stacklevel=4,
         )
-        rebuilt = TantivyIndex(fresh, create=True)
+        rebuilt = rebuild(fresh, create=True)
         batch: list[tuple[Document, str]] = []
         for entry in _legacy_entries(searcher, tantivy):
             batch.append(entry)
