@@ -32,6 +32,7 @@ from typing import Any
 
 from kairox.errors import KairoxError
 from kairox.paths import kairox_home, private_file, private_folder, private_tree
+from kairox_sentence_transformers.model import MAX_SEQ_LENGTH
 from kairox_sentence_transformers.onnx_qdq import QDQ_VERSION, make_qdq, prepare
 from kairox_sentence_transformers.onnx_static import CALIBRATION_VERSION, make_static
 from kairox_sentence_transformers.onnx_trace import TABLE
@@ -207,8 +208,6 @@ def _prepare(model_path: Path, scratch: Path) -> None:
 
 
 def _qdq(model_path: Path, scratch: Path) -> None:
-    from kairox_sentence_transformers import MAX_SEQ_LENGTH
-
     make_qdq(
         scratch / PREPARED, scratch / QDQ_EXTERNAL, model_path / "tokenizer.json", MAX_SEQ_LENGTH
     )
@@ -284,8 +283,6 @@ def _quantise(model_path: Path, scratch: Path) -> None:
 
 
 def _static(model_path: Path, scratch: Path) -> None:
-    from kairox_sentence_transformers import MAX_SEQ_LENGTH
-
     make_static(
         scratch / DYNAMIC, scratch / INT8_FILE, model_path / "tokenizer.json", MAX_SEQ_LENGTH
     )
@@ -306,11 +303,6 @@ STEPS: dict[str, Callable[[Path, Path], None]] = {
     "quantise": _quantise,
     "static": _static,
 }
-
-
-def export(model_path: Path, folder: Path) -> None:
-    """Write the files of :data:`FILES` into ``folder`` (each atomically)."""
-    _run_steps(model_path, folder)
 
 
 def main(argv: list[str] | None = None) -> int:
