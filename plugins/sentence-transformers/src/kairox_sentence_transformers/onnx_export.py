@@ -112,7 +112,7 @@ def ensure_export(model_path: Path, precision: str) -> Path:
             # Said once, on stderr: the export takes seconds and nothing else moves meanwhile.
             print(
                 f"preparing all-MiniLM-L6-v2 for ONNX Runtime into {folder}: a one-time step "
-                "(about 30 s); later runs reuse it...",
+                "of half a minute or more; later runs reuse it...",
                 file=sys.stderr,
                 flush=True,
             )
