@@ -13,16 +13,6 @@ from pathlib import Path
 
 from kairox import LazyImport
 
-__all__ = [
-    "DEFAULT_BATCH_SIZE",
-    "INSTALL_HINT",
-    "MAX_SEQ_LENGTH",
-    "MODEL_DIM",
-    "MODEL_NAME",
-    "bundled_model_path",
-    "libraries",
-]
-
 #: ``EmbeddingBackend.name`` of the ``minilm`` backend (identifies the model in the index).
 MODEL_NAME = "all-MiniLM-L6-v2"
 #: Vector width of all-MiniLM-L6-v2; known without loading the model.
