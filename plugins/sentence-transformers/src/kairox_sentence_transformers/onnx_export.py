@@ -127,8 +127,7 @@ def _run_steps(model_path: Path, folder: Path) -> None:
         for step in ("trace", *STEPS):
             # -P, and the scratch folder as the working directory: `-m` would otherwise
             # put the user's current folder first on sys.path, and a secrets.py or json.py
-            # there would be imported (and run) in place of the standard library's. The
-            # steps' external weight files are named relative to it too.
+            # there would be imported (and run) in place of the standard library's.
             result = subprocess.run(
                 _command(step, model_path, Path(scratch)),
                 capture_output=True,
@@ -191,7 +190,10 @@ def _attach(model_path: Path, scratch: Path) -> None:
     from safetensors import safe_open
 
     model = onnx.load(str(scratch / TRACED))
-    (table,) = [t for t in model.graph.initializer if t.name == TABLE]
+    tables = [t for t in model.graph.initializer if t.name == TABLE]
+    if len(tables) != 1:
+        raise ValueError(f"the traced graph has {len(tables)} initializers named {TABLE}, not 1")
+    (table,) = tables
     with safe_open(str(model_path / "model.safetensors"), framework="numpy") as weights:
         values = weights.get_tensor(STORED_TABLE)
     if values.dtype != "float32" or values.ndim != 2 or values.shape[1] != HIDDEN_SIZE:
@@ -311,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model_path", type=Path)
     parser.add_argument("scratch", type=Path)
     args = parser.parse_args(argv)
+    # The steps' external weight files are named relative to the scratch folder.
+    os.chdir(args.scratch)
     STEPS[args.step](args.model_path, args.scratch)
     return 0
 
