@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import sqlite3
 import threading
 import time
@@ -43,7 +44,7 @@ from typing import Any, Unpack
 
 from kairox import Document
 from kairox.paths import in_kairox_home, private_folder, private_tree
-from kairox_tantivy.compact import rewrite, worth_compacting
+from kairox_tantivy.compact import worth_compacting
 from kairox_tantivy.documents import check_id, filter_term, metadata_from_json, metadata_terms
 from kairox_tantivy.documents import row as document_row
 from kairox_tantivy.engine import (
@@ -308,8 +309,29 @@ class TantivyIndex:
             return False
         with self._writer(threads=1) as batch:
             self._reload()  # under the lock: nobody else can commit until we do
-            rewrite(self, batch.writer, batch.after_commit)
+            self._rewrite(batch)
         return True
+
+    def _rewrite(self, batch: _Batch) -> None:
+        """Replace every document through the batch's writer with itself, read back
+        from its row."""
+        searcher = self._searcher()
+        total = searcher.num_docs
+        found = searcher.search(self._tantivy.Query.all_query(), limit=max(total, 1), count=False)
+        keys = searcher.fast_field_values("key", [address for _score, address in found.hits])
+        rows = self._store.documents(keys)
+        if len(rows) != len(keys):  # pragma: no cover - a row lost outside kairox
+            raise TantivyIndexError(
+                f"{len(keys) - len(rows)} documents of {self.path} have no row in its "
+                "documents.sqlite; delete the folder and ingest again"
+            )
+        # Rows a crash left behind (written, never committed) go with the rewrite.
+        batch.after_commit.append(lambda: self._store.keep_only(keys))
+        batch.writer.delete_all_documents()  # applies to what is committed; adds survive
+        for key in keys:
+            doc_id, title, body, metadata = rows[key]
+            doc = Document(doc_id, body, title=title, metadata=json.loads(metadata))
+            batch.writer.add_document(self._document(doc, key, title, body))
 
     def delete(self, ids: Iterable[str]) -> int:
         """Delete documents by id, in one commit. Returns how many of the ids existed."""

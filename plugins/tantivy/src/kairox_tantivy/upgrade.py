@@ -19,18 +19,25 @@ import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kairox import Document
 from kairox_tantivy.engine import WRITER_HEAP_BYTES, TantivyLockedError
-
-if TYPE_CHECKING:
-    from kairox_tantivy.index import TantivyIndex
 
 __all__ = ["BATCH", "is_legacy", "legacy_schema", "recover", "upgrade"]
 
 #: Documents per commit while rebuilding.
 BATCH = 1000
+
+
+class Rebuilt(Protocol):
+    """What the upgrade needs of the fresh index it fills (a
+    :class:`~kairox_tantivy.index.TantivyIndex`)."""
+
+    def _write(self, entries: list[tuple[Document, str]]) -> int: ...
+    def compact(self) -> bool: ...
+    def count(self) -> int: ...
+    def close(self) -> None: ...
 
 
 def legacy_schema(tantivy: ModuleType) -> Any:
@@ -97,7 +104,7 @@ def upgrade(
     index: Any,
     tantivy: ModuleType,
     *,
-    rebuild: Callable[..., TantivyIndex],
+    rebuild: Callable[..., Rebuilt],
 ) -> None:
     """Rebuild the old-layout ``index`` at ``path`` in place (see the module docstring).
 
