@@ -8,12 +8,13 @@ every ``pytest`` too. Type-only imports (under ``TYPE_CHECKING``) are not depend
 
 from __future__ import annotations
 
-import sys
 import tomllib
 from pathlib import Path
 
 import grimp
 import pytest
+
+from kairox.testing.imports import import_cycles
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
@@ -43,55 +44,10 @@ def illegal(graph: grimp.ImportGraph) -> list[str]:
     return sorted(f"{d.importer} -> {d.imported}" for d in found)
 
 
-def part(module: str) -> str:
-    """``kairox.memory.store`` -> ``kairox.memory``: the part of Kairox a module belongs to."""
-    return ".".join(module.split(".")[:2])
-
-
 def cycles(graph: grimp.ImportGraph) -> list[list[str]]:
-    """Circles between Kairox's parts (modules and subpackages), lazy imports included:
-    strongly connected components of more than one part (Tarjan). A subpackage whose own
-    modules import each other is one part."""
-    edges: dict[str, set[str]] = {}
-    for module in graph.modules:
-        imported = {part(m) for m in graph.find_modules_directly_imported_by(module)}
-        edges.setdefault(part(module), set()).update(imported - {part(module)})
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(module: str) -> None:
-        index[module] = low[module] = len(index)
-        stack.append(module)
-        on_stack.add(module)
-        for other in edges.get(module, ()):
-            if other not in index:
-                visit(other)
-                low[module] = min(low[module], low[other])
-            elif other in on_stack:
-                low[module] = min(low[module], index[other])
-        if low[module] == index[module]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == module:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 10 * len(edges)))
-    try:
-        for module in edges:
-            if module not in index:
-                visit(module)
-    finally:
-        sys.setrecursionlimit(limit)
-    return found
+    """Circles between Kairox's parts (modules and subpackages), lazy imports included. A
+    subpackage whose own modules import each other is one part."""
+    return import_cycles(graph, depth=2)
 
 
 def test_every_layer_imports_only_from_layers_below(graph):

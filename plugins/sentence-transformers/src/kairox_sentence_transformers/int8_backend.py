@@ -15,18 +15,18 @@ from collections.abc import Sequence
 import numpy as np
 
 from kairox_sentence_transformers.onnx_backend import TOKENS_PER_BATCH, OnnxMiniLMEmbedder
+from kairox_sentence_transformers.openvino_backend import (
+    OPENVINO_INSTALL_HINT,
+    ROWS,
+    OpenVinoMiniLMEmbedder,
+    cpu_capabilities,
+    openvino_libraries,
+    row_supported,
+)
 
 
 def _openvino_ready() -> tuple[bool, str]:
     """Whether OpenVINO can run the int8 row here, and if not, why."""
-    from kairox_sentence_transformers.openvino_backend import (
-        OPENVINO_INSTALL_HINT,
-        ROWS,
-        cpu_capabilities,
-        openvino_libraries,
-        row_supported,
-    )
-
     if not openvino_libraries("minilm-int8").available():
         return False, (
             "minilm-int8 runs on ONNX Runtime's int8: OpenVINO is not installed; for its "
@@ -63,7 +63,6 @@ def openvino_int8() -> OnnxMiniLMEmbedder | None:
     ready, _ = _openvino_ready()
     if not ready:
         return None
-    from kairox_sentence_transformers.openvino_backend import OpenVinoMiniLMEmbedder
 
     class OpenVinoInt8Embedder(OpenVinoMiniLMEmbedder):
         # OpenVINO's int8 kernels give a padded text (one shorter than its batch's longest)

@@ -23,6 +23,8 @@ import numpy as np
 from kairox import LazyImport, return_freed_memory
 from kairox.retrieval import FAN_OUT
 from kairox_sentence_transformers.inputs import texts_to_embed
+from kairox_sentence_transformers.model import MODEL_DIM, MODEL_NAME, bundled_model_path
+from kairox_sentence_transformers.onnx_export import ensure_export, is_exported
 from kairox_sentence_transformers.onnx_static import CALIBRATION_VERSION
 
 PRECISIONS = ("fp32", "int8")
@@ -88,8 +90,6 @@ class OnnxMiniLMEmbedder:
     def __init__(
         self, *, precision: str = "fp32", batch_size: int = 64, max_seq_length: int = 256
     ) -> None:
-        from kairox_sentence_transformers import MODEL_NAME
-
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         check_batch_size(batch_size)
@@ -97,8 +97,6 @@ class OnnxMiniLMEmbedder:
         self._setup(precision, MODEL_NAME + NAME_SUFFIX[precision], batch_size, max_seq_length)
 
     def _setup(self, precision: str, name: str, batch_size: int, max_seq_length: int) -> None:
-        from kairox_sentence_transformers import MODEL_DIM
-
         self.precision = precision
         self.name = name
         self.dim = MODEL_DIM
@@ -139,8 +137,6 @@ class OnnxMiniLMEmbedder:
         session = self._sessions.get(threads)
         if session is not None:
             return session
-        from kairox_sentence_transformers import bundled_model_path
-
         model_path = bundled_model_path()
         if self._tokenizer is None:
             from tokenizers import Tokenizer
@@ -162,17 +158,12 @@ class OnnxMiniLMEmbedder:
 
     def _export(self, model_path: Path) -> Path:
         """The model file this backend runs (exported on first use)."""
-        from kairox_sentence_transformers.onnx_export import ensure_export
-
         return ensure_export(model_path, self._export_precision())
 
     @property
     def loading_note(self) -> str:
         """What loading the model involves now, for progress lines: the one-time export
         (20-35 s) while this installation has none yet."""
-        from kairox_sentence_transformers import bundled_model_path
-        from kairox_sentence_transformers.onnx_export import is_exported
-
         if self._model_file is None and not is_exported(
             bundled_model_path(), self._export_precision()
         ):

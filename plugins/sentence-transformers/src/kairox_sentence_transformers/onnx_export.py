@@ -1,11 +1,13 @@
 """Export the packaged all-MiniLM-L6-v2 weights to ONNX, once, into ``$KAIROX_HOME``.
 
-The export is the only step that needs torch. It runs in a child process
-(``python -m kairox_sentence_transformers.onnx_export FOLDER``), so the process that
-embeds never imports torch and never carries its memory. The files land under
-``$KAIROX_HOME/models/minilm-onnx/<key>/``, where the key names the model package's
-version, its weights' size and mtime and the onnxruntime version: a reinstalled model or
-a new runtime gets a fresh export. ``model-fp32.onnx`` is the graph after onnxruntime's
+The export runs in child processes, one per step (``python -m
+kairox_sentence_transformers.onnx_export STEP MODEL SCRATCH``; the first, the only one that
+needs torch, is :mod:`kairox_sentence_transformers.onnx_trace`), so the process that embeds
+never imports torch and never carries its memory, and no step carries what the one
+before it left behind: each stays under 600 MB (in one process the export peaked at
+1.35 GB). The files land under ``$KAIROX_HOME/models/minilm-onnx/<key>/``, where the key
+names the model package's version, its weights' size and mtime and the onnxruntime
+version: a reinstalled model or a new runtime gets a fresh export. ``model-fp32.onnx`` is the graph after onnxruntime's
 BERT optimiser (fused attention, layer norm and GELU); ``model-int8.onnx`` is that graph
 with int8 weights (per channel) and int8 activations at fixed, calibrated scales
 (:mod:`kairox_sentence_transformers.onnx_static`), for onnxruntime;
@@ -24,13 +26,16 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from kairox.errors import KairoxError
 from kairox.paths import kairox_home, private_file, private_folder, private_tree
-from kairox_sentence_transformers.onnx_qdq import QDQ_VERSION, make_qdq
+from kairox_sentence_transformers.model import MAX_SEQ_LENGTH
+from kairox_sentence_transformers.onnx_qdq import QDQ_VERSION, make_qdq, prepare
 from kairox_sentence_transformers.onnx_static import CALIBRATION_VERSION, make_static
+from kairox_sentence_transformers.onnx_trace import TABLE
 
 #: Bumped whenever the export recipe changes, so old exports are not reused.
 EXPORT_FORMAT = 2
@@ -95,8 +100,8 @@ def _locked(folder: Path) -> Iterator[None]:
 def ensure_export(model_path: Path, precision: str) -> Path:
     """The ONNX file for ``precision`` (a key of :data:`FILES`), exporting it first if needed.
 
-    The export runs in a child Python process (torch is imported there only) and takes
-    some seconds, once per installation.
+    The export runs as a row of child Python processes, one per step of :data:`STEPS`
+    (torch is imported in the first only), and takes some seconds, once per installation.
     """
     folder = export_folder(model_path)
     target = folder / FILES[precision]
@@ -106,129 +111,211 @@ def ensure_export(model_path: Path, precision: str) -> Path:
         if not target.is_file():
             # Said once, on stderr: the export takes seconds and nothing else moves meanwhile.
             print(
-                f"exporting all-MiniLM-L6-v2 to ONNX into {folder} (once per installation)...",
+                f"preparing all-MiniLM-L6-v2 for ONNX Runtime into {folder}: a one-time step "
+                "of half a minute or more; later runs reuse it...",
                 file=sys.stderr,
                 flush=True,
             )
-            # -P, and the models folder as the working directory: `-m` would otherwise put
-            # the user's current folder first on sys.path, and a secrets.py or json.py there
-            # would be imported (and run) in place of the standard library's.
-            result = subprocess.run(
-                [sys.executable, "-P", "-m", __name__, str(model_path), str(folder)],
-                capture_output=True,
-                text=True,
-                check=False,
-                cwd=folder.parent,
-            )
-            if result.returncode != 0 or not target.is_file():
-                tail = "\n".join(result.stderr.strip().splitlines()[-5:])
-                raise OnnxExportError(
-                    f"exporting all-MiniLM-L6-v2 to ONNX into {folder} failed "
-                    f"(exit {result.returncode}): {tail or 'no output'}. The minilm-st "
-                    "backend (sentence-transformers) works without the export: "
-                    '[workspace] embedding_backend = "minilm-st"'
-                )
+            _run_steps(model_path, folder)
             private_tree(folder)  # written by torch and onnx with the umask's modes
     return target
 
 
-def _export_fp32(model_path: Path, out: Path) -> None:
-    import torch
-    from transformers import AutoModel
-
-    class MeanPooled(torch.nn.Module):
-        # Mean pooling inside the graph: the runtime returns (batch, 384), not every
-        # token's state, so nothing large is copied out.
-        def __init__(self) -> None:
-            super().__init__()
-            self.bert = AutoModel.from_pretrained(
-                str(model_path), local_files_only=True, attn_implementation="eager"
+def _run_steps(model_path: Path, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".export-") as scratch:
+        for step in ("trace", *STEPS):
+            # -P, and the scratch folder as the working directory: `-m` would otherwise
+            # put the user's current folder first on sys.path, and a secrets.py or json.py
+            # there would be imported (and run) in place of the standard library's.
+            result = subprocess.run(
+                _command(step, model_path, Path(scratch)),
+                capture_output=True,
+                text=True,
+                check=False,
+                cwd=scratch,
             )
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            states = self.bert(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            ).last_hidden_state
-            weights = attention_mask.unsqueeze(-1).to(states.dtype)
-            return (states * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
-
-    model = MeanPooled()
-    model.eval()
-    ids = torch.ones((2, 16), dtype=torch.int64)
-    mask = torch.ones((2, 16), dtype=torch.int64)
-    types = torch.zeros((2, 16), dtype=torch.int64)
-    dynamic = {0: "batch", 1: "tokens"}
-    with torch.no_grad():
-        torch.onnx.export(
-            model,
-            (ids, mask, types),
-            str(out),
-            input_names=["input_ids", "attention_mask", "token_type_ids"],
-            output_names=["sentence_embedding"],
-            dynamic_axes={
-                "input_ids": dynamic,
-                "attention_mask": dynamic,
-                "token_type_ids": dynamic,
-                "sentence_embedding": {0: "batch"},
-            },
-            opset_version=17,
-            dynamo=False,
-        )
+            if result.returncode != 0:
+                tail = "\n".join(result.stderr.strip().splitlines()[-5:])
+                raise OnnxExportError(
+                    f"exporting all-MiniLM-L6-v2 to ONNX into {folder} failed at its "
+                    f"{step!r} step (exit {result.returncode}): {tail or 'no output'}. The "
+                    "minilm-st backend (sentence-transformers) works without the export: "
+                    '[workspace] embedding_backend = "minilm-st"'
+                )
+        # int8 first: fp32's presence is what readers of an old layout check.
+        for name in (QDQ_FILE, INT8_FILE, FP32_FILE):
+            if not (Path(scratch) / name).is_file():
+                raise OnnxExportError(f"the ONNX export into {folder} wrote no {name}")
+            os.replace(Path(scratch) / name, folder / name)
 
 
-def _optimise(raw: Path, out: Path) -> None:
+def _command(step: str, model_path: Path, scratch: Path) -> list[str]:
+    if step == "trace":
+        # A script, not a module of this package: the child imports torch and no more.
+        tracer = Path(__file__).with_name("onnx_trace.py")
+        return [sys.executable, "-P", str(tracer), str(model_path), str(scratch / TRACED)]
+    return [sys.executable, "-P", "-m", __name__, step, str(model_path), str(scratch)]
+
+
+#: The word-embedding table's name in the safetensors file.
+STORED_TABLE = "embeddings.word_embeddings.weight"
+#: Raw graph files of the scratch folder (weights external: each step holds little).
+TRACED = "traced.onnx"
+RAW = "raw.onnx"
+PREPARED = "prepared.onnx"
+BASIC = "basic.onnx"
+FUSED = "fused.onnx"
+QDQ_EXTERNAL = "qdq.onnx"
+DYNAMIC = "dynamic.onnx"
+
+
+def _save_external(model: Any, path: Path) -> None:
+    """Save ``model`` with its weights in ``<name>.data`` beside it."""
+    import onnx
+
+    onnx.save_model(
+        model,
+        str(path),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=f"{path.name}.data",
+        size_threshold=1024,
+    )
+
+
+def _attach(model_path: Path, scratch: Path) -> None:
+    """The traced graph with the real word-embedding table, read from the safetensors file."""
+    import onnx
+    from safetensors import safe_open
+
+    model = onnx.load(str(scratch / TRACED))
+    tables = [t for t in model.graph.initializer if t.name == TABLE]
+    if len(tables) != 1:
+        raise ValueError(f"the traced graph has {len(tables)} initializers named {TABLE}, not 1")
+    (table,) = tables
+    with safe_open(str(model_path / "model.safetensors"), framework="numpy") as weights:
+        values = weights.get_tensor(STORED_TABLE)
+    if values.dtype != "float32" or values.ndim != 2 or values.shape[1] != HIDDEN_SIZE:
+        raise ValueError(f"{STORED_TABLE} is {values.dtype} {values.shape}, not float32 (n, 384)")
+    del table.dims[:]
+    table.dims.extend(values.shape)
+    table.raw_data = values.tobytes()
+    del values
+    _save_external(model, scratch / RAW)
+
+
+def _prepare(model_path: Path, scratch: Path) -> None:
+    prepare(scratch / RAW, scratch / PREPARED)
+
+
+def _qdq(model_path: Path, scratch: Path) -> None:
+    make_qdq(
+        scratch / PREPARED, scratch / QDQ_EXTERNAL, model_path / "tokenizer.json", MAX_SEQ_LENGTH
+    )
+
+
+def _basic(model_path: Path, scratch: Path) -> None:
+    """onnxruntime's basic graph optimisations (constant folding, cast elimination), as
+    its BERT optimiser runs them first, weights external."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.optimized_model_filepath = str(scratch / BASIC)
+    options.enable_cpu_mem_arena = False
+    options.log_severity_level = 3
+    options.add_session_config_entry(
+        "session.optimized_model_external_initializers_file_name", f"{BASIC}.data"
+    )
+    options.add_session_config_entry(
+        "session.optimized_model_external_initializers_min_size_in_bytes", "1024"
+    )
+    onnxruntime.InferenceSession(
+        str(scratch / RAW),
+        options,
+        providers=["CPUExecutionProvider"],
+        # As onnxruntime's BERT optimiser does (its fusions expect unshared constants).
+        disabled_optimizers=["ConstantSharing"],
+    )
+
+
+def _fuse(model_path: Path, scratch: Path) -> None:
+    """onnxruntime's BERT fusions (attention, layer norm, GELU) on the graph without its
+    weights in memory: a fusion reads the few it needs from the external file (relative
+    to the working directory, the scratch folder)."""
+    import onnx
     from onnxruntime.transformers.optimizer import optimize_model
 
+    graph = onnx.load(str(scratch / BASIC), load_external_data=False)
     optimised = optimize_model(
-        str(raw), model_type="bert", num_heads=NUM_HEADS, hidden_size=HIDDEN_SIZE, opt_level=1
+        graph, model_type="bert", num_heads=NUM_HEADS, hidden_size=HIDDEN_SIZE, opt_level=0
     )
-    optimised.save_model_to_file(str(out))
+    optimised.save_model_to_file(str(scratch / FUSED))
 
 
-def _quantise(fp32: Path, out: Path) -> None:
+def _inline(graph: Path, out: Path) -> None:
+    """``graph`` as one self-contained file ``out`` (what the runtimes load)."""
+    import onnx
+
+    onnx.save_model(onnx.load(str(graph)), str(out))
+
+
+def _inline_fp32(model_path: Path, scratch: Path) -> None:
+    _inline(scratch / FUSED, scratch / FP32_FILE)
+
+
+def _inline_qdq(model_path: Path, scratch: Path) -> None:
+    _inline(scratch / QDQ_EXTERNAL, scratch / QDQ_FILE)
+
+
+def _quantise(model_path: Path, scratch: Path) -> None:
     from onnx import TensorProto
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     # The fused operators are of onnxruntime's own domain, where ONNX's shape inference
     # finds no types: their outputs are float32.
     quantize_dynamic(
-        str(fp32),
-        str(out),
+        str(scratch / FP32_FILE),
+        str(scratch / DYNAMIC),
         weight_type=QuantType.QInt8,
         per_channel=True,
         extra_options={"DefaultTensorType": TensorProto.FLOAT},
     )
 
 
-def export(model_path: Path, folder: Path) -> None:
-    """Write the files of :data:`FILES` into ``folder`` (each atomically)."""
-    from kairox_sentence_transformers import MAX_SEQ_LENGTH
+def _static(model_path: Path, scratch: Path) -> None:
+    make_static(
+        scratch / DYNAMIC, scratch / INT8_FILE, model_path / "tokenizer.json", MAX_SEQ_LENGTH
+    )
 
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".export-") as scratch:
-        raw = Path(scratch) / "raw.onnx"
-        fp32 = Path(scratch) / FP32_FILE
-        int8 = Path(scratch) / INT8_FILE
-        qdq = Path(scratch) / QDQ_FILE
-        _export_fp32(model_path, raw)
-        make_qdq(raw, qdq, model_path / "tokenizer.json", MAX_SEQ_LENGTH)
-        _optimise(raw, fp32)
-        _quantise(fp32, Path(scratch) / "dynamic.onnx")
-        make_static(
-            Path(scratch) / "dynamic.onnx", int8, model_path / "tokenizer.json", MAX_SEQ_LENGTH
-        )
-        # int8 first: fp32's presence is what readers of an old layout check.
-        os.replace(qdq, folder / QDQ_FILE)
-        os.replace(int8, folder / INT8_FILE)
-        os.replace(fp32, folder / FP32_FILE)
+
+#: The export's steps after ``trace`` (:mod:`kairox_sentence_transformers.onnx_trace`),
+#: in order, each run in a process of its own: a process's peak is its step's, not the sum
+#: of what every step left behind (the export in one process peaked at 1.35 GB; each step
+#: here stays under 600 MB). The weights travel between steps in external data files.
+STEPS: dict[str, Callable[[Path, Path], None]] = {
+    "attach": _attach,
+    "prepare": _prepare,
+    "qdq": _qdq,
+    "inline-qdq": _inline_qdq,
+    "basic": _basic,
+    "fuse": _fuse,
+    "inline-fp32": _inline_fp32,
+    "quantise": _quantise,
+    "static": _static,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("step", choices=list(STEPS))
     parser.add_argument("model_path", type=Path)
-    parser.add_argument("folder", type=Path)
+    parser.add_argument("scratch", type=Path)
     args = parser.parse_args(argv)
-    export(args.model_path, args.folder)
+    # The steps' external weight files are named relative to the scratch folder.
+    os.chdir(args.scratch)
+    STEPS[args.step](args.model_path, args.scratch)
     return 0
 
 

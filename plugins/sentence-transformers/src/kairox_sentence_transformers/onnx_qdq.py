@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -66,8 +65,25 @@ def _weight_matmuls(model: Any) -> tuple[list[str], list[str]]:
     return quantised, kept
 
 
-def make_qdq(raw: Path, out: Path, tokenizer_file: Path, max_length: int) -> None:
-    """Write ``out``: the exported fp32 graph ``raw`` with calibrated int8 QDQ products."""
+def prepare(raw: Path, prepared: Path) -> None:
+    """Write ``prepared``: ``raw`` folded and shape-inferred, as the quantiser expects (its
+    weights in ``<name>.data`` beside it, so the step never holds them twice)."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    # The symbolic pass is skipped (it gives up on the attention mask's arithmetic).
+    quant_pre_process(
+        str(raw),
+        str(prepared),
+        skip_symbolic_shape=True,
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        external_data_location=f"{prepared.name}.data",
+    )
+
+
+def make_qdq(prepared: Path, out: Path, tokenizer_file: Path, max_length: int) -> None:
+    """Write ``out``: the exported fp32 graph (``prepared`` by :func:`prepare`) with
+    calibrated int8 QDQ products."""
     import onnx
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -76,7 +92,6 @@ def make_qdq(raw: Path, out: Path, tokenizer_file: Path, max_length: int) -> Non
         QuantType,
         quantize_static,
     )
-    from onnxruntime.quantization.shape_inference import quant_pre_process
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(tokenizer_file))
@@ -90,29 +105,25 @@ def make_qdq(raw: Path, out: Path, tokenizer_file: Path, max_length: int) -> Non
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self._feeds, None)
 
-    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".qdq-") as scratch:
-        prepared = Path(scratch) / "prepared.onnx"
-        # Constant folding and shape inference first, as the quantiser expects; the
-        # symbolic pass is skipped (it gives up on the attention mask's arithmetic).
-        quant_pre_process(str(raw), str(prepared), skip_symbolic_shape=True)
-        quantised, kept = _weight_matmuls(onnx.load(str(prepared), load_external_data=False))
-        quantize_static(
-            str(prepared),
-            str(out),
-            Calibration(),
-            quant_format=QuantFormat.QDQ,
-            activation_type=QuantType.QUInt8,
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            op_types_to_quantize=["MatMul"],
-            nodes_to_quantize=quantised,
-            nodes_to_exclude=kept,
-            calibrate_method=CalibrationMethod.MinMax,
-            extra_options={
-                "WeightSymmetric": True,
-                "ActivationSymmetric": False,
-                "OpTypesToExcludeOutputQuantization": ["MatMul"],
-            },
-        )
+    quantised, kept = _weight_matmuls(onnx.load(str(prepared), load_external_data=False))
+    quantize_static(
+        str(prepared),
+        str(out),
+        Calibration(),
+        quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        op_types_to_quantize=["MatMul"],
+        nodes_to_quantize=quantised,
+        nodes_to_exclude=kept,
+        calibrate_method=CalibrationMethod.MinMax,
+        use_external_data_format=True,
+        extra_options={
+            "WeightSymmetric": True,
+            "ActivationSymmetric": False,
+            "OpTypesToExcludeOutputQuantization": ["MatMul"],
+        },
+    )
     if not out.is_file() or os.path.getsize(out) == 0:
-        raise RuntimeError(f"quantising {raw} wrote no model to {out}")
+        raise RuntimeError(f"quantising {prepared} wrote no model to {out}")

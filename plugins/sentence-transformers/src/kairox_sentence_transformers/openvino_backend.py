@@ -26,6 +26,7 @@ import numpy as np
 from kairox import LazyImport
 from kairox.errors import KairoxError
 from kairox.paths import private_tree
+from kairox_sentence_transformers.model import MODEL_NAME
 from kairox_sentence_transformers.onnx_backend import OnnxMiniLMEmbedder, check_batch_size
 from kairox_sentence_transformers.onnx_qdq import QDQ_VERSION
 
@@ -165,8 +166,6 @@ class OpenVinoMiniLMEmbedder(OnnxMiniLMEmbedder):
         max_seq_length: int = 256,
         capabilities: Callable[[], Iterable[str]] = cpu_capabilities,
     ) -> None:
-        from kairox_sentence_transformers import MODEL_NAME
-
         row = ROWS.get(precision)
         if row is None:
             raise ValueError(f"precision must be one of {tuple(ROWS)}, got {precision!r}")

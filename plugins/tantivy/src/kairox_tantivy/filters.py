@@ -33,6 +33,7 @@ from kairox.retrieval.filters import (
     Or,
     as_date,
 )
+from kairox_tantivy.documents import filter_term
 
 __all__ = ["RANGE_MARKER", "SUPPORT", "compile_filter", "range_terms"]
 
@@ -110,8 +111,6 @@ def compile_filter(expr: FilterExpr, tantivy: Any, schema: Any) -> Any:
 
 
 def _compile(expr: FilterExpr, tantivy: Any, schema: Any) -> Any:
-    from kairox_tantivy.documents import filter_term
-
     Occur, Query = tantivy.Occur, tantivy.Query
 
     def everything_but(query: Any) -> Any:

@@ -20,8 +20,10 @@ this layout the first time it is opened (:mod:`kairox_tantivy.upgrade`).
 User text never reaches Tantivy's query parser. The query is run through the same
 analysis ``en_stem`` applies at indexing time (simple tokenizer, drop tokens of 40+ bytes,
 lowercase, English Snowball stemmer) and the resulting terms become a boolean SHOULD
-query of per-field term queries, so ``"``, ``:``, ``(``, ``AND``, ``-``, ``*``, ``^``,
-``~`` and ``\\`` are just characters the tokenizer skips, and ``rings`` still finds ``ring``.
+query of per-field term queries (:mod:`kairox_tantivy.query`), so ``"``, ``:``, ``(``,
+``AND``, ``-``, ``*``, ``^``, ``~`` and ``\\`` are just characters the tokenizer skips, and
+``rings`` still finds ``ring``. The schema, the errors and the lazy import of ``tantivy``
+are :mod:`kairox_tantivy.engine`'s.
 
 Writers are taken per write call and released before it returns, so an idle index holds no
 lock and searching never needs one. ``tantivy`` is imported on first use, never at import.
@@ -31,35 +33,32 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
+import json
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
-from typing import Any, TypedDict, Unpack
+from typing import Any, Unpack
 
-from kairox import BackendError, Document, LazyImport, QueryError
+from kairox import Document
 from kairox.paths import in_kairox_home, private_folder, private_tree
-from kairox.retrieval.filters import FilterUnsupportedError, parse_filter
-from kairox_tantivy.documents import (
-    check_id,
-    filter_term,
-    metadata_from_json,
-    metadata_terms,
-    valid_utf8,
-)
+from kairox_tantivy.compact import worth_compacting
+from kairox_tantivy.documents import check_id, filter_term, metadata_from_json, metadata_terms
 from kairox_tantivy.documents import row as document_row
-from kairox_tantivy.filters import (
-    RANGE_MARKER,
-    SUPPORT,
-    WITHOUT_RANGES,
-    compile_filter,
-    range_terms,
+from kairox_tantivy.engine import (
+    WRITER_HEAP_BYTES,
+    TantivyIndexError,
+    TantivyLockedError,
+    build_schema,
+    checked_is_file,
+    load_tantivy,
 )
+from kairox_tantivy.filters import RANGE_MARKER, range_terms
+from kairox_tantivy.query import MAX_QUERY_TERMS, Boosts, QueryBuilder, query_error
 from kairox_tantivy.store import STORE_FILE, DocumentStore, HitRow, Row
+from kairox_tantivy.upgrade import is_legacy, recover, upgrade
 
 __all__ = [
     "MAX_QUERY_TERMS",
@@ -73,82 +72,16 @@ __all__ = [
     "metadata_from_json",
 ]
 
-#: Distinct query terms beyond this are ignored (a pasted megabyte still answers fast).
-MAX_QUERY_TERMS = 1024
-#: The writer's total indexing memory budget, split between its threads.
-WRITER_HEAP_BYTES = 128_000_000
-#: Per-term query clauses kept for reuse (built in Python, one FFI call each).
-CLAUSE_CACHE_SIZE = 4096
-
-INSTALL_HINT = "pip install kairox-tantivy (or pip install tantivy)"
-
-
-class TantivyIndexError(BackendError):
-    """The index directory is missing, unreadable, or not a kairox-tantivy index."""
-
-
-class TantivyLockedError(TantivyIndexError):
-    """Another writer (another process, or another index object) holds the writer lock."""
-
-
-TANTIVY = LazyImport("tantivy", needed_by="the tantivy knowledge-base kind", install=INSTALL_HINT)
-
-
-def _is_file(path: Path) -> bool:
-    """``path.is_file()``, but an unreadable folder is a clear error, not a traceback."""
-    try:
-        return path.is_file()
-    except OSError as exc:
-        raise TantivyIndexError(
-            f"cannot read the index folder {path.parent}: {exc.strerror or exc}. Check its "
-            "permissions, or correct `index_dir`."
-        ) from exc
-
 
 def has_index(folder: Path) -> bool:
     """Whether ``folder`` holds a tantivy index (a ``meta.json``)."""
-    from kairox_tantivy.upgrade import recover
-
     recover(folder)  # an interrupted upgrade may have the index in a sibling folder
-    return _is_file(folder / "meta.json")
-
-
-def load_tantivy() -> ModuleType:
-    """Import tantivy-py, or raise an ImportError that says what to install."""
-    return TANTIVY.load()
-
-
-def _build_schema(tantivy: ModuleType) -> Any:
-    builder = tantivy.SchemaBuilder()
-    builder.add_text_field("id", stored=False, tokenizer_name="raw", index_option="basic")
-    builder.add_unsigned_field("key", stored=False, indexed=False, fast=True)
-    builder.add_text_field("title", stored=False, tokenizer_name="en_stem")
-    builder.add_text_field("body", stored=False, tokenizer_name="en_stem")
-    builder.add_text_field("filter", stored=False, tokenizer_name="raw", index_option="basic")
-    return builder.build()
-
-
-def _build_analyzer(tantivy: ModuleType) -> Any:
-    """The query-side twin of tantivy's built-in ``en_stem`` tokenizer."""
-    return (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(40))
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.stemmer("english"))
-        .build()
-    )
+    return checked_is_file(folder / "meta.json")
 
 
 def _deleter(writer: Any) -> Any:
     """``delete_documents_by_term`` (tantivy-py 0.25+), else its older name."""
     return getattr(writer, "delete_documents_by_term", None) or writer.delete_documents
-
-
-class Boosts(TypedDict, total=False):
-    """The field weights of a search (each 1.0 unless given; 0 leaves the field out)."""
-
-    title_boost: float
-    body_boost: float
 
 
 @dataclass(slots=True)
@@ -184,17 +117,15 @@ class TantivyIndex:
         self.path = Path(path)
         tantivy = load_tantivy()
         self._tantivy = tantivy
-        self._schema = _build_schema(tantivy)
-        self._analyzer = _build_analyzer(tantivy)
+        self._schema = build_schema(tantivy)
+        self._queries = QueryBuilder(tantivy, self._schema, self.path)
         self._write_lock = threading.Lock()
         self._loaded: tuple[tuple[int, ...] | None, float] = (None, 0.0)
         # Inside $KAIROX_HOME the index is Kairox's state: owner-only (kairox.paths).
         self._private = in_kairox_home(self.path)
         meta = self.path / "meta.json"
-        from kairox_tantivy.upgrade import recover
-
         recover(self.path)  # an upgrade killed half-way: finish or undo its folder swap
-        if not _is_file(meta):
+        if not checked_is_file(meta):
             if not create:
                 raise TantivyIndexError(f"no tantivy index at {self.path} (no meta.json)")
             try:
@@ -207,7 +138,7 @@ class TantivyIndex:
                     f"cannot create the index folder {self.path}: {exc}"
                 ) from exc
         try:
-            if _is_file(meta):
+            if checked_is_file(meta):
                 is_compatible = getattr(tantivy.Index, "is_compatible", None)
                 if is_compatible is not None and not is_compatible(str(self.path)):
                     raise TantivyIndexError(
@@ -222,7 +153,7 @@ class TantivyIndex:
                         f"{self.path} holds a tantivy index with a different schema (not written "
                         "by this version of kairox-tantivy); delete the folder and ingest again"
                     )
-                store_exists = _is_file(self.path / STORE_FILE)
+                store_exists = checked_is_file(self.path / STORE_FILE)
             else:
                 index = tantivy.Index(self._schema, path=str(self.path), reuse=True)
                 # A new index: every document it will hold carries range terms.
@@ -244,20 +175,15 @@ class TantivyIndex:
             ) from exc
         self._index = index
         self._temporaries_cleared = False
-        # Term clauses depend only on (field, term, boost), never on the index contents,
-        # so they stay valid across commits; building them was a tenth of a query.
-        self._clause = functools.lru_cache(maxsize=CLAUSE_CACHE_SIZE)(self._build_clause)
 
     def __repr__(self) -> str:
         return f"TantivyIndex({str(self.path)!r})"
 
     def _upgraded(self, index: Any) -> Any:
         """``index`` rebuilt in this layout if it is in the one before ``key``, else itself."""
-        from kairox_tantivy.upgrade import is_legacy, upgrade
-
         if not is_legacy(index, self._tantivy):
             return index
-        upgrade(self.path, index, self._tantivy)
+        upgrade(self.path, index, self._tantivy, rebuild=TantivyIndex)
         return self._tantivy.Index.open(str(self.path))
 
     def close(self) -> None:
@@ -379,14 +305,33 @@ class TantivyIndex:
         least :data:`~kairox_tantivy.compact.SHARE` of the documents, so the rewrites
         cost at most a constant factor of what was written. Returns whether it did.
         """
-        from kairox_tantivy.compact import rewrite, worth_compacting
-
         if not worth_compacting(self.path):
             return False
         with self._writer(threads=1) as batch:
             self._reload()  # under the lock: nobody else can commit until we do
-            rewrite(self, batch.writer, batch.after_commit)
+            self._rewrite(batch)
         return True
+
+    def _rewrite(self, batch: _Batch) -> None:
+        """Replace every document through the batch's writer with itself, read back
+        from its row."""
+        searcher = self._searcher()
+        total = searcher.num_docs
+        found = searcher.search(self._tantivy.Query.all_query(), limit=max(total, 1), count=False)
+        keys = searcher.fast_field_values("key", [address for _score, address in found.hits])
+        rows = self._store.documents(keys)
+        if len(rows) != len(keys):  # pragma: no cover - a row lost outside kairox
+            raise TantivyIndexError(
+                f"{len(keys) - len(rows)} documents of {self.path} have no row in its "
+                "documents.sqlite; delete the folder and ingest again"
+            )
+        # Rows a crash left behind (written, never committed) go with the rewrite.
+        batch.after_commit.append(lambda: self._store.keep_only(keys))
+        batch.writer.delete_all_documents()  # applies to what is committed; adds survive
+        for key in keys:
+            doc_id, title, body, metadata = rows[key]
+            doc = Document(doc_id, body, title=title, metadata=json.loads(metadata))
+            batch.writer.add_document(self._document(doc, key, title, body))
 
     def delete(self, ids: Iterable[str]) -> int:
         """Delete documents by id, in one commit. Returns how many of the ids existed."""
@@ -448,31 +393,7 @@ class TantivyIndex:
 
     def query_terms(self, text: str) -> list[str]:
         """The distinct ``en_stem`` terms of ``text``, in order (at most MAX_QUERY_TERMS)."""
-        terms = dict.fromkeys(self._analyzer.analyze(valid_utf8(text)))
-        return list(terms)[:MAX_QUERY_TERMS]
-
-    def _filter_clauses(self, filters: Any) -> list[Any] | None:
-        """Must clauses (scoring 0) for the filter (:mod:`kairox_tantivy.filters`)."""
-        expr = parse_filter(filters)
-        if expr is None:
-            return []
-        support = SUPPORT if self.has_range_terms else WITHOUT_RANGES
-        try:
-            support.check(f"tantivy index {self.path}", expr)
-        except FilterUnsupportedError as exc:
-            raise FilterUnsupportedError(
-                f"tantivy index {self.path}",
-                exc.operator,
-                "everything but ranges: the index was written before range terms; delete "
-                "the folder and run `kairox kb ingest` again to filter on ranges",
-            ) from None
-        query = compile_filter(expr, self._tantivy, self._schema)
-        return [(self._tantivy.Occur.Must, self._tantivy.Query.const_score_query(query, 0.0))]
-
-    def _build_clause(self, name: str, term: str, boost: float) -> Any:
-        Query = self._tantivy.Query
-        clause = Query.term_query(self._schema, name, term)
-        return clause if boost == 1.0 else Query.boost_query(clause, boost)
+        return self._queries.terms(text)
 
     def search_rows(
         self, text: str, k: int, filters: Any = None, **boosts: Unpack[Boosts]
@@ -496,30 +417,14 @@ class TantivyIndex:
         ``key`` fast field in one call, their rows from ``documents.sqlite`` (or the rows
         kept in memory) in one query, and nothing is built per hit.
         """
-        Occur, Query = self._tantivy.Occur, self._tantivy.Query
         if unknown := boosts.keys() - Boosts.__optional_keys__:
             raise TypeError(f"unexpected keyword arguments: {', '.join(sorted(unknown))}")
         if k < 1:
             return []
-        weights = (
-            ("title", boosts.get("title_boost", 1.0)),
-            ("body", boosts.get("body_boost", 1.0)),
-        )
-        fields = [(f, boost) for f, boost in weights if boost > 0]
-        terms = self.query_terms(text)
-        if not terms or not fields:
+        query = self._queries.build(text, filters, boosts, has_range_terms=self.has_range_terms)
+        if query is None:
             return []
-        filter_clauses = self._filter_clauses(filters)
-        if filter_clauses is None:
-            return []
-        clause = self._clause
-        should = Occur.Should
         try:
-            query = Query.boolean_query(
-                [(should, clause(name, term, boost)) for term in terms for name, boost in fields]
-            )
-            if filter_clauses:
-                query = Query.boolean_query([(Occur.Must, query), *filter_clauses])
             scored, rows = self._hits(query, k)
             if None in rows:
                 # A writer replaced or deleted some hit after our searcher was opened, and
@@ -527,9 +432,7 @@ class TantivyIndex:
                 self._reload()
                 scored, rows = self._hits(query, k)
         except ValueError as exc:
-            # Terms are built, not parsed, so this should not happen; if tantivy still
-            # objects, say so plainly rather than leaking the engine's error.
-            raise QueryError(f"tantivy could not run the query {text[:200]!r}: {exc}") from exc
+            raise query_error(text, exc) from exc
         pairs = zip(scored, rows, strict=True)
         # A row still missing was deleted by a writer a moment ago.
         return [pair for pair in pairs if pair[1] is not None] if None in rows else list(pairs)

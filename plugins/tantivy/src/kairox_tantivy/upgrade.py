@@ -12,20 +12,32 @@ interrupted.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from kairox import Document
+from kairox_tantivy.engine import WRITER_HEAP_BYTES, TantivyLockedError
 
 __all__ = ["BATCH", "is_legacy", "legacy_schema", "recover", "upgrade"]
 
 #: Documents per commit while rebuilding.
 BATCH = 1000
+
+
+class Rebuilt(Protocol):
+    """What the upgrade needs of the fresh index it fills (a
+    :class:`~kairox_tantivy.index.TantivyIndex`)."""
+
+    def _write(self, entries: list[tuple[Document, str]]) -> int: ...
+    def compact(self) -> bool: ...
+    def count(self) -> int: ...
+    def close(self) -> None: ...
 
 
 def legacy_schema(tantivy: ModuleType) -> Any:
@@ -70,8 +82,6 @@ def _first(fields: dict[str, list[Any]], name: str) -> Any:
 
 def _legacy_entries(searcher: Any, tantivy: ModuleType) -> Iterator[tuple[Document, str]]:
     """Every stored document of an old-layout index, with its stored fingerprint."""
-    import json
-
     total = searcher.num_docs
     if total == 0:
         return
@@ -89,10 +99,18 @@ def _legacy_entries(searcher: Any, tantivy: ModuleType) -> Iterator[tuple[Docume
         yield doc, _first(fields, "fingerprint") or ""
 
 
-def upgrade(path: Path, index: Any, tantivy: ModuleType) -> None:
-    """Rebuild the old-layout ``index`` at ``path`` in place (see the module docstring)."""
-    from kairox_tantivy.index import WRITER_HEAP_BYTES, TantivyIndex, TantivyLockedError
+def upgrade(
+    path: Path,
+    index: Any,
+    tantivy: ModuleType,
+    *,
+    rebuild: Callable[..., Rebuilt],
+) -> None:
+    """Rebuild the old-layout ``index`` at ``path`` in place (see the module docstring).
 
+    ``rebuild`` makes the fresh index (:class:`~kairox_tantivy.index.TantivyIndex`, which
+    calls this while it opens an old one).
+    """
     try:
         lock = index.writer(heap_size=WRITER_HEAP_BYTES)
     except ValueError as exc:
@@ -114,7 +132,7 @@ def upgrade(path: Path, index: Any, tantivy: ModuleType) -> None:
             UserWarning,
             stacklevel=4,
         )
-        rebuilt = TantivyIndex(fresh, create=True)
+        rebuilt = rebuild(fresh, create=True)
         batch: list[tuple[Document, str]] = []
         for entry in _legacy_entries(searcher, tantivy):
             batch.append(entry)

@@ -1,0 +1,10 @@
+"""kairox_sentence_transformers' modules import each other without a circle (lazy imports
+counted): the backends take the model's constants from ``model``, not the package root."""
+
+from __future__ import annotations
+
+from kairox.testing.imports import import_cycles
+
+
+def test_the_package_has_no_import_circle():
+    assert import_cycles("kairox_sentence_transformers") == []
