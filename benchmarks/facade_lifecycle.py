@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from kairox.default_plugins.scripted_model import ScriptedModel
-from kairox.facade import AppFacade
-from kairox.session import Session
+from kairox.runtime.facade import AppFacade
+from kairox.runtime.session import Session
 
 QUERIES = [
     "how does a plugin register a knowledge base kind",

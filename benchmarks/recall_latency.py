@@ -24,10 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from kairox.config import RecallConfig
+from kairox.config.schema import RecallConfig
 from kairox.default_plugins.scripted_model import ScriptedModel
-from kairox.facade import AppFacade
-from kairox.session import Session
+from kairox.runtime.facade import AppFacade
+from kairox.runtime.session import Session
 
 CONFIG = '[profiles.default]\nbackend = "scripted"\ncontext_window = 8192\nheadroom = 512\n'
 

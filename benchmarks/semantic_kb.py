@@ -19,7 +19,7 @@ from pathlib import Path
 from kairox.bench.beir import load_beir
 from kairox.bench.metrics import score
 from kairox.default_plugins import sqlite_fts
-from kairox.plugins import build_plugin_manager
+from kairox.plugin_host.manager import build_plugin_manager
 from kairox.retrieval import Document, Query
 from kairox.testing import build_source, run
 

@@ -25,9 +25,9 @@ from kairox.bench.metrics import DEPTH, score
 from kairox.bench.report import machine
 from kairox.bench.retrieval import Bench
 from kairox.default_plugins.hashing_embedder import HASHING_FUSION_WEIGHT
-from kairox.paths import kairox_home
-from kairox.plugins import get_plugin_manager
+from kairox.plugin_host.manager import get_plugin_manager
 from kairox.retrieval import Query, ScoreKind, fuse
+from kairox.support.paths import kairox_home
 
 KINDS = {"sqlite-fts": ScoreKind.BM25, "hashing": ScoreKind.COSINE}
 

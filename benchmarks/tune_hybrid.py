@@ -29,11 +29,11 @@ from kairox.bench.beir import load_beir
 from kairox.bench.metrics import DEPTH, score
 from kairox.bench.report import machine
 from kairox.bench.retrieval import Bench
-from kairox.paths import kairox_home
-from kairox.plugins import get_plugin_manager
+from kairox.plugin_host.manager import get_plugin_manager
 from kairox.retrieval import Query, ScoreKind, fuse
 from kairox.retrieval.fusion import KIND_WEIGHTS
 from kairox.retrieval.vectors import SENTENCE_WEIGHT
+from kairox.support.paths import kairox_home
 
 TITLE_WEIGHTS = (1.0, 2.0, 3.0, 5.0)
 DENSE_WEIGHTS = (0.6, 0.7, 0.8, 0.9, 1.0, 1.2)

@@ -13,7 +13,7 @@ import pytest
 
 import kairox
 from kairox.api import KairoxApiError
-from kairox.facade import AppFacade
+from kairox.runtime.facade import AppFacade
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"
 
@@ -212,7 +212,7 @@ def test_recorded_replies_compact_the_session(workspace: Path):
 
 
 def test_a_busy_session_refuses_a_second_recorder(notes: Path):
-    from kairox.paths import state_lock
+    from kairox.support.paths import state_lock
 
     kx = kairox.open(notes)
     with state_lock(kx.facade.database, "session", "busy", wait=False):
@@ -313,7 +313,7 @@ def test_a_filter_that_is_not_a_mapping_is_refused_whatever_its_type(notes: Path
 
 @pytest.mark.parametrize("blank", ["", "   "])
 def test_an_empty_query_is_refused_as_the_cli_refuses_it(notes: Path, blank):
-    from kairox.search_options import EmptyQueryError
+    from kairox.runtime.search_options import EmptyQueryError
 
     kx = kairox.open(notes)
     with pytest.raises(EmptyQueryError, match="the query is empty"):

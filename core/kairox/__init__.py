@@ -10,8 +10,13 @@ from __future__ import annotations
 import importlib
 import os
 
+from kairox.support.moved import install as _serve_moved_modules
+
+# The module paths from before the re-layout keep working for one release.
+_serve_moved_modules()
+
 # Not ``from typing import ...``, and pluggy on first use of ``hookimpl``: the ``kairox``
-# console script (kairox.launcher) imports this package before it asks a running daemon,
+# console script (kairox.__main__) imports this package before it asks a running daemon,
 # and every import here is paid by each ``kairox search``.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,8 +28,8 @@ if TYPE_CHECKING:
 
 
 def get_plugin_manager():
-    """The process-wide plugin manager (see :func:`kairox.plugins.get_plugin_manager`)."""
-    from kairox.plugins import get_plugin_manager as _get
+    """The process-wide plugin manager (see :func:`kairox.plugin_host.manager.get_plugin_manager`)."""
+    from kairox.plugin_host.manager import get_plugin_manager as _get
 
     return _get()
 
@@ -41,24 +46,24 @@ def open(
 # -- the plugin API, imported on first access ------------------------------------------
 
 _PLUGIN_API = {
-    # registration records (kairox.hookspecs says which hook takes which)
-    "BuildContext": "kairox.registry",
-    "ConverterSpec": "kairox.registry",
-    "EmbeddingBackendSpec": "kairox.registry",
-    "KnowledgeBaseKind": "kairox.registry",
-    "ModelBackendSpec": "kairox.registry",
-    "QueryTransformSpec": "kairox.registry",
-    "RerankerSpec": "kairox.registry",
-    "StageContext": "kairox.registry",
-    "SummarizerSpec": "kairox.registry",
-    "WorkspaceRetrieverSpec": "kairox.registry",
+    # registration records (kairox.plugin_host.hookspecs says which hook takes which)
+    "BuildContext": "kairox.plugin_host.registry",
+    "ConverterSpec": "kairox.plugin_host.registry",
+    "EmbeddingBackendSpec": "kairox.plugin_host.registry",
+    "KnowledgeBaseKind": "kairox.plugin_host.registry",
+    "ModelBackendSpec": "kairox.plugin_host.registry",
+    "QueryTransformSpec": "kairox.plugin_host.registry",
+    "RerankerSpec": "kairox.plugin_host.registry",
+    "StageContext": "kairox.plugin_host.registry",
+    "SummarizerSpec": "kairox.plugin_host.registry",
+    "WorkspaceRetrieverSpec": "kairox.plugin_host.registry",
     # a register hook made from a table of those records
-    "registers": "kairox.registry",
+    "registers": "kairox.plugin_host.registry",
     # the config base class of a knowledge-base kind's schema
-    "KnowledgeBaseConfig": "kairox.config",
+    "KnowledgeBaseConfig": "kairox.config.schema",
     # the base of a backend's, summariser's or search stage's keys in a profile
-    "PluginSettings": "kairox.config",
-    "EnvVarName": "kairox.secrets",
+    "PluginSettings": "kairox.config.schema",
+    "EnvVarName": "kairox.support.secrets",
     # what a source takes and returns
     "Document": "kairox.retrieval",
     "Hit": "kairox.retrieval",
@@ -71,34 +76,30 @@ _PLUGIN_API = {
     "FusedHit": "kairox.retrieval",
     "TransformedQuery": "kairox.retrieval.stages",
     # errors and optional libraries
-    "BackendError": "kairox.errors",
-    "BackendTimeoutError": "kairox.errors",
-    "KairoxError": "kairox.errors",
-    "LazyImport": "kairox.lazy_imports",
+    "BackendError": "kairox.support.errors",
+    "BackendTimeoutError": "kairox.support.errors",
+    "KairoxError": "kairox.support.errors",
+    "LazyImport": "kairox.support.lazy_imports",
     # an embedding backend's batches: hand the memory a native library freed back
-    "return_freed_memory": "kairox.native_memory",
+    "return_freed_memory": "kairox.support.native_memory",
     # what a document converter returns, and raises for a file it cannot read
     "Converted": "kairox.workspace.convert.base",
     "ConversionError": "kairox.workspace.convert.base",
     "Region": "kairox.workspace.convert.base",
     # sessions fed from your own agent loop (docs/python-api.md)
-    "AppendResult": "kairox.session",
-    "MessageError": "kairox.messages",
-    "RecordedMessage": "kairox.messages",
-    "SessionBusyError": "kairox.session",
-    "SessionMessage": "kairox.messages",
-    "SessionSummary": "kairox.messages",
-    "TurnResult": "kairox.session",
+    "AppendResult": "kairox.runtime.session",
+    "MessageError": "kairox.store.messages",
+    "RecordedMessage": "kairox.store.messages",
+    "SessionBusyError": "kairox.runtime.session",
+    "SessionMessage": "kairox.store.messages",
+    "SessionSummary": "kairox.store.messages",
+    "TurnResult": "kairox.runtime.session",
 }
 
 if TYPE_CHECKING:
     from kairox.api import Kairox
-    from kairox.config import KnowledgeBaseConfig, PluginSettings
-    from kairox.errors import BackendError, BackendTimeoutError, KairoxError
-    from kairox.lazy_imports import LazyImport
-    from kairox.messages import MessageError, RecordedMessage, SessionMessage, SessionSummary
-    from kairox.native_memory import return_freed_memory
-    from kairox.registry import (
+    from kairox.config.schema import KnowledgeBaseConfig, PluginSettings
+    from kairox.plugin_host.registry import (
         BuildContext,
         ConverterSpec,
         EmbeddingBackendSpec,
@@ -122,8 +123,12 @@ if TYPE_CHECKING:
         WorkspaceRetriever,
     )
     from kairox.retrieval.stages import TransformedQuery
-    from kairox.secrets import EnvVarName
-    from kairox.session import AppendResult, SessionBusyError, TurnResult
+    from kairox.runtime.session import AppendResult, SessionBusyError, TurnResult
+    from kairox.store.messages import MessageError, RecordedMessage, SessionMessage, SessionSummary
+    from kairox.support.errors import BackendError, BackendTimeoutError, KairoxError
+    from kairox.support.lazy_imports import LazyImport
+    from kairox.support.native_memory import return_freed_memory
+    from kairox.support.secrets import EnvVarName
     from kairox.workspace.convert.base import ConversionError, Converted, Region
 
     __version__: str
@@ -131,7 +136,7 @@ if TYPE_CHECKING:
 
 def _version() -> str:
     # Read on first use: importlib.metadata costs more than the daemon's whole answer
-    # to ``kairox search`` (kairox.launcher).
+    # to ``kairox search`` (kairox.__main__).
     from importlib.metadata import PackageNotFoundError, version
 
     try:

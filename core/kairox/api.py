@@ -18,7 +18,7 @@ An agent loop that calls its model itself keeps its conversation in Kairox::
     kx.record_reply(reply, session="chat-1")               # the prompt and the reply, once
 
 Every verb has an ``async`` twin (``aindex``, ``asearch``, ``acontext``,
-``arecord_reply``, ...) for callers that run an event loop. The handle is a thin layer over :class:`~kairox.facade.AppFacade`: the
+``arecord_reply``, ...) for callers that run an event loop. The handle is a thin layer over :class:`~kairox.runtime.facade.AppFacade`: the
 same sources, stores and approval flow as the CLI, the TUI and the MCP server, so a
 memory proposed here waits for the user in ``kairox memory list --pending`` like one a
 model proposed in a chat.
@@ -33,25 +33,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
-from kairox.blocking import blocking_twin
-from kairox.errors import KairoxError
 from kairox.memory.marker_rules import SCOPES_WIDEST_FIRST
-from kairox.messages import (
+from kairox.runtime.search_options import checked_query
+from kairox.runtime.session_recording import PendingPrompts
+from kairox.store.messages import (
     RecordedMessage,
     SessionMessage,
     SessionSummary,
     read_messages,
     session_summaries,
 )
-from kairox.search_options import checked_query
-from kairox.session_recording import PendingPrompts
+from kairox.support.blocking import blocking_twin
+from kairox.support.errors import KairoxError
 
 if TYPE_CHECKING:
     from kairox.context.assembler import Assembly
-    from kairox.facade import AppFacade, SearchOptions
     from kairox.memory.store import MemoryRecord
     from kairox.retrieval import RetrievalResult
-    from kairox.session import AppendResult, TurnResult
+    from kairox.runtime.facade import AppFacade, SearchOptions
+    from kairox.runtime.session import AppendResult, TurnResult
     from kairox.workspace.rag_index import IndexStats
 
 __all__ = ["Kairox", "KairoxApiError", "MemoryProposal", "open"]
@@ -95,7 +95,7 @@ def open(
     :param config_path: a ``kairox.toml`` to use instead of searching upwards from ``path``.
     :param state_dir: where state lives instead of ``$KAIROX_HOME``.
     """
-    from kairox.facade import AppFacade
+    from kairox.runtime.facade import AppFacade
 
     folder = Path(path if path is not None else Path.cwd()).expanduser()
     if not folder.is_dir():
@@ -169,7 +169,7 @@ class Kairox:
 
         ``result.hits`` are best first, each with ``sources`` (every source's rank);
         ``result.reports`` has one status per source. ``options`` are
-        :class:`~kairox.search_options.SearchOptions` (``k``, ``filters``, ``profile``, ``fusion``,
+        :class:`~kairox.runtime.search_options.SearchOptions` (``k``, ``filters``, ``profile``, ``fusion``,
         ``only``, ...); the profile is this handle's unless given. It works inside a running
         event loop too (a notebook), which waits meanwhile; ``await`` :meth:`asearch` to
         keep the loop running.
@@ -190,13 +190,13 @@ class Kairox:
     ) -> Assembly:
         """The prompt a turn with ``prompt`` would send, inside the profile's budget.
 
-        ``assembly.messages`` are :class:`~kairox.models.ChatMessage` objects;
+        ``assembly.messages`` are :class:`~kairox.support.models.ChatMessage` objects;
         ``assembly.openai_messages()`` gives them as OpenAI chat dicts; ``assembly.trace()``
         the per-source token accounting. Nothing is recorded. ``context`` blocks: inside
         a running event loop (a notebook) it runs on a worker thread while the loop
         waits; ``await`` :meth:`acontext` to keep the loop running.
         """
-        from kairox.session import open_session
+        from kairox.runtime.session import open_session
 
         session = session or self.session
         async with open_session(self.facade, session, profile=profile or self.profile) as live:
@@ -218,10 +218,10 @@ class Kairox:
     ) -> AppendResult:
         """Append messages to a session's history (this handle's session by default).
 
-        Each is a :class:`~kairox.messages.SessionMessage` or a dict with ``role``
+        Each is a :class:`~kairox.store.messages.SessionMessage` or a dict with ``role``
         (``user``, ``assistant``, ``system``, ``tool``), ``content`` and optional ``name``
         (the speaker, or the tool) and ``time`` (ISO 8601). All are checked before any is
-        written and a :class:`~kairox.messages.MessageError` names the first bad one;
+        written and a :class:`~kairox.store.messages.MessageError` names the first bad one;
         then they are appended in one transaction, and the automatic compaction runs as
         it would have in a live chat (in ``profile``'s window; this handle's by default).
         ``<memory>`` markers in assistant messages are
@@ -256,7 +256,7 @@ class Kairox:
         ``tainted_by`` names some. Then the session compacts if the next turn would
         overflow ``profile``'s window (this handle's by default; ``result.compaction``).
         While another turn is being recorded in the session,
-        :class:`~kairox.session.SessionBusyError` is raised.
+        :class:`~kairox.runtime.session.SessionBusyError` is raised.
 
         The turn's user message is recorded exactly once: it is ``prompt`` if given,
         else the prompt of this session's last :meth:`context` call on this handle that
@@ -267,7 +267,7 @@ class Kairox:
         it runs on a worker thread while the loop waits; ``await`` :meth:`arecord_reply`
         to keep the loop running.
         """
-        from kairox.session import open_session
+        from kairox.runtime.session import open_session
 
         session = session or self.session
         asked, assembly = self._pending.for_reply(session, prompt)

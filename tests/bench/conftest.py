@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 
 from kairox.cli import build_cli
 from kairox.cli.app import AppContext
-from kairox.plugins import build_plugin_manager
+from kairox.plugin_host.manager import build_plugin_manager
 from kairox.testing import CORPUS, EXPECTED, CorpusDocument
 
 KB_TOML = """# the benchmark's workspace: comments must survive `bench tune --write`

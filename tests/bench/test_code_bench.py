@@ -159,7 +159,7 @@ def invoke():
     from click.testing import CliRunner
 
     from kairox.cli import build_cli
-    from kairox.plugins import build_plugin_manager
+    from kairox.plugin_host.manager import build_plugin_manager
 
     pm = build_plugin_manager(entry_points=False)
     return lambda *args: CliRunner().invoke(build_cli(pm), list(args))

@@ -16,8 +16,8 @@ from kairox.bench.embed import (
     peak_flops,
 )
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
-from kairox.plugins import build_plugin_manager
-from kairox.registry import EmbeddingBackendSpec
+from kairox.plugin_host.manager import build_plugin_manager
+from kairox.plugin_host.registry import EmbeddingBackendSpec
 from kairox.testing import CORPUS, registered_plugin
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from kairox.bench.beir import load_beir
 from kairox.bench.filtered import BUCKETS, FILTER, bucket_of, filtered_run
-from kairox.plugins import build_plugin_manager
+from kairox.plugin_host.manager import build_plugin_manager
 from kairox.testing import FILTER_CORPUS
 from tests.bench.conftest import write_beir
 

@@ -13,7 +13,7 @@ import pytest
 from kairox import EmbeddingBackendSpec
 from kairox.bench import BenchError, BenchUsageError
 from kairox.bench.history_run import check_dependencies, repo_names
-from kairox.registry import Registry
+from kairox.plugin_host.registry import Registry
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from kairox.bench.scaling import benchmark as scaling_benchmark
 from kairox.bench.scaling import parse_size
 from kairox.cli import build_cli
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
-from kairox.plugins import build_plugin_manager
-from kairox.registry import EmbeddingBackendSpec
+from kairox.plugin_host.manager import build_plugin_manager
+from kairox.plugin_host.registry import EmbeddingBackendSpec
 from kairox.retrieval import Hit, Query, ScoreKind, fuse
 from kairox.retrieval.fusion import DEFAULT_FUSION, FUSION_METHODS, KIND_WEIGHTS
 from kairox.retrieval.vectors import SENTENCE_WEIGHT

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from kairox.bench.stages import StageSpecError, split_staged
 from kairox.cli import build_cli
-from kairox.plugins import build_plugin_manager
+from kairox.plugin_host.manager import build_plugin_manager
 
 
 def bench(dataset, systems: str, tmp_path):

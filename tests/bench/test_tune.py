@@ -8,8 +8,8 @@ import pytest
 
 from kairox.bench import BenchError
 from kairox.bench.tune import check_folds, ndcg10
-from kairox.config_loader import load_config
-from kairox.plugins import build_plugin_manager
+from kairox.config.loader import load_config
+from kairox.plugin_host.manager import build_plugin_manager
 from tests.bench.conftest import corpus_jsonl
 
 # "other" holds the same texts under ids nobody judged; it sorts before "papers", so at

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kairox.cli import build_cli
-from kairox.plugins import build_plugin_manager
+from kairox.plugin_host.manager import build_plugin_manager
 from kairox.testing import processes
 
 

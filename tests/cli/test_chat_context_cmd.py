@@ -7,8 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from kairox.facade import AppFacade
 from kairox.memory.approvals import Proposer
+from kairox.runtime.facade import AppFacade
 from kairox.testing.processes import shell_process
 
 
@@ -34,7 +34,7 @@ def test_context_json_has_messages_budget_and_sources(invoke, workspace):
 
 def test_context_json_says_what_the_last_compaction_kept_and_dropped(invoke, workspace):
     from kairox.default_plugins.scripted_model import ScriptedModel
-    from kairox.session import open_session
+    from kairox.runtime.session import open_session
     from kairox.testing import run
 
     (workspace / "kairox.toml").write_text(

@@ -23,7 +23,7 @@ def test_defaults_without_any_file(invoke):
 
 
 def test_matrix_of_profiles_and_sources(invoke, workspace):
-    # The scenario of kairox.config's visibility test, as the command shows it.
+    # The scenario of kairox.config.schema's visibility test, as the command shows it.
     write(workspace, VISIBILITY.read_text())
     result = invoke("config", "check", "--json")
     assert result.exit_code == 0, result.output

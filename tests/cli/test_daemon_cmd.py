@@ -277,7 +277,7 @@ def test_a_second_daemon_is_refused_and_a_stale_socket_replaced(start_daemon):
 def test_forwarding_imports_no_cli_library(start_daemon):
     start_daemon()
     probe = (
-        "import sys; from kairox import launcher; sys.argv = ['kairox', 'search', 'upload'];"
+        "import sys; from kairox import __main__ as launcher; sys.argv = ['kairox', 'search', 'upload'];"
         "code = launcher.main();"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'click', 'rich', 'pydantic'}),"
         " file=sys.stderr)"

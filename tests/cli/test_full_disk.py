@@ -1,5 +1,5 @@
 """A full disk under ``$KAIROX_HOME``: one line naming the folder and what to free, exit 1,
-and a database that stays consistent (kairox.paths.disk_full_errors, kairox.cli.app)."""
+and a database that stays consistent (kairox.support.paths.disk_full_errors, kairox.cli.app)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kairox.facade import AppFacade
 from kairox.memory import extract_memory_markers
+from kairox.runtime.facade import AppFacade
 
 
 def propose(workspace, text):

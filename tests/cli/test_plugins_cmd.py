@@ -11,7 +11,7 @@ import pytest
 
 from kairox import __version__
 from kairox.cli import plugins_cmd
-from kairox.plugins import BUILTIN_PLUGINS
+from kairox.plugin_host.manager import BUILTIN_PLUGINS
 
 
 def test_version(invoke):

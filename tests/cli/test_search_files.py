@@ -37,14 +37,14 @@ def demo_tree(workspace: Path) -> Path:
         workspace,
         "benchmarks/rerank_stages.py",
         """
-        from kairox.plugins import build_plugin_manager
-        from kairox.registry import KnowledgeBaseKind, register
+        from kairox.plugin_host.manager import build_plugin_manager
+        from kairox.plugin_host.registry import KnowledgeBaseKind, register
         from kairox.bench import knowledge_base
         """,
     )
     write(
         workspace,
-        "tests/test_plugins.py",
+        "tests/plugin_host/test_manager.py",
         """
         def test_a_plugin_can_register_a_knowledge_base_kind(pm):
             register = pm.hook.kairox_register_knowledge_base_kinds
@@ -56,7 +56,7 @@ def demo_tree(workspace: Path) -> Path:
     )
     write(
         workspace,
-        "core/kairox/hookspecs.py",
+        "core/kairox/plugin_host/hookspecs.py",
         '''
         """Every hook Kairox calls, grouped by concern."""
 
@@ -111,8 +111,12 @@ def test_the_demo_query_finds_the_hook_or_the_plugin_guide(invoke, demo_tree):
     assert invoke("index").exit_code == 0
     hits = search_json(invoke, DEMO_QUERY, "-k", "5")
     top3 = [h["metadata"]["path"] for h in hits[:3]]
-    assert {"docs/plugins.md", "core/kairox/hookspecs.py"} & set(top3), top3
-    assert top3[0] not in {"Makefile", "benchmarks/rerank_stages.py", "tests/test_plugins.py"}
+    assert {"docs/plugins.md", "core/kairox/plugin_host/hookspecs.py"} & set(top3), top3
+    assert top3[0] not in {
+        "Makefile",
+        "benchmarks/rerank_stages.py",
+        "tests/plugin_host/test_manager.py",
+    }
 
 
 def test_search_lists_each_file_once_with_its_lines(invoke, demo_tree):
@@ -124,7 +128,7 @@ def test_search_lists_each_file_once_with_its_lines(invoke, demo_tree):
     assert len(headers) == 3
     where = [header.split()[1] for header in headers]
     assert len({w.split(":")[0] for w in where}) == 3  # three different files
-    hook = next(w for w in where if w.startswith("core/kairox/hookspecs.py:"))
+    hook = next(w for w in where if w.startswith("core/kairox/plugin_host/hookspecs.py:"))
     first, last = (int(n) for n in hook.split(":")[1].split("-"))
     assert 1 <= first <= last
     # The hit's own lines follow its header, numbered as in the file.
@@ -155,7 +159,7 @@ def test_the_top_ranks_do_not_depend_on_k(invoke, demo_tree, chunks):
 def test_a_query_asking_for_tests_gets_the_test(invoke, demo_tree):
     assert invoke("index").exit_code == 0
     hits = search_json(invoke, "the test that a plugin can register a knowledge base kind")
-    assert hits[0]["metadata"]["path"] == "tests/test_plugins.py"
+    assert hits[0]["metadata"]["path"] == "tests/plugin_host/test_manager.py"
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from kairox.facade import AppFacade
+from kairox.runtime.facade import AppFacade
 from tests.conftest import SCRIPTED_DEFAULT_PROFILE
 
 MESSAGES = [

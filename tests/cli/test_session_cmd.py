@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from kairox.facade import AppFacade
-from kairox.messages import read_messages
+from kairox.runtime.facade import AppFacade
+from kairox.store.messages import read_messages
 from tests.conftest import SESSION_PROFILES
 
 TRANSCRIPT = [

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 import kairox
 from kairox.cli import build_cli
-from kairox.plugins import build_plugin_manager
+from kairox.plugin_host.manager import build_plugin_manager
 
 
 @pytest.fixture

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from kairox.config import ConfigError, KairoxConfig, KnowledgeBaseConfig
-from kairox.config_loader import load_config
-from kairox.registry import KnowledgeBaseKind, Registry
+from kairox.config.errors import ConfigError
+from kairox.config.loaded import KairoxConfig
+from kairox.config.loader import load_config
+from kairox.config.schema import KnowledgeBaseConfig
+from kairox.plugin_host.registry import KnowledgeBaseKind, Registry
 
 
 class SqliteFtsConfig(KnowledgeBaseConfig):

@@ -17,8 +17,8 @@ from kairox.context.assembler import (
 )
 from kairox.context.tokens import get_encoding
 from kairox.memory.store import MemoryRecord
-from kairox.models import ChatMessage
 from kairox.retrieval.model import FusedHit, Provenance
+from kairox.support.models import ChatMessage
 
 ENCODINGS = ["o200k_base", "cl100k_base"]
 BIG = 100_000

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kairox.config import ProfileConfig
+from kairox.config.schema import ProfileConfig
 from kairox.context import tokens
 from kairox.context.assembler import (
     DROP_BUDGET,
@@ -19,8 +19,8 @@ from kairox.context.assembler import (
     HistoryTurn,
 )
 from kairox.context.tokens import TokenCounter
-from kairox.errors import KairoxError
-from kairox.models import ChatMessage
+from kairox.support.errors import KairoxError
+from kairox.support.models import ChatMessage
 
 from .conftest import (
     BIG,

@@ -15,7 +15,7 @@ from kairox.context.assembler import (
     HistoryTurn,
 )
 from kairox.memory.store import MemoryRecord
-from kairox.models import ChatMessage
+from kairox.support.models import ChatMessage
 
 from .conftest import (
     ENCODINGS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from kairox.context.assembler import DROP_OLDER_HISTORY, AssemblyInput
-from kairox.models import ChatMessage
+from kairox.support.models import ChatMessage
 
 from .conftest import assembler, every_source, fits_exactly, hit, memory, recount, turn
 

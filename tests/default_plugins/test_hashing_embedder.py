@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
-from kairox.plugins import build_plugin_manager
+from kairox.plugin_host.manager import build_plugin_manager
 from kairox.testing import EmbeddingConformance
 
 

@@ -14,7 +14,7 @@ from kairox.default_plugins.summarizers.kept_facts import (
     build_ledger,
     strip_kept_section,
 )
-from kairox.models import ChatMessage
+from kairox.support.models import ChatMessage
 from kairox.testing import run
 
 ENC = "o200k_base"

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from kairox.config import ProfileConfig
+from kairox.config.schema import ProfileConfig
 from kairox.default_plugins import openai_compatible
 from kairox.default_plugins.openai_compatible import (
     DEFAULT_BASE_URL,
@@ -18,10 +18,10 @@ from kairox.default_plugins.openai_compatible import (
     OpenAICompatibleModel,
     OpenAICompatibleSettings,
 )
-from kairox.models import ChatMessage, ModelBackend, ModelError
-from kairox.plugins import KairoxPluginManager
-from kairox.registry import ModelBackendContext
-from kairox.retry import RetryPolicy
+from kairox.plugin_host.manager import KairoxPluginManager
+from kairox.plugin_host.registry import ModelBackendContext
+from kairox.support.models import ChatMessage, ModelBackend, ModelError
+from kairox.support.retry import RetryPolicy
 from kairox.testing import registered_plugin, run
 from kairox.testing.openai_server import OpenAITestServer
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from kairox.config import ProfileConfig
+from kairox.config.schema import ProfileConfig
 from kairox.default_plugins import scripted_model
 from kairox.default_plugins.scripted_model import (
     ScriptedModel,
@@ -16,9 +16,9 @@ from kairox.default_plugins.scripted_model import (
     load_script,
 )
 from kairox.memory.markers import MarkerExtractor
-from kairox.models import ChatMessage, ModelBackend, ModelError
-from kairox.plugins import KairoxPluginManager
-from kairox.registry import ModelBackendContext
+from kairox.plugin_host.manager import KairoxPluginManager
+from kairox.plugin_host.registry import ModelBackendContext
+from kairox.support.models import ChatMessage, ModelBackend, ModelError
 from kairox.testing import registered_plugin, run
 
 PROMPT = [ChatMessage("system", "Be brief."), ChatMessage("user", "Hi")]

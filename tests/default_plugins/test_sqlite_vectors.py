@@ -12,9 +12,9 @@ import pytest
 
 from kairox.default_plugins import sqlite_fts, sqlite_vector_store, sqlite_vectors
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
-from kairox.ingest import ingest
 from kairox.retrieval import Document, Query
 from kairox.retrieval.ann import ANN_THRESHOLD
+from kairox.runtime.ingest import ingest
 from kairox.testing import CORPUS, SourceConformance, build_source, run
 from kairox.workspace.vector_pack import write_pack
 

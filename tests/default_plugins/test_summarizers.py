@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kairox.config import ProfileConfig
+from kairox.config.schema import ProfileConfig
 from kairox.context.summarizer import Summarizer
 from kairox.context.tokens import count_tokens
 from kairox.default_plugins import summarizers
@@ -27,9 +27,9 @@ from kairox.default_plugins.summarizers import (
     fit_to_budget,
 )
 from kairox.default_plugins.summarizers.kept_facts import strip_kept_section
-from kairox.models import ChatMessage, ModelBackend, ModelError
-from kairox.plugins import KairoxPluginManager
-from kairox.registry import SummarizerContext
+from kairox.plugin_host.manager import KairoxPluginManager
+from kairox.plugin_host.registry import SummarizerContext
+from kairox.support.models import ChatMessage, ModelBackend, ModelError
 from kairox.testing import registered_plugin, run
 
 ENC = "o200k_base"
@@ -553,7 +553,7 @@ def test_all_three_register_through_the_hook():
 
 
 def test_the_llm_summarizer_stacks_no_retries_on_the_backend_by_default():
-    # The backend retries what a retry can fix (kairox.retry); a failing summary call
+    # The backend retries what a retry can fix (kairox.support.retry); a failing summary call
     # is one call, not (backend attempts) x (summariser attempts).
     backend = CannedBackend(ModelError("503 after the backend's own retries"), SUMMARY)
     with pytest.raises(ModelError, match="after 1 attempt"):
@@ -570,7 +570,7 @@ def test_option_free_summarizers_reject_options(name):
 
 def test_extractive_keeps_a_carried_summary_ahead_of_new_detail():
     from kairox.default_plugins.summarizers import CARRIED_SUMMARY, ExtractiveSummarizer
-    from kairox.models import ChatMessage as Message
+    from kairox.support.models import ChatMessage as Message
 
     earlier = "## Decisions and constraints\n- We decided to use PostgreSQL 16 on port 8443."
     chatter = [

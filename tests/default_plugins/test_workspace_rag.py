@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from kairox.config import WorkspaceConfig
+from kairox.config.schema import WorkspaceConfig
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.default_plugins.workspace_rag import dense_retriever, lexical_retriever
-from kairox.registry import BuildContext
+from kairox.plugin_host.registry import BuildContext
 from kairox.retrieval.vectors import SENTENCE_WEIGHT
 
 

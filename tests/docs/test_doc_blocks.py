@@ -30,9 +30,9 @@ import click
 import pytest
 
 from kairox.cli import build_cli
-from kairox.config import ALLOWED_TOP_LEVEL
-from kairox.config_loader import load_config
-from kairox.plugins import get_plugin_manager
+from kairox.config.loader import load_config
+from kairox.config.schema import ALLOWED_TOP_LEVEL
+from kairox.plugin_host.manager import get_plugin_manager
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [

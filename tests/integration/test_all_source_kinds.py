@@ -17,10 +17,10 @@ weaviate_testing = pytest.importorskip("kairox_weaviate.testing")
 pytest.importorskip("kairox_tantivy")
 
 from kairox.default_plugins.hashing_embedder import HashingEmbedder  # noqa: E402
-from kairox.facade import AppFacade  # noqa: E402
 from kairox.retrieval import VectorRecord  # noqa: E402
 from kairox.retrieval.filters import matches, parse_filter  # noqa: E402
-from kairox.sync import record_id  # noqa: E402
+from kairox.runtime.facade import AppFacade  # noqa: E402
+from kairox.runtime.sync import record_id  # noqa: E402
 from tests.integration.conftest import cloud_tables  # noqa: E402
 
 QUERY = "glacier melt"

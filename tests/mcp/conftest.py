@@ -16,7 +16,7 @@ pytest.importorskip("mcp", reason="the MCP tests need `pip install 'kairox[mcp]'
 
 from mcp import StdioServerParameters
 
-from kairox.facade import AppFacade
+from kairox.runtime.facade import AppFacade
 
 NOTES = "# Uploads\n\nFailed uploads retry three times with exponential backoff.\n"
 GUIDE = "# Style\n\nCommits follow Conventional Commits with a scope prefix.\n"

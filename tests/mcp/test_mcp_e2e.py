@@ -12,7 +12,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from kairox.facade import AppFacade
+from kairox.runtime.facade import AppFacade
 
 pytestmark = pytest.mark.anyio
 
@@ -114,7 +114,7 @@ async def test_session_memories_are_kept_and_reach_context(stdio_server, payload
 
 
 async def test_a_client_keeps_its_conversation_in_kairox(stdio_server, indexed_workspace, payload):
-    from kairox.messages import read_messages
+    from kairox.store.messages import read_messages
 
     said = [
         {"role": "user", "content": "We ship on Fridays.", "name": "Ann", "time": "2024-05-08"},

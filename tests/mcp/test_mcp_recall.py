@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from mcp import Client
 
-from kairox.facade import AppFacade
+from kairox.runtime.facade import AppFacade
 
 pytestmark = pytest.mark.anyio
 

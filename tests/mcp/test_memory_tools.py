@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from kairox.facade import AppFacade
+from kairox.runtime.facade import AppFacade
 
 pytestmark = pytest.mark.anyio
 

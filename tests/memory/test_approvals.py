@@ -8,7 +8,6 @@ import textwrap
 
 import pytest
 
-from kairox.events import SqliteEventStore
 from kairox.memory import SqliteMemoryStore, extract_memory_markers
 from kairox.memory.approvals import (
     MemoryApprovals,
@@ -18,6 +17,7 @@ from kairox.memory.approvals import (
     Proposer,
 )
 from kairox.memory.limits import ProposalLimits
+from kairox.store.events import SqliteEventStore
 
 WS = "/home/me/project"
 
@@ -148,7 +148,7 @@ def test_workspace_memory_stays_in_its_workspace(database):
 
 APPROVER = """
 import sys
-from kairox.events import SqliteEventStore
+from kairox.store.events import SqliteEventStore
 from kairox.memory import SqliteMemoryStore
 from kairox.memory.approvals import MemoryApprovals
 
@@ -172,10 +172,10 @@ def test_an_approval_in_another_process_is_seen_on_the_next_read(database):
 
 KILLED_BETWEEN_WRITES = """
 import os, sys
-from kairox.events import SqliteEventStore
+from kairox.store.events import SqliteEventStore
 from kairox.memory import SqliteMemoryStore, extract_memory_markers
 from kairox.memory.approvals import MemoryApprovals
-from kairox.storage import Database
+from kairox.store.sqlite import Database
 
 
 class PausingStore(SqliteMemoryStore):
@@ -228,7 +228,7 @@ def test_a_process_killed_between_the_two_writes_leaves_both_or_neither(database
 
 
 def shared_approvals(database, **options):
-    from kairox.storage import Database
+    from kairox.store.sqlite import Database
 
     db = Database(database)
     return MemoryApprovals(SqliteMemoryStore(db), SqliteEventStore(db), **options)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kairox.config import MemoryConfig
+from kairox.config.schema import MemoryConfig
 from kairox.memory.limits import DEFAULT_LIMITS, ProposalLimits, ProposalRate
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kairox.events import SchemaVersionError, SqliteEventStore, UserMessageAdded
 from kairox.memory import MEMORY_SCHEMA_VERSION, MemoryStore, SqliteMemoryStore
+from kairox.store.events import SchemaVersionError, SqliteEventStore, UserMessageAdded
 from tests.conftest import set_schema_version
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kairox.facade import AppFacade
+from kairox.runtime.facade import AppFacade
 from tests.conftest import SCRIPTED_DEFAULT_PROFILE
 
 

@@ -9,8 +9,8 @@ import sys
 import textwrap
 
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
-from kairox.facade import AppFacade
 from kairox.recall import MessageArchive
+from kairox.runtime.facade import AppFacade
 from tests.recall.conftest import record, said, write_config
 
 
@@ -61,7 +61,7 @@ def test_an_archive_indexes_only_its_own_workspace(facade, tmp_path):
 WRITER = textwrap.dedent(
     """
     import asyncio, os, signal
-    from kairox.facade import AppFacade
+    from kairox.runtime.facade import AppFacade
 
     facade = AppFacade()
     first = [{"role": "user", "content": "the lighthouse keeper retired", "name": "Ann"}]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from kairox.config import ConfigError
+from kairox.config.errors import ConfigError
 from kairox.default_plugins.scripted_model import ScriptedModel
-from kairox.facade import AppFacade
 from kairox.recall import recall_for
-from kairox.session import open_session
+from kairox.runtime.facade import AppFacade
+from kairox.runtime.session import open_session
 from kairox.testing import run
 from tests.recall.conftest import record, said, write_config
 

@@ -604,7 +604,7 @@ def test_sources_and_the_query_embedding_see_how_many_run_at_once() -> None:
 
 
 def test_a_secret_in_a_source_error_is_masked(monkeypatch) -> None:
-    from kairox.secrets import register_env
+    from kairox.support.secrets import register_env
 
     key = "pc-live-9f8e7d6c5b4a"
     monkeypatch.setenv("COMPOSITE_TEST_KEY", key)

@@ -10,9 +10,9 @@ import threading
 
 import pytest
 
-from kairox.blocking import loop_running
 from kairox.retrieval import FAN_OUT, CompositeWorkspaceRetriever, Hit, Query, SourceStatus
 from kairox.retrieval.filters import parse_filter
+from kairox.support.blocking import loop_running
 from kairox.testing import run
 from tests.retrieval.test_composite import (
     BrokenEmbedder,

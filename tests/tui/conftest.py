@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kairox.facade import AppFacade
+from kairox.runtime.facade import AppFacade
 from kairox.testing import run
 
 CONFIG = """\

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from kairox.default_plugins.scripted_model import ScriptedModel
-from kairox.facade import AppFacade
+from kairox.runtime.facade import AppFacade
 from kairox.tui import KairoxApp
 from kairox.tui.demo import record_tool_turn
 from kairox.tui.screens import ProfilePicker

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kairox.events import StoredEvent
-from kairox.session import CompactionResult
+from kairox.runtime.session import CompactionResult
+from kairox.store.events import StoredEvent
 from kairox.tui.formatting import (
     accounting_lines,
     compaction_note,

@@ -15,7 +15,7 @@ from kairox.cli import build_cli, tui_cmd
 from kairox.cli.app import AppContext
 from kairox.cli.tui_cmd import tui
 from kairox.default_plugins.scripted_model import ScriptedModel
-from kairox.plugins import build_plugin_manager
+from kairox.plugin_host.manager import build_plugin_manager
 
 CONFIG = """\
 [profiles.default]

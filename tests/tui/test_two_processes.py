@@ -22,7 +22,10 @@ PROPOSE = 'Noted.<memory scope="workspace" key="deploy.day">Fridays are frozen.<
 
 async def other_process(workspace: Path, code: str) -> None:
     """Run ``code`` with ``facade`` (an AppFacade on ``workspace``) in a new Python process."""
-    script = "from kairox.facade import AppFacade\nfacade = AppFacade()\n" + textwrap.dedent(code)
+    script = (
+        "from kairox.runtime.facade import AppFacade\nfacade = AppFacade()\n"
+        + textwrap.dedent(code)
+    )
     result = await asyncio.to_thread(
         subprocess.run,
         [sys.executable, "-c", script],

@@ -21,9 +21,9 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from kairox.facade import AppFacade
 from kairox.memory import extract_memory_markers
 from kairox.memory.approvals import TurnProposals
+from kairox.runtime.facade import AppFacade
 from kairox.web import CSRF_HEADER, create_app
 
 ORIGIN = "http://testserver"  # TestClient's base URL, so its Host header matches
@@ -134,7 +134,7 @@ READ_MEMORIES = textwrap.dedent(
     import json, sys
     from pathlib import Path
     from kairox.cli.memory_cmd import record_json
-    from kairox.facade import AppFacade
+    from kairox.runtime.facade import AppFacade
 
     facade = AppFacade(cwd=Path(sys.argv[1]))
     print(json.dumps({

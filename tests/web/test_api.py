@@ -10,8 +10,8 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from kairox.facade import AppFacade
 from kairox.memory.approvals import Proposer
+from kairox.runtime.facade import AppFacade
 from kairox.web import CSRF_HEADER, MAX_BODY_BYTES, bind_socket, create_app
 from tests.web.conftest import ORIGIN, csrf_token_of
 
@@ -99,7 +99,7 @@ def test_every_read_goes_to_the_database(web, workspace):
         """
         import sys
         from pathlib import Path
-        from kairox.facade import AppFacade
+        from kairox.runtime.facade import AppFacade
         facade = AppFacade(cwd=Path(sys.argv[1]))
         facade.memory.set("workspace", "from.elsewhere", "written by the CLI",
                           workspace_id=facade.workspace_id)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kairox.facade import AppFacade
+from kairox.runtime.facade import AppFacade
 from kairox.web import bind_socket, create_app
 
 CHROMIUM = Path("/usr/bin/chromium")

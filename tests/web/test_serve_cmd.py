@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 from kairox.cli import build_cli
-from kairox.plugins import build_plugin_manager
+from kairox.plugin_host.manager import build_plugin_manager
 
 TOKEN = "a-long-enough-secret-token-0123"
 

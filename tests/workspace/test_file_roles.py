@@ -14,7 +14,7 @@ from kairox.workspace.file_roles import Role, asked_roles, role_of
         ("httpx/_auth.py", Role.IMPLEMENTATION),
         ("context.go", Role.IMPLEMENTATION),
         ("lib/response.js", Role.IMPLEMENTATION),
-        ("core/kairox/hookspecs.py", Role.IMPLEMENTATION),
+        ("core/kairox/plugin_host/hookspecs.py", Role.IMPLEMENTATION),
         ("tests/test_auth.py", Role.TEST),
         ("test_app.py", Role.TEST),
         ("context_test.go", Role.TEST),

@@ -14,7 +14,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from kairox.events import SqliteEventStore
+from kairox.store.events import SqliteEventStore
 from kairox.testing import CountingEmbedder
 from kairox.testing.unprivileged import require_permissions, run_unprivileged
 from kairox.workspace.chunking import chunk_text
@@ -356,9 +356,9 @@ def test_index_and_event_store_opening_a_new_database_at_once_all_open(
 
 
 def test_the_workspace_config_reaches_the_index(tmp_path, embedder):
-    from kairox.config import WorkspaceConfig
+    from kairox.config.schema import WorkspaceConfig
     from kairox.default_plugins.workspace_rag import build_index
-    from kairox.registry import BuildContext
+    from kairox.plugin_host.registry import BuildContext
 
     ctx = BuildContext(
         workspace_root=tmp_path,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kairox.embed_progress import EmbedProgress
+from kairox.support.embed_progress import EmbedProgress
 from kairox.testing import CountingEmbedder
 from kairox.workspace.rag_index import FILES_PER_BATCH, WorkspaceRagIndex
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kairox.errors import KairoxError
+from kairox.support.errors import KairoxError
 
 __all__ = ["BENCH_EXTRA", "BenchError", "BenchUsageError"]
 

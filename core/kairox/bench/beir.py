@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from kairox.errors import KairoxError
+from kairox.support.errors import KairoxError
 
 
 class DatasetError(KairoxError, ValueError):

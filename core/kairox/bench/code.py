@@ -25,7 +25,7 @@ from typing import Any
 from kairox.bench import BenchError
 from kairox.bench.code_corpus import CodeQuery, build_corpus
 from kairox.bench.report import machine
-from kairox.registry import Registry
+from kairox.plugin_host.registry import Registry
 from kairox.retrieval import FusedHit, Hit, ScoreKind, fuse
 from kairox.retrieval.vectors import SENTENCE_WEIGHT
 

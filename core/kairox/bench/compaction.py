@@ -1,7 +1,7 @@
 """``kairox bench compaction``: does the thread survive compaction?
 
 Long scripted sessions run through the real session actor
-(:class:`~kairox.session.Session`: context assembly, auto-compaction, the event store),
+(:class:`~kairox.runtime.session.Session`: context assembly, auto-compaction, the event store),
 with :class:`~kairox.default_plugins.scripted_model.ScriptedModel` writing the
 assistant's replies. Facts are planted early, in the user's first messages: decisions,
 constraints, names, numbers ("We decided to use PostgreSQL 16", "the budget must not
@@ -39,8 +39,8 @@ from typing import Any
 from kairox.bench.compaction_facade import LlmBackend, SessionSetup, bench_facade, call_figures
 from kairox.bench.compaction_scenarios import DOMAINS, make_scenario, run_scenario
 from kairox.bench.report import created_now, machine
-from kairox.models import ChatMessage
-from kairox.registry import Registry
+from kairox.plugin_host.registry import Registry
+from kairox.support.models import ChatMessage
 
 __all__ = [
     "DEFAULT_SUMMARIZERS",
@@ -274,7 +274,7 @@ async def run_session(
 ) -> dict[str, Any]:
     """Play ``script`` through a real session; retention after each compaction and recall."""
     from kairox.default_plugins.scripted_model import ScriptedModel
-    from kairox.session import open_session
+    from kairox.runtime.session import open_session
 
     facade = bench_facade(setup)
     model = ScriptedModel(script.replies, chunk_size=64)

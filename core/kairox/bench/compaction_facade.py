@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kairox.config import KairoxConfig, ProfileConfig, RecallConfig, WorkspaceConfig
+from kairox.config.loaded import KairoxConfig
+from kairox.config.schema import ProfileConfig, RecallConfig, WorkspaceConfig
 from kairox.context.summarizer import ReportingSummarizer, SummaryFromReport, SummaryReport
 from kairox.context.tokens import count_tokens
-from kairox.facade import AppFacade
-from kairox.models import ChatMessage, ModelBackend
-from kairox.registry import Registry
+from kairox.plugin_host.registry import Registry
+from kairox.runtime.facade import AppFacade
+from kairox.support.models import ChatMessage, ModelBackend
 
 __all__ = ["SYSTEM_PROMPT", "LlmBackend", "SessionSetup", "bench_facade", "call_figures"]
 

@@ -346,8 +346,8 @@ async def run_scenario(
     shown, question recall, and the summariser's time and budget per compaction."""
     from kairox.bench.compaction_facade import bench_facade, call_figures
     from kairox.default_plugins.scripted_model import ScriptedModel
-    from kairox.events import ToolInvocationCompleted
-    from kairox.session import KEEP_RECENT_TURNS, open_session
+    from kairox.runtime.session import KEEP_RECENT_TURNS, open_session
+    from kairox.store.events import ToolInvocationCompleted
 
     facade = bench_facade(setup)
     model = ScriptedModel(script.replies, chunk_size=64)

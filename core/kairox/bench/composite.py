@@ -51,8 +51,7 @@ from kairox.bench.synthetic_sources import (
     make_corpus,
     make_queries,
 )
-from kairox.errors import KairoxError
-from kairox.registry import BuildContext, Registry
+from kairox.plugin_host.registry import BuildContext, Registry
 from kairox.retrieval import (
     Document,
     IngestableSource,
@@ -61,6 +60,7 @@ from kairox.retrieval import (
     SourceStatus,
 )
 from kairox.retrieval.composite import CompositeWorkspaceRetriever
+from kairox.support.errors import KairoxError
 
 __all__ = [
     "DEFAULT_SOURCE_COUNTS",

@@ -35,7 +35,7 @@ from kairox.bench.report import created_now, machine, percentile
 from kairox.context.assembler import AssemblyInput, ContextAssembler, HistoryTurn
 from kairox.context.tokens import DEFAULT_ENCODING, TokenCounter
 from kairox.memory.store import MemoryRecord
-from kairox.models import ChatMessage
+from kairox.support.models import ChatMessage
 
 __all__ = [
     "DEFAULT_HISTORY_SIZES",

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from kairox.paths import private_file, private_folder
 from kairox.retrieval.vectors import SentenceVectors, VectorSource
+from kairox.support.paths import private_file, private_folder
 from kairox.workspace.chunking import split_sentences
 
 EMBED_BATCH = 128

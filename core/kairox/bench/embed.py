@@ -23,8 +23,8 @@ import numpy as np
 
 from kairox.bench.beir import BeirDataset
 from kairox.bench.report import created_now, machine
-from kairox.errors import KairoxError
-from kairox.registry import Registry
+from kairox.plugin_host.registry import Registry
+from kairox.support.errors import KairoxError
 
 #: all-MiniLM-L6-v2's shape: layers, hidden width, feed-forward width.
 MINILM_SHAPE = (6, 384, 1536)

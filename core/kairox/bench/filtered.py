@@ -21,7 +21,7 @@ from typing import Any
 
 from kairox.bench.beir import BeirDataset
 from kairox.bench.report import percentile
-from kairox.registry import BuildContext, Registry
+from kairox.plugin_host.registry import BuildContext, Registry
 from kairox.retrieval import Document, IngestableSource, Query
 
 __all__ = ["BUCKETS", "FILTER", "FILTERED_KINDS", "bucket_of", "filtered_run"]

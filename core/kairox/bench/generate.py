@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from kairox.bench import BenchError
-from kairox.models import ChatMessage
 from kairox.retrieval import Document
+from kairox.support.models import ChatMessage
 
 if TYPE_CHECKING:
-    from kairox.facade import AppFacade
-    from kairox.models import ModelBackend
+    from kairox.runtime.facade import AppFacade
+    from kairox.support.models import ModelBackend
 
 PROMPT = (
     "Write one question that someone searching a document collection might ask, and that "

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
 from kairox.bench import BENCH_EXTRA, BenchError
-from kairox.lazy_imports import LazyImport
+from kairox.support.lazy_imports import LazyImport
 from kairox.workspace.files import iter_workspace_files, read_text
 
 __all__ = [

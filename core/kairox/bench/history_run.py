@@ -34,13 +34,13 @@ from kairox.bench.history_eval import check_enough, evaluate_repo, pooled
 from kairox.bench.history_refs import RANK_BM25
 from kairox.bench.metrics import IR_MEASURES
 from kairox.bench.report import machine
-from kairox.config import KNOWN_EMBEDDING_PACKAGES
-from kairox.embed_progress import EmbedProgress
+from kairox.config.schema import KNOWN_EMBEDDING_PACKAGES
+from kairox.support.embed_progress import EmbedProgress
 
 if TYPE_CHECKING:
-    from kairox.facade import AppFacade
-    from kairox.plugins import KairoxPluginManager
-    from kairox.registry import Registry
+    from kairox.plugin_host.manager import KairoxPluginManager
+    from kairox.plugin_host.registry import Registry
+    from kairox.runtime.facade import AppFacade
 
 __all__ = [
     "DEFAULT_SYSTEMS",
@@ -107,9 +107,9 @@ def _tree(repo: Path, history: History, folder: Path) -> Path:
 def _facade(tree: Path, state: Path, embedder: str, pm: KairoxPluginManager | None) -> AppFacade:
     """The facade ``kairox.open(tree)`` makes, its state in ``state`` and its workspace
     embedded by ``embedder``."""
-    from kairox.config_loader import load_config
-    from kairox.facade import AppFacade
-    from kairox.plugins import get_plugin_manager
+    from kairox.config.loader import load_config
+    from kairox.plugin_host.manager import get_plugin_manager
+    from kairox.runtime.facade import AppFacade
 
     manager = pm or get_plugin_manager()
     config = load_config(cwd=tree, registry=manager.registry)
@@ -248,7 +248,7 @@ def _index(facade: AppFacade, label: str, progress: Progress | None) -> None:
 
 
 def _registry() -> Registry:
-    from kairox.plugins import get_plugin_manager
+    from kairox.plugin_host.manager import get_plugin_manager
 
     return get_plugin_manager().registry
 

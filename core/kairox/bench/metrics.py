@@ -12,7 +12,7 @@ import numpy as np
 
 from kairox.bench import BENCH_EXTRA, BenchError
 from kairox.bench.beir import BeirDataset
-from kairox.lazy_imports import LazyImport
+from kairox.support.lazy_imports import LazyImport
 
 DEPTH = 100  # hits per query: enough for Recall@100
 

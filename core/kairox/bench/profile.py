@@ -30,8 +30,8 @@ from kairox.retrieval import Document, IngestableSource, Query, RetrievalResult,
 
 if TYPE_CHECKING:
     from kairox.bench.retrieval import Bench, SystemRun
-    from kairox.facade import AppFacade
     from kairox.retrieval import Source
+    from kairox.runtime.facade import AppFacade
 
 PREFIXES = ("profile:", "kb:", "kind:")
 

@@ -2,7 +2,7 @@
 
 Each conversation is imported as one session of a fresh workspace (every turn one message
 with its speaker's name and its session's time, through
-:meth:`~kairox.facade.AppFacade.append_messages`), and each question is asked of it:
+:meth:`~kairox.runtime.facade.AppFacade.append_messages`), and each question is asked of it:
 
 - **prompt@B**: the prompt ``context(question, session=...)`` assembles with a profile whose
   budget is ``B`` tokens (history, recall and the rest as a turn would have them); an
@@ -134,7 +134,7 @@ def benchmark(
         workspace, home = Path(folder) / "workspace", Path(folder) / "home"
         workspace.mkdir()
         (workspace / "kairox.toml").write_text(_config(budgets, embedder))
-        from kairox.facade import AppFacade
+        from kairox.runtime.facade import AppFacade
 
         with AppFacade(cwd=workspace, state_dir=home) as facade:
             started = time.perf_counter()
@@ -223,7 +223,7 @@ async def _prompts(
     facade: Any, session_id: str, questions: Sequence[Any], budgets: Sequence[int]
 ) -> list[dict[int, tuple[str, int]]]:
     """Each question's assembled prompt text and tokens, per budget."""
-    from kairox.session import open_session
+    from kairox.runtime.session import open_session
 
     out: list[dict[int, tuple[str, int]]] = [{} for _ in questions]
     for budget in budgets:

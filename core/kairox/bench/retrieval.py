@@ -84,7 +84,7 @@ from kairox.bench.system_names import (
     peer_missing,
     preimport,
 )
-from kairox.registry import BuildContext, Registry
+from kairox.plugin_host.registry import BuildContext, Registry
 from kairox.retrieval import Query, Source
 
 Progress = Callable[[str, int, int], None]

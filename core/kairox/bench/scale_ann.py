@@ -23,8 +23,8 @@ from kairox.bench import BenchError
 from kairox.bench.report import percentile
 from kairox.default_plugins.sqlite_vector_store import current_store, pack_keys, search_arrays
 from kairox.default_plugins.sqlite_vectors import pack_location
-from kairox.embedding import EmbeddingBackend
 from kairox.retrieval.ann import AnnIndex, rescored_top_k
+from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.retrieval.vectors import SENTENCE_WEIGHT, embed_unit, top_k
 from kairox.workspace.vector_pack import VectorPack, read_pack
 

@@ -14,7 +14,7 @@ from kairox.bench.judgments import IdMatcher, custom_dataset, judged_ids
 from kairox.bench.profile import BenchUsageError, Systems, corpus_root, workspace_sources
 
 if TYPE_CHECKING:
-    from kairox.facade import AppFacade
+    from kairox.runtime.facade import AppFacade
 
 DEFAULT_SYSTEMS = "sqlite-fts,hashing,peers"
 

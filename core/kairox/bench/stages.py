@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kairox.config import ProfileConfig
-from kairox.errors import KairoxError
-from kairox.registry import Registry, StageContext
+from kairox.config.schema import ProfileConfig
+from kairox.plugin_host.registry import Registry, StageContext
 from kairox.retrieval.stages import StagedRetrieval
+from kairox.support.errors import KairoxError
 
 __all__ = ["STAGE_TABLES", "build_staged", "split_staged"]
 
@@ -98,7 +98,7 @@ def build_staged(
 
 
 def _default_model(registry: Registry, profile: ProfileConfig) -> Any:
-    from kairox.registry import ModelBackendContext
+    from kairox.plugin_host.registry import ModelBackendContext
 
     spec = registry.model_backends.get(profile.backend)
     if spec is None:

@@ -39,7 +39,7 @@ from kairox.retrieval import Hit, ScoreKind, SourceStatus
 from kairox.retrieval.fusion import DEFAULT_FUSION, FUSION_METHODS, fuse
 
 if TYPE_CHECKING:
-    from kairox.facade import AppFacade
+    from kairox.runtime.facade import AppFacade
 
 MIN_QUERIES = 20
 WEIGHT_GRID = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)

@@ -37,7 +37,7 @@ def build_cli(
         session_cmd,
         tui_cmd,
     )
-    from kairox.secrets import install_log_scrubbing
+    from kairox.support.secrets import install_log_scrubbing
 
     @click.group(cls=KairoxGroup, context_settings={"help_option_names": ["-h", "--help"]})
     @click.version_option(__version__, "--version", prog_name="kairox")

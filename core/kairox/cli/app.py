@@ -17,13 +17,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from kairox.secrets import scrub
-from kairox.terminal import SafeConsole
+from kairox.support.secrets import scrub
+from kairox.support.terminal import SafeConsole
 
 if TYPE_CHECKING:
-    from kairox.config import KairoxConfig
-    from kairox.facade import AppFacade
-    from kairox.plugins import KairoxPluginManager
+    from kairox.config.loaded import KairoxConfig
+    from kairox.plugin_host.manager import KairoxPluginManager
+    from kairox.runtime.facade import AppFacade
 
 
 def _console(stderr: bool = False, *, file: Any = None, environ: Any = None) -> Console:
@@ -55,7 +55,7 @@ class AppContext:
 
     def plugin_manager(self) -> KairoxPluginManager:
         if self.pm is None:
-            from kairox.plugins import get_plugin_manager
+            from kairox.plugin_host.manager import get_plugin_manager
 
             self.pm = get_plugin_manager()
         return self.pm
@@ -70,7 +70,7 @@ class AppContext:
 
         Every facade made here is closed when the command ends (:meth:`close`).
         """
-        from kairox.facade import AppFacade
+        from kairox.runtime.facade import AppFacade
 
         if cwd is not None:
             made = AppFacade(
@@ -96,9 +96,9 @@ class KairoxGroup(click.Group):
     traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        from kairox.config import ConfigError
-        from kairox.errors import KairoxError
-        from kairox.paths import disk_full_message, is_disk_full, kairox_home
+        from kairox.config.errors import ConfigError
+        from kairox.support.errors import KairoxError
+        from kairox.support.paths import disk_full_message, is_disk_full, kairox_home
 
         try:
             return super().invoke(ctx)

@@ -12,7 +12,7 @@ from rich.table import Table
 from kairox.cli import bench_tables as tables
 from kairox.cli.app import AppContext, console, console_err, progress_bars
 from kairox.cli.bench_common import json_option, option, out_option, run, show
-from kairox.terminal import printable
+from kairox.support.terminal import printable
 
 
 @click.group()
@@ -104,7 +104,7 @@ def retrieval(
     from kairox.bench.report import corpus_size, write_report
     from kairox.bench.retrieval import benchmark
     from kairox.bench.selection import select
-    from kairox.paths import kairox_home
+    from kairox.support.paths import kairox_home
 
     # --dataset, --split, --systems, --profile, --kb, --workspace, --queries, --qrels and
     # --kind-config are named as select()'s keywords.

@@ -49,7 +49,7 @@ def embed(
     FLOP rate against the CPU's peak and, with --ndcg, SciFact-style nDCG@10."""
     from kairox.bench.beir import load_beir
     from kairox.bench.embed import EmbedBenchError, benchmark_embed
-    from kairox.paths import kairox_home
+    from kairox.support.paths import kairox_home
 
     backend_names = names(backends, "--backends", empty="name at least one embedding backend")
     data = load_beir(dataset, split)

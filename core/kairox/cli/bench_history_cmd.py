@@ -19,7 +19,7 @@ from kairox.cli.bench_common import (
     show,
     work_option,
 )
-from kairox.terminal import printable
+from kairox.support.terminal import printable
 
 _COLUMNS = ("hit@1", "hit@5", "mrr@10", "recall@10")
 

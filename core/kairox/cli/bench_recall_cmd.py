@@ -10,7 +10,7 @@ from rich.table import Table
 
 from kairox.cli.app import console
 from kairox.cli.bench_common import json_option, numbers_option, option, out_option, run, show
-from kairox.terminal import printable
+from kairox.support.terminal import printable
 
 __all__ = ["recall"]
 

@@ -10,7 +10,7 @@ import click
 
 from kairox.cli.app import AppContext, console, console_err, print_json, progress_bars
 from kairox.cli.bench_common import profile_option
-from kairox.terminal import printable
+from kairox.support.terminal import printable
 
 
 def _data_options(command: click.Command) -> click.Command:

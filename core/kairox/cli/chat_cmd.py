@@ -15,11 +15,11 @@ from rich.text import Text
 
 from kairox.cli.app import AppContext, console, console_err
 from kairox.cli.context_cmd import print_accounting
-from kairox.terminal import printable
+from kairox.support.terminal import printable
 
 if TYPE_CHECKING:
-    from kairox.facade import AppFacade
-    from kairox.models import ModelBackend
+    from kairox.runtime.facade import AppFacade
+    from kairox.support.models import ModelBackend
 
 HELP = (
     "commands: /compact (summarise old history), /profile NAME, /trace (last prompt's "
@@ -203,7 +203,7 @@ def chosen_backend(
 @click.pass_obj
 def chat(app: AppContext, options: ChatOptions) -> None:
     """Chat with the profile's model; approve proposed memories inline with a / r."""
-    from kairox.session import open_session
+    from kairox.runtime.session import open_session
 
     facade = app.facade()
     name, model = options.resolved(facade)

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kairox.cli.app import AppContext, console, fold_long_values, print_json
-from kairox.terminal import printable
+from kairox.support.terminal import printable
 
 
 def assembly_json(assembly: Any) -> dict[str, Any]:
@@ -87,7 +87,7 @@ def context(
     app: AppContext, prompt: str, profile: str | None, session_id: str | None, as_json: bool
 ) -> None:
     """Show the messages a turn with PROMPT would send, and the token accounting."""
-    from kairox.session import open_session
+    from kairox.runtime.session import open_session
 
     async def build() -> Any:
         async with open_session(app.facade(), session_id, profile=profile) as session:

@@ -1,7 +1,7 @@
 """``kairox daemon run|status|stop``: a resident process that keeps sources and models warm.
 
 While it runs, ``kairox search`` and ``kairox context`` are answered by it (see
-:mod:`kairox.launcher`), with the same output as without it.
+:mod:`kairox.__main__`), with the same output as without it.
 """
 
 from __future__ import annotations

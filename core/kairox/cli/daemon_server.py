@@ -32,8 +32,8 @@ from typing import Any
 
 from kairox.cli.app import AppContext
 from kairox.daemon import protocol
-from kairox.errors import KairoxError
-from kairox.paths import private_folder
+from kairox.support.errors import KairoxError
+from kairox.support.paths import private_folder
 
 #: Warm facades kept at once (one per workspace; the least recently used is closed).
 MAX_FACADES = 4
@@ -114,7 +114,7 @@ def _exit_code(code: Any, err: _Capture) -> int:
 
 def workspace_key(cwd: Path, config: str | None) -> str:
     """Which facade serves a client in ``cwd``: its config file, else its folder."""
-    from kairox.config import find_workspace_config
+    from kairox.config.schema import find_workspace_config
 
     if config is not None:
         return str(Path(os.path.abspath(cwd / Path(config).expanduser())))
@@ -137,7 +137,7 @@ class Daemon:
 
     def facade(self, cwd: Path, config: str | None) -> Any:
         """The warm facade for a client in ``cwd`` (built on first use, then kept)."""
-        from kairox.facade import AppFacade
+        from kairox.runtime.facade import AppFacade
 
         key = workspace_key(cwd, config)
         made = self._facades.pop(key, None)

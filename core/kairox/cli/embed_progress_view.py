@@ -1,4 +1,4 @@
-"""Showing an :class:`~kairox.embed_progress.EmbedProgress` on stderr.
+"""Showing an :class:`~kairox.support.embed_progress.EmbedProgress` on stderr.
 
 On a terminal: a transient rich line (bar over the planned chunks and sentences, counts,
 rate, ETA). Elsewhere (piped, CI logs): a plain line every few seconds, and one at the end.
@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 
 from kairox.cli.app import PLAIN_PROGRESS_EVERY_S, console_err
-from kairox.embed_progress import EmbedProgress
+from kairox.support.embed_progress import EmbedProgress
 
 
 @contextlib.contextmanager

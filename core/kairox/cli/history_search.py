@@ -7,8 +7,8 @@ from typing import Any
 from rich.text import Text
 
 from kairox.cli.app import console, print_json
-from kairox.messages import NoSuchSession, read_messages
-from kairox.terminal import printable
+from kairox.store.messages import NoSuchSession, read_messages
+from kairox.support.terminal import printable
 
 __all__ = ["search_history"]
 

@@ -8,7 +8,7 @@ import click
 
 from kairox.cli.app import AppContext, console, console_err, print_json, skipped_summary
 from kairox.cli.embed_progress_view import embed_progress
-from kairox.embed_progress import EmbedProgress
+from kairox.support.embed_progress import EmbedProgress
 
 
 @click.group()

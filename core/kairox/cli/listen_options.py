@@ -1,6 +1,6 @@
 """The ``--host``/``--port``/``--token`` options every listening command shares.
 
-``kairox serve`` and ``kairox mcp --http`` follow one rule (:mod:`kairox.listening`): a
+``kairox serve`` and ``kairox mcp --http`` follow one rule (:mod:`kairox.support.listening`): a
 loopback address by default, anything else only with a token. Their options say so in one
 place, with each command's default port, token variable and wording.
 """

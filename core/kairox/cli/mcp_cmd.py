@@ -14,7 +14,7 @@ import click
 
 from kairox.cli.app import AppContext
 from kairox.cli.listen_options import listen_options
-from kairox.listening import ServeError
+from kairox.support.listening import ServeError
 
 TOKEN_ENV = "KAIROX_MCP_TOKEN"
 
@@ -59,7 +59,7 @@ def mcp(
     Stdio by default: the client starts `kairox mcp` itself. Memories the client proposes
     wait for your approval (`kairox memory list --pending`), as a model's do in chat.
     """
-    from kairox.listening import check_bind
+    from kairox.support.listening import check_bind
 
     try:
         from kairox.mcp import build_server, run_stdio
@@ -86,9 +86,9 @@ def mcp(
 
 
 def _serve_http(server: Any, facade: Any, host: str, port: int, token: str | None) -> None:
-    from kairox.listening import bind_socket
     from kairox.mcp import run_http
-    from kairox.terminal import printable
+    from kairox.support.listening import bind_socket
+    from kairox.support.terminal import printable
 
     sock = bind_socket(host, port)
     bound = sock.getsockname()[1]

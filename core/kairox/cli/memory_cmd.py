@@ -14,7 +14,7 @@ from rich.text import Text
 from kairox.cli.app import AppContext, console, fold_long_values, print_json
 from kairox.memory.approvals import MemoryInputError
 from kairox.memory.store import MemoryRecord
-from kairox.terminal import printable
+from kairox.support.terminal import printable
 
 SCOPES = click.Choice(["user", "workspace", "session"])
 

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kairox.cli.app import AppContext, console, console_err, fold_long_values, print_json
-from kairox.terminal import printable
+from kairox.support.terminal import printable
 
 # First-party plugins live in this repository; from a source checkout `kairox install`
 # installs them from their folder (they are not on the package index).
@@ -165,7 +165,7 @@ def install(packages: tuple[str, ...], upgrade: bool, editable: bool) -> None:
 def add_plugin_commands(cli: click.Group, pm: Any = None) -> None:
     """Let every healthy plugin add commands; a broken one is reported, never fatal."""
     if pm is None:
-        from kairox.plugins import get_plugin_manager
+        from kairox.plugin_host.manager import get_plugin_manager
 
         pm = get_plugin_manager()
     owners = {name: "kairox" for name in cli.commands}

@@ -18,7 +18,7 @@ from kairox.cli.hit_format import code_excerpt, location, numbered_lines, vimgre
 from kairox.cli.workspace_root import indexed_nearby, not_indexed_note, root_json, say_root
 from kairox.retrieval import FusedHit, RetrievalResult, SourceReport
 from kairox.retrieval.fusion import DEFAULT_FUSION, FUSION_METHODS
-from kairox.terminal import printable
+from kairox.support.terminal import printable
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 

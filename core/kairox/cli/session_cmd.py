@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kairox.cli.app import CONFIG_ERROR_EXIT, AppContext, console, console_err, print_json
-from kairox.messages import (
+from kairox.store.messages import (
     NoSuchSession,
     TranscriptError,
     read_messages,
@@ -26,11 +26,11 @@ from kairox.messages import (
     session_summaries,
     transcript_line,
 )
-from kairox.terminal import printable
+from kairox.support.terminal import printable
 
 if TYPE_CHECKING:
-    from kairox.messages import RecordedMessage, SessionMessage
-    from kairox.session import AppendResult
+    from kairox.runtime.session import AppendResult
+    from kairox.store.messages import RecordedMessage, SessionMessage
 
 # Bad input (a transcript with bad lines) exits like a bad configuration: 2.
 BAD_INPUT_EXIT = CONFIG_ERROR_EXIT

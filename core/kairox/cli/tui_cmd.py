@@ -11,7 +11,7 @@ from kairox.cli.app import AppContext
 from kairox.cli.chat_cmd import ChatOptions, chat_options
 
 if TYPE_CHECKING:
-    from kairox.facade import AppFacade
+    from kairox.runtime.facade import AppFacade
     from kairox.tui import KairoxApp
 
 

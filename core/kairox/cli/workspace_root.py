@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kairox.cli.app import console_err
-from kairox.terminal import printable
+from kairox.support.terminal import printable
 from kairox.workspace.index_types import NOT_INDEXED
 
 if TYPE_CHECKING:
-    from kairox.facade import AppFacade
     from kairox.retrieval import RetrievalResult
+    from kairox.runtime.facade import AppFacade
 
 __all__ = ["indexed_nearby", "not_indexed_note", "root_json", "say_root"]
 

@@ -90,11 +90,11 @@ from kairox.context.system_message import (
     turn_range,
 )
 from kairox.context.tokens import REPLY_PRIMING_TOKENS, TokenCounter
-from kairox.models import ChatMessage
+from kairox.support.models import ChatMessage
 
 if TYPE_CHECKING:
     # Types only: the assembler must not pull in pydantic or the SQLite stores on import.
-    from kairox.config import ProfileConfig
+    from kairox.config.schema import ProfileConfig
     from kairox.memory.store import MemoryRecord
 
 # The records an assembly takes and gives live in kairox.context.assembly; they are

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kairox.errors import KairoxError
-from kairox.models import ChatMessage
+from kairox.support.errors import KairoxError
+from kairox.support.models import ChatMessage
 
 if TYPE_CHECKING:
     # Types only: the assembler must not pull in pydantic or the SQLite stores on import.

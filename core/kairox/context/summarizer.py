@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from kairox.models import ChatMessage
+from kairox.support.models import ChatMessage
 
 
 @runtime_checkable

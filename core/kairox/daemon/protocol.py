@@ -53,7 +53,7 @@ class DaemonUnsafe(Exception):
 
 
 def kairox_home() -> str:
-    """:func:`kairox.paths.kairox_home`, repeated here so the client needs no other module."""
+    """:func:`kairox.support.paths.kairox_home`, repeated here so the client needs no other module."""
     explicit = os.environ.get("KAIROX_HOME")
     if explicit:
         return os.path.expanduser(explicit)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from kairox import hookimpl
-from kairox.registry import EmbeddingBackendSpec
+from kairox.plugin_host.registry import EmbeddingBackendSpec
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: See HashingEmbedder; benchmarks/README.md ("A default that never hurts").

@@ -14,11 +14,11 @@ from typing import Any
 
 from pydantic import Field
 
-from kairox.config import PluginSettings
-from kairox.models import ChatMessage, ModelBackend, complete
-from kairox.registry import QueryTransformSpec, StageContext, registers
+from kairox.config.schema import PluginSettings
+from kairox.plugin_host.registry import QueryTransformSpec, StageContext, registers
 from kairox.retrieval.model import Query
 from kairox.retrieval.stages import TransformedQuery
+from kairox.support.models import ChatMessage, ModelBackend, complete
 
 __all__ = ["HydeTransform", "MultiQuerySettings", "MultiQueryTransform"]
 

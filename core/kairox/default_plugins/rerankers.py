@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from kairox.config import PluginSettings
-from kairox.models import ChatMessage, ModelBackend, complete
-from kairox.registry import RerankerSpec, StageContext, registers
+from kairox.config.schema import PluginSettings
+from kairox.plugin_host.registry import RerankerSpec, StageContext, registers
 from kairox.retrieval.model import FusedHit, Query
+from kairox.support.models import ChatMessage, ModelBackend, complete
 
 __all__ = ["LlmRerankSettings", "LlmReranker", "MmrReranker", "MmrSettings"]
 

@@ -34,10 +34,10 @@ from typing import Any
 
 from pydantic import Field, StrictInt, StrictStr
 
-from kairox.config import PluginSettings
-from kairox.errors import KairoxError
-from kairox.models import ChatMessage, ModelError, check_backend_options
-from kairox.registry import ModelBackendContext, ModelBackendSpec, registers
+from kairox.config.schema import PluginSettings
+from kairox.plugin_host.registry import ModelBackendContext, ModelBackendSpec, registers
+from kairox.support.errors import KairoxError
+from kairox.support.models import ChatMessage, ModelError, check_backend_options
 
 SEPARATOR = "---"
 _JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})

@@ -26,13 +26,11 @@ from kairox.default_plugins.sqlite_fts_config import DEFAULT_TITLE_WEIGHT, Sqlit
 from kairox.default_plugins.sqlite_fts_pack import INVALIDATE, WordsPacks
 from kairox.default_plugins.sqlite_fts_pack import SCHEMA as WORDS_PACK_SCHEMA
 from kairox.default_plugins.sqlite_vectors import DocumentVectors
-from kairox.embedding import EmbeddingBackend
-from kairox.errors import KairoxError
-from kairox.paths import SQLITE_COMPANIONS, in_kairox_home, private_file, private_folder
-from kairox.registry import BuildContext, KnowledgeBaseKind, registers
+from kairox.plugin_host.registry import BuildContext, KnowledgeBaseKind, registers
 from kairox.retrieval import Document, Hit, Query, QueryError, ScoreKind, sqlite_engine
 from kairox.retrieval.ann import ANN_THRESHOLD
 from kairox.retrieval.bm25_pack import Weights
+from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.retrieval.filters import ALL_OPERATORS, FilterExpr, parse_filter
 from kairox.retrieval.filters.sql import compile_sql, register_functions
 from kairox.retrieval.fts5 import match_terms
@@ -41,7 +39,9 @@ from kairox.retrieval.fts5_merge import merge_segments, worth_merging
 from kairox.retrieval.fusion import fuse
 from kairox.retrieval.sqlite_engine import connect, enable_wal
 from kairox.retrieval.vectors import SENTENCE_WEIGHT, default_sentence_weight
-from kairox.storage import immediate_transaction
+from kairox.store.sqlite import immediate_transaction
+from kairox.support.errors import KairoxError
+from kairox.support.paths import SQLITE_COMPANIONS, in_kairox_home, private_file, private_folder
 
 #: One stored document: (id, title, body, uri, metadata).
 _Row = tuple[str, str, str, "str | None", dict[str, Any]]
@@ -105,7 +105,7 @@ class SqliteFtsIndex:
         if not create and not self.path.exists():
             raise SqliteFtsError(f"index file {self.path} does not exist")
         if create and in_kairox_home(self.path):
-            # Inside Kairox's own state: owner-only like the rest of it (kairox.paths).
+            # Inside Kairox's own state: owner-only like the rest of it (kairox.support.paths).
             private_folder(self.path.parent)
             private_file(self.path, companions=SQLITE_COMPANIONS)
         elif create:

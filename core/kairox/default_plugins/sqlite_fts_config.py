@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, StrictBool, StrictStr
 
-from kairox.config import KnowledgeBaseConfig
+from kairox.config.schema import KnowledgeBaseConfig
 from kairox.retrieval.ann import ANN_THRESHOLD
 
 __all__ = ["DEFAULT_TITLE_WEIGHT", "SqliteFtsConfig"]

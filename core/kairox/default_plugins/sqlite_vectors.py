@@ -41,11 +41,11 @@ from kairox.default_plugins.sqlite_vector_store import (
     unpack_store,
     write_store,
 )
-from kairox.embedding import EmbeddingBackend
 from kairox.retrieval import Document
 from kairox.retrieval.ann import NUMKONG, AnnIndex, rescored_top_k
+from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.retrieval.vectors import EMBED_BATCH, SentenceVectors, embed_unit, top_k
-from kairox.storage import immediate_transaction
+from kairox.store.sqlite import immediate_transaction
 from kairox.workspace.chunking import split_sentences
 from kairox.workspace.vector_pack import VectorPack, pack_key, read_pack, remove_packs
 

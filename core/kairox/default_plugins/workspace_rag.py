@@ -9,7 +9,7 @@ together they make the workspace search hybrid by default. They share one index 
 from __future__ import annotations
 
 from kairox import hookimpl
-from kairox.registry import BuildContext, SourceGroup, WorkspaceRetrieverSpec
+from kairox.plugin_host.registry import BuildContext, SourceGroup, WorkspaceRetrieverSpec
 from kairox.workspace.shared import build_workspace_index, workspace_index
 
 #: A new, unshared index, for callers that build one themselves (and close it).

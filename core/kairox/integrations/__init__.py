@@ -8,7 +8,7 @@
 Both search one Kairox profile through :func:`kairox.open` and keep each hit's provenance
 (:func:`hit_metadata`) in the framework's metadata. Importing this package imports neither
 framework; importing a submodule without its framework raises an ``ImportError`` that
-names the extra to install (:class:`kairox.lazy_imports.LazyImport`).
+names the extra to install (:class:`kairox.support.lazy_imports.LazyImport`).
 """
 
 from __future__ import annotations

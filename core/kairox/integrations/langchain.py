@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from kairox.integrations import hit_metadata
-from kairox.lazy_imports import LazyImport
+from kairox.support.lazy_imports import LazyImport
 
 # The base class is needed to define the retriever, so the import happens here, with the hint.
 LangchainCore = LazyImport(

@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kairox.integrations import document_id, flat_metadata, search_options
-from kairox.lazy_imports import LazyImport
+from kairox.support.lazy_imports import LazyImport
 
 # The base class is needed to define the retriever, so the import happens here, with the hint.
 LlamaIndexCore = LazyImport(

@@ -1,6 +1,6 @@
 """``kairox mcp``: Kairox's search, context and memory for any MCP client (Claude Code, Cursor...).
 
-A surface like the CLI and the web page: it calls the :class:`~kairox.facade.AppFacade` and
+A surface like the CLI and the web page: it calls the :class:`~kairox.runtime.facade.AppFacade` and
 nothing else. :mod:`kairox.mcp.tools` holds what each tool does (plain Python, no SDK);
 :mod:`kairox.mcp.server` registers them on the official ``mcp`` SDK (with the descriptions and
 parameter types of :mod:`kairox.mcp.parameters`) and runs the stdio and

@@ -4,7 +4,7 @@
 descriptions written for the model that reads them, and one resource per memory scope.
 :func:`run_stdio` serves one client over stdin/stdout; :func:`run_http` serves streamable
 HTTP on a socket the caller bound, behind :class:`BearerTokenGuard` when a token is set
-(``kairox.listening.check_bind`` decides when one is required, as for ``kairox serve``).
+(``kairox.support.listening.check_bind`` decides when one is required, as for ``kairox serve``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from pydantic import Field, ValidationError
 
 from kairox import __version__
-from kairox.errors import KairoxError
-from kairox.listening import same_secret
 from kairox.mcp.parameters import (
     APPEND_DOC,
     CONTEXT_DOC,
@@ -50,11 +48,13 @@ from kairox.mcp.tools import (
     KairoxTools,
 )
 from kairox.memory.markers import KEY_MAX_LENGTH
+from kairox.support.errors import KairoxError
+from kairox.support.listening import same_secret
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-    from kairox.facade import AppFacade
+    from kairox.runtime.facade import AppFacade
 
 __all__ = ["TOKEN_ENV", "BearerTokenGuard", "build_server", "run_http", "run_stdio"]
 
@@ -66,7 +66,7 @@ def _tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Kairox's own errors (and configuration errors) become MCP tool errors with their message."""
     import inspect
 
-    from kairox.config import ConfigError
+    from kairox.config.errors import ConfigError
 
     known = (KairoxError, ConfigError)
 

@@ -27,21 +27,21 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from kairox.errors import KairoxError
 from kairox.memory.approvals import Proposer
 from kairox.memory.marker_rules import SCOPES
-from kairox.messages import SessionMessage, messages_from
 from kairox.retrieval.filters import FilterError
 from kairox.retrieval.filters import parse_filter as parse_filter_language
-from kairox.session_recording import PendingPrompts
+from kairox.runtime.session_recording import PendingPrompts
+from kairox.store.messages import SessionMessage, messages_from
+from kairox.support.errors import KairoxError
 
 if TYPE_CHECKING:
     from kairox.context.assembler import Assembly
-    from kairox.facade import AppFacade
     from kairox.memory.store import MemoryRecord
     from kairox.retrieval import FusedHit, RetrievalResult
     from kairox.retrieval.filters import FilterExpr
-    from kairox.session import AppendResult, CompactionResult, TurnResult
+    from kairox.runtime.facade import AppFacade
+    from kairox.runtime.session import AppendResult, CompactionResult, TurnResult
 
 __all__ = [
     "MAX_K",
@@ -121,7 +121,7 @@ class KairoxTools:
         return list(self._served)
 
     def _profile(self, profile: str | None) -> str:
-        from kairox.config import ConfigError
+        from kairox.config.errors import ConfigError
 
         try:
             return self.facade.resolve_profile(profile)
@@ -157,7 +157,7 @@ class KairoxTools:
     async def context(
         self, prompt: str, profile: str | None = None, session: str | None = None
     ) -> dict[str, Any]:
-        from kairox.session import open_session
+        from kairox.runtime.session import open_session
 
         prompt = _text("prompt", prompt, MAX_PROMPT_CHARS)
         name = self._profile(profile)
@@ -211,7 +211,7 @@ class KairoxTools:
         profile: str | None = None,
         model: str | None = None,
     ) -> dict[str, Any]:
-        from kairox.session import open_session
+        from kairox.runtime.session import open_session
 
         if not isinstance(reply, str) or len(reply) > MAX_MESSAGE_CHARS:
             raise ToolInputError(

@@ -29,14 +29,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from kairox.errors import KairoxError
-from kairox.events import (
-    MemoryAccepted,
-    MemoryForgotten,
-    MemoryMerged,
-    MemoryRejected,
-    SqliteEventStore,
-)
 from kairox.memory.base_store import MemoryStore
 from kairox.memory.edits import MemoryEdits
 from kairox.memory.limits import DEFAULT_LIMITS, ProposalLimits, ProposalRate
@@ -58,6 +50,14 @@ from kairox.memory.proposals import (
 )
 from kairox.memory.records import MemoryRecord
 from kairox.memory.restatement import restated
+from kairox.store.events import (
+    MemoryAccepted,
+    MemoryForgotten,
+    MemoryMerged,
+    MemoryRejected,
+    SqliteEventStore,
+)
+from kairox.support.errors import KairoxError
 
 __all__ = [
     "DEFAULT_MAX_PROPOSALS_PER_TURN",
@@ -83,7 +83,7 @@ class MemoryApprovals(MemoryEdits):
     """Applies the approval rules on top of a memory store and the event log.
 
     Every decision is one store write and one event. When the store and the event log
-    share one :class:`~kairox.storage.Database` (the facade sees to it) both commit in
+    share one :class:`~kairox.store.sqlite.Database` (the facade sees to it) both commit in
     one transaction: a crash leaves both or neither. What a person does directly (write,
     edit, forget, read a key's history) comes from :class:`~kairox.memory.edits.MemoryEdits`.
 

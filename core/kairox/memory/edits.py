@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
 
-from kairox.events import MemoryAccepted, MemoryEdited, MemoryForgotten, SqliteEventStore
 from kairox.memory.base_store import MemoryStore
 from kairox.memory.limits import ProposalLimits
 from kairox.memory.proposals import (
@@ -25,7 +24,8 @@ from kairox.memory.proposals import (
     too_long,
 )
 from kairox.memory.records import MemoryRecord
-from kairox.storage import Database
+from kairox.store.events import MemoryAccepted, MemoryEdited, MemoryForgotten, SqliteEventStore
+from kairox.store.sqlite import Database
 
 __all__ = ["MemoryEdits"]
 

@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kairox.errors import KairoxError
-from kairox.events import MemoryProposed
 from kairox.memory.marker_rules import SCOPES, normalize_key
 from kairox.memory.markers import MemoryMarker
 from kairox.memory.records import MemoryRecord
+from kairox.store.events import MemoryProposed
+from kairox.support.errors import KairoxError
 
 __all__ = [
     "FORGET_ACTION",

@@ -37,7 +37,7 @@ from typing import Any, Final
 
 from kairox.memory.base_store import MemoryStore, NewMemory
 from kairox.memory.records import STATUSES, MemoryRecord, MemorySlot, Scope, Status
-from kairox.storage import SqliteComponentStore
+from kairox.store.sqlite import SqliteComponentStore
 
 __all__ = [
     "MEMORY_SCHEMA_VERSION",
@@ -136,10 +136,10 @@ def _same_slot(slot: MemorySlot) -> tuple[str, tuple[Any, ...]]:
 class SqliteMemoryStore(SqliteComponentStore, MemoryStore):
     """:class:`MemoryStore` on the shared Kairox SQLite database (table ``memories``).
 
-    One connection (its own, or a :class:`~kairox.storage.Database` shared with the event
+    One connection (its own, or a :class:`~kairox.store.sqlite.Database` shared with the event
     store), serialised by a lock; every write is one short ``BEGIN IMMEDIATE`` transaction so
     concurrent processes never interleave a read-modify-write. Inside the shared database's
-    :meth:`~kairox.storage.Database.transaction`, a write joins that transaction instead.
+    :meth:`~kairox.store.sqlite.Database.transaction`, a write joins that transaction instead.
     """
 
     component = "memory"

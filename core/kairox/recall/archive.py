@@ -26,15 +26,15 @@ from typing import Any, Final
 
 import numpy as np
 
-from kairox.embedding import EmbeddingBackend
-from kairox.events import SqliteEventStore, StoredEvent
-from kairox.messages import MESSAGE_EVENTS, recorded_message
 from kairox.recall.rows import ArchivedMessage, MessageRows
+from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.retrieval.fts5 import match_terms
 from kairox.retrieval.fts5_common import CommonTerms
 from kairox.retrieval.stop_words import ENGLISH_STOP_WORDS
 from kairox.retrieval.vectors import EMBED_BATCH, embed_unit
-from kairox.storage import Database, SqliteComponentStore
+from kairox.store.events import SqliteEventStore, StoredEvent
+from kairox.store.messages import MESSAGE_EVENTS, recorded_message
+from kairox.store.sqlite import Database, SqliteComponentStore
 
 __all__ = ["ArchivedMessage", "MessageArchive", "MessageRows"]
 
@@ -63,7 +63,7 @@ _SCHEMA: Final = (
     )""",
 )
 
-# The events that record a message (kairox.messages), by type name.
+# The events that record a message (kairox.store.messages), by type name.
 _MESSAGE_TYPES: Final = tuple(cls.type for cls in MESSAGE_EVENTS)
 
 #: BM25 weights of the FTS columns (speaker, text): a name in the question is a hint,
@@ -79,7 +79,7 @@ def _archived(
     kind: str,
     payload: str,
 ) -> ArchivedMessage:
-    """The archive's row for one stored message event (read as :mod:`kairox.messages` does)."""
+    """The archive's row for one stored message event (read as :mod:`kairox.store.messages` does)."""
     stored = StoredEvent(event_id, session_id, workspace_id, created_at, kind, json.loads(payload))
     recorded = recorded_message(stored)
     assert recorded is not None  # the query asked for message events only
@@ -92,7 +92,7 @@ def _archived(
 class MessageArchive(SqliteComponentStore):
     """The recall index of one workspace's messages, in the shared state database.
 
-    :param path: the state database (or a :class:`~kairox.storage.Database` to share).
+    :param path: the state database (or a :class:`~kairox.store.sqlite.Database` to share).
     :param workspace_id: whose sessions are indexed and searched.
     :param embedder: the workspace's embedding backend.
     """

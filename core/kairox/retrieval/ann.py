@@ -37,9 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kairox.lazy_imports import LazyImport
-from kairox.paths import private_file
 from kairox.retrieval.vectors import SentenceVectors, normalise
+from kairox.support.lazy_imports import LazyImport
+from kairox.support.paths import private_file
 
 __all__ = [
     "ANN_THRESHOLD",

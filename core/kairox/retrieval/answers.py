@@ -15,7 +15,7 @@ from typing import Any
 
 from kairox.retrieval.filters import FilterExpr, FilterUnsupportedError, describe
 from kairox.retrieval.model import Hit, Source, SourceReport, SourceStatus
-from kairox.secrets import scrub
+from kairox.support.secrets import scrub
 
 __all__ = ["Outcome", "answer", "filter_refusal"]
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kairox.paths import private_file, private_folder
+from kairox.support.paths import private_file, private_folder
 
 __all__ = ["Bm25Pack", "Weights", "read_pack", "remove_packs", "write_pack"]
 

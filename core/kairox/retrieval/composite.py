@@ -13,8 +13,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from kairox.embedding import embeds_locally
 from kairox.retrieval.answers import Outcome, answer, filter_refusal
+from kairox.retrieval.embedding import embeds_locally
 from kairox.retrieval.filters import FilterExpr, all_of
 from kairox.retrieval.fusion import (
     DEFAULT_FUSION,
@@ -240,7 +240,7 @@ class CompositeWorkspaceRetriever:
     def answers_here(self) -> bool:
         """Whether the one source answers in the calling thread: it has ``retrieve_local``
         (its answer is local disk and CPU work, :class:`~kairox.retrieval.model.Source`),
-        needs no query vector or one embedded locally (:func:`kairox.embedding.
+        needs no query vector or one embedded locally (:func:`kairox.retrieval.embedding.
         embeds_locally`; another embedder may be remote or slow), and has never overrun
         its deadline that way. Several sources are asked at once in worker threads: one
         after the other, a search would take the sum of their times, not the longest."""

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from kairox.errors import KairoxError
+from kairox.support.errors import KairoxError
 
 
 @dataclass(frozen=True, slots=True)

@@ -204,7 +204,7 @@ class Source(Protocol):
     A source may also define ``unavailable_reason() -> str | None``: a reason means it
     cannot answer yet (an index never built), and it is reported ``skipped`` with that
     reason instead of being asked. A dense source also has an ``embedder`` attribute (an
-    :class:`~kairox.embedding.EmbeddingBackend`) so the composite can embed the query
+    :class:`~kairox.retrieval.embedding.EmbeddingBackend`) so the composite can embed the query
     once per backend and hand it over in ``query.embeddings``.
 
     A source whose answer is local disk and CPU work only (no network, no lock another

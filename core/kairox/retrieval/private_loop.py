@@ -17,8 +17,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from kairox.blocking import run_blocking
 from kairox.retrieval.model import RetrievalResult, SourceStatus
+from kairox.support.blocking import run_blocking
 
 __all__ = ["PrivateLoop"]
 
@@ -55,7 +55,7 @@ class PrivateLoop:
 
         Where a loop already runs in this thread (a notebook, an async framework calling
         a sync retriever), the private loop runs on a worker thread
-        (:func:`kairox.blocking.run_blocking`)."""
+        (:func:`kairox.support.blocking.run_blocking`)."""
         return run_blocking(lambda: self._run_here(work))
 
     def _run_here(self, work: Callable[[], Awaitable[RetrievalResult]]) -> RetrievalResult:

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kairox.embedding import EmbeddingBackend
-from kairox.native_memory import return_freed_memory
+from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.retrieval.model import Hit, Query, ScoreKind
 from kairox.retrieval.scan import search_product
+from kairox.support.native_memory import return_freed_memory
 
 
 def normalise(vectors: np.ndarray) -> np.ndarray:
@@ -52,7 +52,7 @@ def embed_unit(
     """
     vectors = normalise(embedder.embed(list(texts)))
     # Batches come one after another for a whole index run: without this, the pages a
-    # batch's activations used stay with the process (see kairox.native_memory).
+    # batch's activations used stay with the process (see kairox.support.native_memory).
     return_freed_memory()
     if vectors.shape != (len(texts), embedder.dim):
         raise error(

@@ -36,8 +36,8 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 import pytest
 
-from kairox.embedding import EmbeddingBackend
 from kairox.retrieval import Hit, Query, QueryError, ScoreKind, Source
+from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.testing.build import (
     CountingEmbedder,
     ModelHoldingEmbedder,

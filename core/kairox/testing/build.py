@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kairox.embedding import EmbeddingBackend
-from kairox.plugins import KairoxPluginManager, PluginInfo, get_plugin_manager
-from kairox.registry import BuildContext, KnowledgeBaseKind
+from kairox.plugin_host.manager import KairoxPluginManager, PluginInfo, get_plugin_manager
+from kairox.plugin_host.registry import BuildContext, KnowledgeBaseKind
+from kairox.retrieval.embedding import EmbeddingBackend
 
 if TYPE_CHECKING:
-    from kairox.config import WorkspaceConfig
+    from kairox.config.schema import WorkspaceConfig
 
 __all__ = [
     "CountingEmbedder",
@@ -44,7 +44,7 @@ def registered_plugin(
 
 def check_kind_registration(plugin: object, kind: str) -> KnowledgeBaseKind:
     """Assert that ``plugin`` registers the knowledge-base ``kind`` cleanly; return it."""
-    from kairox.config import KnowledgeBaseConfig
+    from kairox.config.schema import KnowledgeBaseConfig
 
     pm = KairoxPluginManager()
     with registered_plugin(plugin, "plugin-under-test", pm):
@@ -56,7 +56,7 @@ def check_kind_registration(plugin: object, kind: str) -> KnowledgeBaseKind:
         )
         registered = registry.knowledge_base_kinds[kind]
     assert issubclass(registered.config_model, KnowledgeBaseConfig), (
-        "config_model must subclass kairox.config.KnowledgeBaseConfig"
+        "config_model must subclass kairox.config.schema.KnowledgeBaseConfig"
     )
     assert callable(registered.factory)
     return registered
@@ -76,7 +76,7 @@ def build_source(
 
     Checks that ``plugin`` registers ``kind`` cleanly, validates ``options`` (the table's
     keys but ``kind``) with the kind's config model, and calls its factory with a
-    :class:`~kairox.registry.BuildContext`.
+    :class:`~kairox.plugin_host.registry.BuildContext`.
 
     :param base_dir: the folder relative paths resolve against (the config file's folder),
         also used as workspace root and state folder; default the current folder.

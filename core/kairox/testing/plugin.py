@@ -51,7 +51,7 @@ class PluginConformance:
         modules = ", ".join((self.plugin.__name__, *self.also_imported))
         code = (
             f"import sys, {modules}\n"
-            "from kairox.plugins import KairoxPluginManager\n"
+            "from kairox.plugin_host.manager import KairoxPluginManager\n"
             "KairoxPluginManager()\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & "
             f"{set(self.lazy_modules)!r}))"

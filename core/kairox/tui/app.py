@@ -4,8 +4,8 @@ Layout: a header naming the profile and session, the chat stream (user messages,
 assistant's reply streaming in, "remember this?" cards, notes and error lines) above the
 prompt input, the trace panel on the right, and a footer with the keys.
 
-The app is a thin surface over :class:`~kairox.facade.AppFacade` and one
-:class:`~kairox.session.Session` actor, exactly like ``kairox chat``: turns, compactions
+The app is a thin surface over :class:`~kairox.runtime.facade.AppFacade` and one
+:class:`~kairox.runtime.session.Session` actor, exactly like ``kairox chat``: turns, compactions
 and profile switches go to the session's queue; approvals go to ``facade.memory``. It
 keeps no copy of any memory: cards re-read their proposal from the store on every
 refresh, the trace panel tails the event store, and each turn's prompt is assembled by
@@ -29,7 +29,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Header, Input
 
 from kairox.memory.approvals import MemoryNotFound
-from kairox.session import Session
+from kairox.runtime.session import Session
 from kairox.tui.formatting import TRACE_EVENT_TYPES, compaction_note, trace_event_lines
 from kairox.tui.screens import ProfilePicker
 from kairox.tui.widgets import (
@@ -42,10 +42,10 @@ from kairox.tui.widgets import (
 )
 
 if TYPE_CHECKING:
-    from kairox.events import StoredEvent
-    from kairox.facade import AppFacade
-    from kairox.models import ModelBackend
-    from kairox.session import TurnResult
+    from kairox.runtime.facade import AppFacade
+    from kairox.runtime.session import TurnResult
+    from kairox.store.events import StoredEvent
+    from kairox.support.models import ModelBackend
 
 __all__ = ["WIDE_SCREEN", "KairoxApp"]
 

@@ -24,8 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kairox.events import ToolInvocationCompleted, UserMessageAdded
-from kairox.facade import AppFacade
+from kairox.runtime.facade import AppFacade
+from kairox.store.events import ToolInvocationCompleted, UserMessageAdded
 from kairox.tui.app import KairoxApp
 
 if TYPE_CHECKING:

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kairox.events import StoredEvent
     from kairox.memory.store import MemoryRecord
-    from kairox.session import CompactionResult
+    from kairox.runtime.session import CompactionResult
+    from kairox.store.events import StoredEvent
 
 __all__ = [
     "INJECTION_WARNING",

@@ -14,7 +14,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 if TYPE_CHECKING:
-    from kairox.config import ProfileConfig
+    from kairox.config.schema import ProfileConfig
 
 __all__ = ["ProfilePicker"]
 

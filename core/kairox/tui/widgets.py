@@ -3,7 +3,7 @@
 Every widget keeps the plain text it shows in ``.text`` (or ``.lines`` for the trace):
 the tests read that instead of scraping the screen, and it is the text the widget renders,
 so it cannot drift from what the user sees (except that terminal controls and bidi
-overrides are shown escaped, by :func:`kairox.terminal.printable`). Text always goes in as
+overrides are shown escaped, by :func:`kairox.support.terminal.printable`). Text always goes in as
 :class:`rich.text.Text`, never as a markup string: a model reply or a memory body holding
 ``[b]`` or ``[/]`` must be shown as typed, not interpreted (or fail to parse).
 """
@@ -20,12 +20,12 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, RichLog, Static
 
-from kairox.terminal import printable
+from kairox.support.terminal import printable
 from kairox.tui.formatting import Line, injection_warning, provenance_line, scope_reach
 
 if TYPE_CHECKING:
-    from kairox.facade import AppFacade
     from kairox.memory.store import MemoryRecord
+    from kairox.runtime.facade import AppFacade
 
 __all__ = [
     "AssistantMessage",

@@ -43,16 +43,16 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from kairox.errors import KairoxError
 from kairox.memory.approvals import MemoryInputError, MemoryNotFound
 from kairox.memory.marker_rules import SCOPES_WIDEST_FIRST
-from kairox.secrets import scrub
+from kairox.support.errors import KairoxError
+from kairox.support.secrets import scrub
 from kairox.web.security import CSRF_HEADER, Origin, SecurityGuard, new_csrf_token
 
 if TYPE_CHECKING:
-    from kairox.facade import AppFacade
     from kairox.memory.records import MemorySlot
     from kairox.memory.store import MemoryRecord
+    from kairox.runtime.facade import AppFacade
 
 __all__ = ["MAX_BODY_BYTES", "create_app"]
 

@@ -33,14 +33,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kairox.listening import (
+from kairox.support.listening import (
     MIN_TOKEN_LENGTH,
     ServeError,
     is_loopback,
     is_wildcard,
     same_secret,
 )
-from kairox.listening import check_bind as _check_bind
+from kairox.support.listening import check_bind as _check_bind
 
 __all__ = [
     "COOKIE_NAME",

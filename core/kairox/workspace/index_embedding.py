@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Container, Mapping, Sequence
 
-from kairox.embed_progress import EmbedProgress
-from kairox.embedding import load_model
+from kairox.retrieval.embedding import load_model
 from kairox.retrieval.vectors import EMBED_BATCH, embed_unit
+from kairox.support.embed_progress import EmbedProgress
 from kairox.workspace.index_types import (
     EMBED_TEXT_SQL,
     WorkspaceIndexError,

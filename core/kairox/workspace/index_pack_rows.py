@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kairox.embedding import EmbeddingBackend
+from kairox.retrieval.embedding import EmbeddingBackend
 
 __all__ = ["DistinctHashes"]
 

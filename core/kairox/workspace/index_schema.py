@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from kairox.paths import SQLITE_COMPANIONS, private_file, private_folder, state_errors
-from kairox.storage import enable_wal, ensure_component_schema
+from kairox.store.sqlite import enable_wal, ensure_component_schema
+from kairox.support.paths import SQLITE_COMPANIONS, private_file, private_folder, state_errors
 from kairox.workspace.failed_files import FAILED_SCHEMA
 from kairox.workspace.filtering import register as register_filter_functions
 from kairox.workspace.line_store import LINE_SCHEMA

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kairox.errors import KairoxError
-from kairox.run_stats import HIDDEN, PATH_WHYS, TALLY, ChangeCounts
+from kairox.support.errors import KairoxError
+from kairox.support.run_stats import HIDDEN, PATH_WHYS, TALLY, ChangeCounts
 
 NOT_INDEXED = "this workspace is not indexed yet: run `kairox index`"
 

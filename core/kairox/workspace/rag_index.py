@@ -24,12 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from kairox.embed_progress import EmbedProgress
-from kairox.embedding import EmbeddingBackend, model_loaded, release_model
-from kairox.paths import disk_full_errors, state_lock
+from kairox.retrieval.embedding import EmbeddingBackend, model_loaded, release_model
 from kairox.retrieval.fts5_common import CommonTerms
 from kairox.retrieval.fts5_merge import merge_segments, worth_merging
 from kairox.retrieval.vectors import SENTENCE_WEIGHT, SentenceVectors, check_sentence_weight
+from kairox.support.embed_progress import EmbedProgress
+from kairox.support.paths import disk_full_errors, state_lock
 from kairox.workspace.convert.converters import CONVERSION_FAILED, Converters
 from kairox.workspace.failed_files import Failure, forget_and_remember, known_failures
 from kairox.workspace.files import SkipCallback, Skipped, WorkspaceFile, iter_workspace_files

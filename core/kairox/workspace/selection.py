@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pathspec import GitIgnoreSpec
 
-from kairox.errors import KairoxError
+from kairox.support.errors import KairoxError
 
 __all__ = ["FileSelection", "SelectionError"]
 

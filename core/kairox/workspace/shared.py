@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kairox.registry import BuildContext
+    from kairox.plugin_host.registry import BuildContext
     from kairox.workspace.rag_index import WorkspaceRagIndex
     from kairox.workspace.selection import FileSelection
 
-#: The key of the workspace index among a :class:`~kairox.registry.BuildContext`'s shared
+#: The key of the workspace index among a :class:`~kairox.plugin_host.registry.BuildContext`'s shared
 #: resources.
 WORKSPACE_INDEX = "kairox.workspace-index"
 

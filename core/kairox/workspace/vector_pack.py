@@ -28,7 +28,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from kairox.paths import private_file, private_folder
+from kairox.support.paths import private_file, private_folder
 
 __all__ = [
     "FORMATS",

@@ -16,7 +16,7 @@ import kairox_bedrock
 import pytest
 from kairox_bedrock.testing import BedrockTestServer, corpus_documents
 
-from kairox.registry import KnowledgeBaseKind
+from kairox.plugin_host.registry import KnowledgeBaseKind
 from kairox.testing import build_source, check_kind_registration
 
 ACCESS_KEY = "AKIAKAIROXTEST000001"

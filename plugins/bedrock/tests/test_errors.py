@@ -25,7 +25,7 @@ from kairox.retrieval import (
     ScoreKind,
     SourceStatus,
 )
-from kairox.retry import RetryPolicy
+from kairox.support.retry import RetryPolicy
 from kairox.testing import run
 
 

@@ -15,9 +15,9 @@ from kairox_bedrock.filters import upgrade_old_filter
 from kairox_bedrock.testing import BedrockTestServer, corpus_documents
 from pydantic import ValidationError
 
-from kairox.config import ConfigError
-from kairox.config_loader import load_config
-from kairox.plugins import KairoxPluginManager
+from kairox.config.errors import ConfigError
+from kairox.config.loader import load_config
+from kairox.plugin_host.manager import KairoxPluginManager
 from kairox.retrieval import Query, QueryError
 from kairox.retrieval.filters import FilterError, parse_filter
 from kairox.testing import (

@@ -7,7 +7,7 @@ import pytest
 from kairox_bedrock import BedrockError, BedrockReranker, BedrockRerankSettings
 from kairox_bedrock.testing.rerank import rerank_model_arn
 
-from kairox.plugins import build_plugin_manager
+from kairox.plugin_host.manager import build_plugin_manager
 from kairox.retrieval import FusedHit, Provenance, Query
 
 TEXTS = [

@@ -16,8 +16,8 @@ from pathlib import Path
 import kairox_pinecone
 import pytest
 
-from kairox.plugins import get_plugin_manager
-from kairox.registry import BuildContext
+from kairox.plugin_host.manager import get_plugin_manager
+from kairox.plugin_host.registry import BuildContext
 from kairox.retrieval import Query, VectorRecord
 from kairox.testing import CORPUS, run
 

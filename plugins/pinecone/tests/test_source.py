@@ -19,7 +19,7 @@ from kairox_pinecone import (
 from kairox_pinecone.testing import PineconeTestServer
 
 from kairox.retrieval import CompositeWorkspaceRetriever, Query, QueryError, SourceStatus
-from kairox.retry import RetryPolicy
+from kairox.support.retry import RetryPolicy
 from kairox.testing import CORPUS, run
 from kairox.testing.fuzz import check_hits_or_query_error, random_filters
 

@@ -13,7 +13,7 @@ import pytest
 from kairox_pinecone import ID_METADATA_KEY, PineconeAuthError, remote_id
 
 from kairox.retrieval import Query, VectorRecord
-from kairox.retry import RetryPolicy
+from kairox.support.retry import RetryPolicy
 from kairox.testing import kairox_process, run
 
 FAST_WRITES = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05, budget=10.0)

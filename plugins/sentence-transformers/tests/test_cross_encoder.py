@@ -12,7 +12,7 @@ from kairox_sentence_transformers.cross_encoder import (
     resolve_model_path,
 )
 
-from kairox.plugins import build_plugin_manager
+from kairox.plugin_host.manager import build_plugin_manager
 from kairox.retrieval import FusedHit, Provenance, Query
 
 WORDS = [

@@ -22,8 +22,8 @@ from kairox_sentence_transformers import (
 )
 from kairox_sentence_transformers.openvino_backend import OpenVinoMiniLMEmbedder, cpu_capabilities
 
-from kairox.embedding import EmbeddingBackend
-from kairox.plugins import KairoxPluginManager
+from kairox.plugin_host.manager import KairoxPluginManager
+from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.testing import (
     CORPUS,
     EmbeddingConformance,
@@ -255,7 +255,7 @@ def test_import_and_construction_do_not_import_torch():
     result = run_python(
         "import sys, kairox_sentence_transformers as m\n"
         "backend = m.MiniLMEmbedder()\n"
-        "from kairox.plugins import KairoxPluginManager\n"
+        "from kairox.plugin_host.manager import KairoxPluginManager\n"
         "KairoxPluginManager()\n"
         "heavy = sorted({'torch', 'sentence_transformers', 'transformers'} & set(sys.modules))\n"
         "print(heavy)\n"

@@ -22,7 +22,7 @@ from kairox_sentence_transformers.onnx_backend import length_batches
 from kairox_sentence_transformers.onnx_export import FP32_FILE, INT8_FILE, export_folder
 from kairox_sentence_transformers.onnx_static import calibration_texts
 
-from kairox.embedding import EmbeddingBackend
+from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.testing import CORPUS, EmbeddingConformance
 
 TEXTS = [doc.text for doc in CORPUS] + ["", "x", "a cat sits on the mat " * 80]

@@ -23,8 +23,8 @@ from kairox_sentence_transformers.openvino_backend import (
 )
 
 from kairox import LazyImport
-from kairox.embedding import EmbeddingBackend
 from kairox.retrieval import FAN_OUT
+from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.testing import CORPUS, EmbeddingConformance
 
 # Real texts of every kind the plugin ships or tests with: prose, questions, code, logs.

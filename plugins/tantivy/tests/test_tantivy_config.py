@@ -10,9 +10,9 @@ import kairox_tantivy
 import pytest
 from pydantic import ValidationError
 
-from kairox.config import ConfigError
-from kairox.config_loader import load_config
-from kairox.plugins import KairoxPluginManager
+from kairox.config.errors import ConfigError
+from kairox.config.loader import load_config
+from kairox.plugin_host.manager import KairoxPluginManager
 from kairox.retrieval import Query
 from kairox.testing import registered_plugin, run
 
@@ -54,7 +54,7 @@ def test_a_kairox_toml_table_builds_the_source(tmp_path, monkeypatch, corpus_doc
         entry = config.knowledge_bases["papers"]
         assert isinstance(entry.config, kairox_tantivy.TantivyConfig)
         kind = pm.registry.knowledge_base_kinds["tantivy"]
-        from kairox.registry import BuildContext
+        from kairox.plugin_host.registry import BuildContext
 
         ctx = BuildContext(
             workspace_root=workspace,

@@ -13,8 +13,8 @@ import kairox_tantivy
 import pytest
 from kairox_tantivy import TantivyIndex, TantivyIndexError, TantivyLockedError
 
-from kairox.errors import KairoxError
 from kairox.retrieval import Document, IngestableSource, Query
+from kairox.support.errors import KairoxError
 from kairox.testing import CORPUS, run
 from kairox.testing.unprivileged import require_permissions, run_unprivileged
 

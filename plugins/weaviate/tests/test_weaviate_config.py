@@ -7,9 +7,9 @@ import pytest
 from kairox_weaviate import WeaviateConfig, build_filter
 from pydantic import ValidationError
 
-from kairox.config import ConfigError
-from kairox.config_loader import load_config
-from kairox.plugins import KairoxPluginManager
+from kairox.config.errors import ConfigError
+from kairox.config.loader import load_config
+from kairox.plugin_host.manager import KairoxPluginManager
 from kairox.retrieval import QueryError
 from kairox.testing import registered_plugin
 

@@ -164,7 +164,7 @@ def test_without_embedding_backend_sync_is_refused(empty_server, make_source):
 
 
 def test_a_bm25_knowledge_base_syncs_the_workspace_backend(empty_server, make_source):
-    from kairox.config import WorkspaceConfig
+    from kairox.config.schema import WorkspaceConfig
 
     workspace = WorkspaceConfig(embedding_backend="hashing")
     source = make_source(empty_server, collection="Chunks", mode="bm25", workspace=workspace)

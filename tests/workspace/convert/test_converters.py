@@ -41,7 +41,7 @@ def test_a_file_its_converter_cannot_read_is_skipped_with_why(write, name, data,
 
 
 def test_a_missing_library_is_a_skip_with_the_install_hint(write):
-    from kairox.lazy_imports import LazyImport
+    from kairox.support.lazy_imports import LazyImport
 
     missing = LazyImport(
         "kairox_no_such_module", needed_by="the fancy converter", install="pip install fancy"

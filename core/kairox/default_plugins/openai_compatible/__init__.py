@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import Field, StrictStr
 
-from kairox.config import PluginSettings
+from kairox.config.schema import PluginSettings
 from kairox.default_plugins.openai_compatible.errors import ModelHTTPError, parse_retry_after
 from kairox.default_plugins.openai_compatible.model import (
     DEFAULT_BASE_URL,
@@ -25,9 +25,9 @@ from kairox.default_plugins.openai_compatible.model import (
     OpenAICompatibleModel,
 )
 from kairox.default_plugins.openai_compatible.sse import ServerSentEvent, SSEDecoder
-from kairox.models import check_backend_options
-from kairox.registry import ModelBackendContext, ModelBackendSpec, registers
-from kairox.retry import RetryPolicy
+from kairox.plugin_host.registry import ModelBackendContext, ModelBackendSpec, registers
+from kairox.support.models import check_backend_options
+from kairox.support.retry import RetryPolicy
 
 __all__ = [
     "DEFAULT_BASE_URL",

@@ -10,8 +10,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kairox.lazy_imports import LazyImport
-from kairox.models import ModelError
+from kairox.support.lazy_imports import LazyImport
+from kairox.support.models import ModelError
 
 #: httpx, imported on first use: its exceptions are what the backend turns into errors.
 HTTPX = LazyImport("httpx", needed_by="the openai-compatible backend", install="pip install httpx")

@@ -7,7 +7,7 @@ and most gateways speak; :mod:`.reply` reads what comes back.
 Failure handling follows one rule: a request is retried only while retrying cannot
 duplicate text. Throttling (429) and server errors (5xx) answer before any token is
 sent, so they are retried with bounded exponential backoff (honouring ``Retry-After``);
-once tokens have streamed, a failure ends the reply with a :class:`~kairox.models.ModelError`
+once tokens have streamed, a failure ends the reply with a :class:`~kairox.support.models.ModelError`
 saying it was cut off. Every error names what to check: the URL, the API key variable,
 the model name.
 """
@@ -28,8 +28,8 @@ from kairox.default_plugins.openai_compatible.errors import (
     server_message,
 )
 from kairox.default_plugins.openai_compatible.reply import ReplyReader
-from kairox.models import ChatMessage, ModelError
-from kairox.retry import RetryPolicy, async_call_with_retries
+from kairox.support.models import ChatMessage, ModelError
+from kairox.support.retry import RetryPolicy, async_call_with_retries
 
 if TYPE_CHECKING:
     import httpx

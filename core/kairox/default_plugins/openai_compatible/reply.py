@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from kairox.default_plugins.openai_compatible.errors import HTTPX, error_text, reason
 from kairox.default_plugins.openai_compatible.sse import ServerSentEvent, decode_events
-from kairox.models import ModelError
+from kairox.support.models import ModelError
 
 if TYPE_CHECKING:
     import httpx
@@ -31,7 +31,7 @@ class _StreamState:
 
 class ReplyReader:
     """Turns the 2xx streaming responses of the server at ``base_url`` into text pieces,
-    raising :class:`~kairox.models.ModelError` for an error or a cut-off reply.
+    raising :class:`~kairox.support.models.ModelError` for an error or a cut-off reply.
 
     :param timeout_s: the read timeout the client was given, named when a stream stalls.
     """

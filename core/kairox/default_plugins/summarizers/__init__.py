@@ -13,10 +13,10 @@ whatever the input.
 * ``sliding-window`` keeps the newest whole messages that fit behind a marker saying how many
   were dropped. Compaction falls back to it when another summariser keeps failing, so it has
   no failure mode of its own.
-* ``llm`` asks the profile's :class:`~kairox.models.ModelBackend` for a summary with the same
+* ``llm`` asks the profile's :class:`~kairox.support.models.ModelBackend` for a summary with the same
   fixed sections, retries a failing model with bounded backoff, trims an over-long reply at
   a line or sentence boundary, and appends the most recent user message verbatim when the
-  budget allows. When the model keeps failing it raises :class:`~kairox.models.ModelError`
+  budget allows. When the model keeps failing it raises :class:`~kairox.support.models.ModelError`
   and compaction falls back to the sliding window.
 
 This package holds one summariser per module (:mod:`.extractive`, :mod:`.sliding_window`,
@@ -45,7 +45,7 @@ from kairox.default_plugins.summarizers.common import (
 from kairox.default_plugins.summarizers.extractive import ExtractiveSummarizer
 from kairox.default_plugins.summarizers.llm import LlmSummarizer, Sleep, build_llm_prompt
 from kairox.default_plugins.summarizers.sliding_window import SlidingWindowSummarizer
-from kairox.registry import SummarizerContext, SummarizerSpec, registers
+from kairox.plugin_host.registry import SummarizerContext, SummarizerSpec, registers
 
 __all__ = [
     "CARRIED_SUMMARY",

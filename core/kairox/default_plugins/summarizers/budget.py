@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from kairox.context.tokens import count_tokens, get_encoding
 from kairox.default_plugins.summarizers.common import CARRIED_SUMMARY
 from kairox.default_plugins.summarizers.kept_facts import KEPT_SHARE, Ledger, build_ledger
-from kairox.models import ChatMessage
+from kairox.support.models import ChatMessage
 
 # Places where cutting a text leaves whole sentences: after . ! ? (plus closing quotes or
 # brackets) followed by whitespace.

@@ -3,8 +3,8 @@ the option error, how a message is shown and how a long line is clipped."""
 
 from __future__ import annotations
 
-from kairox.errors import KairoxError
-from kairox.models import ChatMessage
+from kairox.support.errors import KairoxError
+from kairox.support.models import ChatMessage
 
 SECTION_GOAL = "Goal"
 SECTION_DECISIONS = "Decisions and constraints"
@@ -13,7 +13,7 @@ SECTION_OPEN_QUESTIONS = "Open questions"
 SECTION_RECENT = "Recent user messages"
 #: The heading the ``llm`` summariser puts the last user message under.
 SECTION_MOST_RECENT = "Most recent user message"
-#: The ``name`` of a message that carries an earlier summary (see kairox.session).
+#: The ``name`` of a message that carries an earlier summary (see kairox.runtime.session).
 CARRIED_SUMMARY = "summary"
 
 

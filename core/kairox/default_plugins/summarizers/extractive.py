@@ -28,7 +28,7 @@ from kairox.default_plugins.summarizers.kept_facts import (
     ledger_report,
     strip_kept_section,
 )
-from kairox.models import ChatMessage
+from kairox.support.models import ChatMessage
 
 #: The order sections are rendered in; fixed, so summaries of different turns line up.
 _EXTRACTIVE_SECTIONS = (

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from kairox.context.summarizer import SummaryReport
 from kairox.context.tokens import count_tokens
 from kairox.default_plugins.summarizers.common import clip
-from kairox.models import ChatMessage
+from kairox.support.models import ChatMessage
 
 __all__ = [
     "KEPT_SHARE",

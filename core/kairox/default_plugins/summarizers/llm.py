@@ -25,8 +25,8 @@ from kairox.default_plugins.summarizers.kept_facts import (
     ledger_report,
     strip_kept_section,
 )
-from kairox.models import ChatMessage, ModelBackend, ModelError
-from kairox.retry import RetryPolicy, async_call_with_retries
+from kairox.support.models import ChatMessage, ModelBackend, ModelError
+from kairox.support.retry import RetryPolicy, async_call_with_retries
 
 _LLM_SECTIONS = (SECTION_GOAL, SECTION_DECISIONS, SECTION_TOOLS, SECTION_OPEN_QUESTIONS)
 
@@ -91,11 +91,11 @@ def _checked_reply(
 class LlmSummarizer(SummaryFromReport):
     """A summary written by the profile's model, in the fixed sections compaction expects.
 
-    :param backend: the :class:`~kairox.models.ModelBackend` to call.
+    :param backend: the :class:`~kairox.support.models.ModelBackend` to call.
     :param model: the model name passed to ``backend.stream``.
     :param retries: how many times a failing call is retried (so ``retries + 1`` calls).
         0 by default: the model backend already retries what a retry can fix
-        (:mod:`kairox.retry`), and a loop on top of it multiplies the calls.
+        (:mod:`kairox.support.retry`), and a loop on top of it multiplies the calls.
     :param retry_delay: seconds before the first retry; doubled for each further one.
     :param max_retry_delay: the cap on one pause, so backoff stays bounded.
     :param sleep: the coroutine that waits (tests may replace it).
@@ -186,7 +186,7 @@ class LlmSummarizer(SummaryFromReport):
 
     async def _ask(self, prompt: list[ChatMessage], max_tokens: int) -> str:
         """The model's whole reply; with ``retries``, retried on :class:`ModelError` by the
-        one retry policy (:mod:`kairox.retry`), pausing :meth:`backoff` between calls."""
+        one retry policy (:mod:`kairox.support.retry`), pausing :meth:`backoff` between calls."""
         attempts = self.retries + 1
 
         async def once() -> str:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from kairox.context.tokens import count_tokens
 from kairox.default_plugins.summarizers.budget import _check_budget, fit_to_budget
 from kairox.default_plugins.summarizers.common import _format_message
-from kairox.models import ChatMessage
+from kairox.support.models import ChatMessage
 
 
 def _window_marker(dropped: int) -> str:

@@ -49,7 +49,7 @@
 
   // -- building blocks -----------------------------------------------------------------
 
-  // The characters kairox.terminal.printable() escapes (but lone surrogates, which the store
+  // The characters kairox.support.terminal.printable() escapes (but lone surrogates, which the store
   // refuses): on a page, C0/C1 controls draw as blank boxes, and a bidi override (U+202E)
   // shows a body in an order other than the one it is stored in.
   const UNSAFE = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;

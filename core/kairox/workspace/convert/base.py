@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from kairox.errors import KairoxError
+from kairox.support.errors import KairoxError
 
 __all__ = ["ConversionError", "Converted", "ConverterSpec", "Region"]
 
@@ -60,7 +60,7 @@ class ConverterSpec:
         one's, so a plugin can replace a built-in converter.
     :param convert: ``convert(data, filename)`` returns :class:`Converted`; raises
         :class:`ConversionError` for a file it cannot read and :class:`ImportError`
-        (with the install hint, see :class:`kairox.lazy_imports.LazyImport`) when its
+        (with the install hint, see :class:`kairox.support.lazy_imports.LazyImport`) when its
         library is missing.
     :param install: how to install what it needs, for ``kairox plugins`` and errors.
     :param installed: whether what it needs can be imported, checked without importing it

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from kairox.lazy_imports import LazyImport
+from kairox.support.lazy_imports import LazyImport
 from kairox.workspace.convert.base import ConversionError, Converted, ConverterSpec
 from kairox.workspace.convert.blocks import Blocks
 from kairox.workspace.convert.text import decode_text

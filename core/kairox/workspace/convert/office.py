@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kairox.lazy_imports import LazyImport
+from kairox.support.lazy_imports import LazyImport
 from kairox.workspace.convert.base import ConversionError, Converted, Region
 from kairox.workspace.convert.blocks import Blocks
 from kairox.workspace.convert.html import DOCUMENTS_EXTRA, documents_converter

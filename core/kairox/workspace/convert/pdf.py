@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import logging
 
-from kairox.lazy_imports import LazyImport
+from kairox.support.lazy_imports import LazyImport
 from kairox.workspace.convert.base import ConversionError, Converted
 from kairox.workspace.convert.blocks import Blocks
 from kairox.workspace.convert.html import DOCUMENTS_EXTRA, documents_converter

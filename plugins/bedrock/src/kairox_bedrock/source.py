@@ -2,7 +2,7 @@
 
 boto3 is imported on first use (:func:`load_boto3`), never when this module is imported.
 Calls run in a worker thread; throttling, 5xx and dropped connections are retried with
-:func:`kairox.retry.call_with_retries` inside the knowledge base's ``timeout_ms``;
+:func:`kairox.support.retry.call_with_retries` inside the knowledge base's ``timeout_ms``;
 botocore's own retries are switched off so the budget is Kairox's alone.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from kairox import Hit, LazyImport, Query, ScoreKind
 from kairox.retrieval.filters import all_of, parse_filter
-from kairox.retry import RetryPolicy, call_with_retries
+from kairox.support.retry import RetryPolicy, call_with_retries
 from kairox_bedrock.config import BedrockConfig
 from kairox_bedrock.errors import BedrockAuthError, BedrockError, BedrockResponseError
 from kairox_bedrock.explain import explain, is_botocore_error, is_retryable, retry_after

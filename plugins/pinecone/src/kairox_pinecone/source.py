@@ -21,7 +21,7 @@ from urllib.parse import quote
 import numpy as np
 
 from kairox.retrieval import Hit, Query, ScoreKind, VectorRecord
-from kairox.retry import RetryPolicy, call_with_retries
+from kairox.support.retry import RetryPolicy, call_with_retries
 from kairox_pinecone.errors import (
     PineconeConfigurationError,
     PineconeSourceError,
@@ -37,7 +37,7 @@ from kairox_pinecone.errors import (
 from kairox_pinecone.filters import NO_MATCH, SUPPORT, compile_filter, merge_filters
 
 if TYPE_CHECKING:
-    from kairox.embedding import EmbeddingBackend
+    from kairox.retrieval.embedding import EmbeddingBackend
 
 __all__ = [
     "DELETE_BATCH",

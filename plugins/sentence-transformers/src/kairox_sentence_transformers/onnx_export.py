@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from kairox.errors import KairoxError
-from kairox.paths import kairox_home, private_file, private_folder, private_tree
+from kairox.support.errors import KairoxError
+from kairox.support.paths import kairox_home, private_file, private_folder, private_tree
 from kairox_sentence_transformers.model import MAX_SEQ_LENGTH
 from kairox_sentence_transformers.onnx_qdq import QDQ_VERSION, make_qdq, prepare
 from kairox_sentence_transformers.onnx_static import CALIBRATION_VERSION, make_static
@@ -87,7 +87,7 @@ def is_exported(model_path: Path, precision: str) -> bool:
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
     # Two processes asking for the first export at once: one exports, the other waits.
-    # Under $KAIROX_HOME: owner-only, like all of Kairox's state (kairox.paths).
+    # Under $KAIROX_HOME: owner-only, like all of Kairox's state (kairox.support.paths).
     private_folder(folder.parent)
     with open(private_file(folder.parent / f"{folder.name}.lock"), "a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)

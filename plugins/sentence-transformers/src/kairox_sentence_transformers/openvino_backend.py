@@ -24,8 +24,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kairox import LazyImport
-from kairox.errors import KairoxError
-from kairox.paths import private_tree
+from kairox.support.errors import KairoxError
+from kairox.support.paths import private_tree
 from kairox_sentence_transformers.model import MODEL_NAME
 from kairox_sentence_transformers.onnx_backend import OnnxMiniLMEmbedder, check_batch_size
 from kairox_sentence_transformers.onnx_qdq import QDQ_VERSION

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Unpack
 
 from kairox import Document
-from kairox.paths import in_kairox_home, private_folder, private_tree
+from kairox.support.paths import in_kairox_home, private_folder, private_tree
 from kairox_tantivy.compact import worth_compacting
 from kairox_tantivy.documents import check_id, filter_term, metadata_from_json, metadata_terms
 from kairox_tantivy.documents import row as document_row
@@ -121,7 +121,7 @@ class TantivyIndex:
         self._queries = QueryBuilder(tantivy, self._schema, self.path)
         self._write_lock = threading.Lock()
         self._loaded: tuple[tuple[int, ...] | None, float] = (None, 0.0)
-        # Inside $KAIROX_HOME the index is Kairox's state: owner-only (kairox.paths).
+        # Inside $KAIROX_HOME the index is Kairox's state: owner-only (kairox.support.paths).
         self._private = in_kairox_home(self.path)
         meta = self.path / "meta.json"
         recover(self.path)  # an upgrade killed half-way: finish or undo its folder swap

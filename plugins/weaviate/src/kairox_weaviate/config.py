@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from kairox import KnowledgeBaseConfig
-from kairox.secrets import ENV_NAME_RE, EnvVarName
+from kairox.support.secrets import ENV_NAME_RE, EnvVarName
 
 __all__ = [
     "COLLECTION_NAME",
@@ -38,7 +38,7 @@ FilterValue = FilterScalar | list[FilterScalar]
 COLLECTION_NAME = re.compile(r"[A-Za-z][_0-9A-Za-z]*")
 #: Weaviate's property-name rule.
 PROPERTY_NAME = re.compile(r"[_A-Za-z][_0-9A-Za-z]{0,230}")
-#: The old home of :data:`kairox.secrets.ENV_NAME_RE`.
+#: The old home of :data:`kairox.support.secrets.ENV_NAME_RE`.
 ENV_NAME = ENV_NAME_RE
 
 

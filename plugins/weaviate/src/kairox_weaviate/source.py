@@ -23,7 +23,7 @@ import numpy as np
 
 from kairox import KairoxError
 from kairox.retrieval import Hit, Query, ScoreKind, VectorRecord
-from kairox.retry import RetryPolicy, call_with_retries
+from kairox.support.retry import RetryPolicy, call_with_retries
 from kairox_weaviate.config import PROPERTY_NAME, WeaviateConfig
 from kairox_weaviate.errors import (
     WeaviateAuthError,
@@ -38,7 +38,7 @@ from kairox_weaviate.errors import (
 from kairox_weaviate.filters import _MATCH_NOTHING, SUPPORT, build_filter, compile_filter
 
 if TYPE_CHECKING:
-    from kairox.embedding import EmbeddingBackend
+    from kairox.retrieval.embedding import EmbeddingBackend
 
 __all__ = ["WeaviateSource"]
 
