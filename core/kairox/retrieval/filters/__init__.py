@@ -19,10 +19,20 @@ dates compare as dates. :func:`parse_filter` turns the JSON form, or the text fo
 
 # Each module lists what it exports (its __all__) and the package re-exports all of it,
 # as asyncio does, so a name is listed once, beside its definition.
-from kairox.retrieval.filters import canonical, compiling, evaluate, model, parse, support, text
+from kairox.retrieval.filters import (
+    canonical,
+    compiling,
+    evaluate,
+    mapping,
+    model,
+    parse,
+    support,
+    text,
+)
 from kairox.retrieval.filters.canonical import *  # noqa: F403
 from kairox.retrieval.filters.compiling import *  # noqa: F403
 from kairox.retrieval.filters.evaluate import *  # noqa: F403
+from kairox.retrieval.filters.mapping import *  # noqa: F403
 from kairox.retrieval.filters.model import *  # noqa: F403
 from kairox.retrieval.filters.model import And, FilterExpr
 from kairox.retrieval.filters.parse import *  # noqa: F403
@@ -33,6 +43,7 @@ __all__ = [
     *canonical.__all__,
     *compiling.__all__,
     *evaluate.__all__,
+    *mapping.__all__,
     *model.__all__,
     *parse.__all__,
     *support.__all__,

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kairox.retrieval.filters.mapping import as_date
 from kairox.retrieval.filters.model import RANGE_COMPARE, And, Condition, FilterExpr, Not, Or
-from kairox.retrieval.filters.parse import as_date
 
 __all__ = ["matches"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kairox.retrieval.filters.mapping import as_date
 from kairox.retrieval.filters.model import And, Condition, FilterExpr, Not, Or
-from kairox.retrieval.filters.parse import as_date
 
 __all__ = ["compile_sql", "register_functions"]
 

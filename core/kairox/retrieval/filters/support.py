@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kairox.retrieval.documents import QueryError
+from kairox.retrieval.filters.mapping import as_date
 from kairox.retrieval.filters.model import (
     OPERATORS,
     RANGES,
@@ -21,7 +22,6 @@ from kairox.retrieval.filters.model import (
     Not,
     Or,
 )
-from kairox.retrieval.filters.parse import as_date
 
 __all__ = ["ALL_OPERATORS", "FilterSupport", "FilterUnsupportedError", "conditions"]
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from kairox.retrieval.filters.canonical import to_canonical
+from kairox.retrieval.filters.mapping import MAX_DEPTH, parse_mapping
 from kairox.retrieval.filters.model import And, Condition, FilterError, FilterExpr, Not, Or, Scalar
-from kairox.retrieval.filters.parse import MAX_DEPTH, parse_filter
 
 __all__ = ["parse_text"]
 
@@ -91,9 +92,7 @@ def parse_text(text: str) -> FilterExpr | None:
     if parser.pos < len(tokens):
         raise parser.error("'and', 'or' or the end of the filter")
     # The JSON parser's checks (values, limits) apply to the text form too.
-    from kairox.retrieval.filters.canonical import to_canonical
-
-    return parse_filter(to_canonical(expr))
+    return parse_mapping(to_canonical(expr))
 
 
 class _TextParser:
