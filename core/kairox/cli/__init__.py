@@ -55,6 +55,7 @@ def build_cli(
         # Sources, the workspace index and the database are closed when the command ends.
         ctx.call_on_close(ctx.obj.close)
 
+    cli.build = build_cli  # type: ignore[attr-defined]  # a KairoxGroup (cls= above)
     install_log_scrubbing()
     cli.add_command(plugins_cmd.plugins)
     cli.add_command(plugins_cmd.install)

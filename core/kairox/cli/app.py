@@ -93,7 +93,13 @@ class AppContext:
 class KairoxGroup(click.Group):
     """Turns known errors into a clear message: configuration errors exit 2, others 1;
     a full disk no store has named a folder for is one line naming ``$KAIROX_HOME``, not a
-    traceback."""
+    traceback.
+
+    :attr:`build` is the function that built the group (:func:`kairox.cli.build_cli`): the
+    daemon builds its own CLI with it, so no command module imports the root back.
+    """
+
+    build: Callable[..., click.Group] | None = None
 
     def invoke(self, ctx: click.Context) -> Any:
         from kairox.config.errors import ConfigError

@@ -43,7 +43,9 @@ def run(app: AppContext, no_warm_up: bool) -> None:
     from kairox.cli.daemon_server import Daemon, prepare_run_dir, serve
 
     prepare_run_dir()  # refuse early, before loading anything
-    warm = Daemon(pm=app.plugin_manager())
+    # The root group builds the daemon's CLI: this module is one of the root's commands.
+    root = click.get_current_context().find_root().command
+    warm = Daemon(pm=app.plugin_manager(), build_cli=root.build)  # type: ignore[attr-defined]
     if not no_warm_up:
         config = str(app.config_path) if app.config_path is not None else None
         warm.warm_up(Path.cwd(), config)

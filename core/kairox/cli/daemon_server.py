@@ -25,13 +25,14 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kairox.cli import app as cli_app
 from kairox.cli.app import AppContext
-from kairox.daemon import protocol
+from kairox.daemon import client, protocol
 from kairox.support.errors import KairoxError
 from kairox.support.paths import private_folder
 
@@ -80,14 +81,12 @@ class _Capture(io.TextIOWrapper):
 @contextlib.contextmanager
 def _client_consoles(out: _Capture, err: _Capture, request: dict[str, Any]) -> Iterator[None]:
     """Make the CLI's two consoles what the client's process would have built."""
-    from kairox.cli import app
-
     environ = dict(request.get("display_env") or {})
     size = request.get("terminal_size") or [0, 0]
-    saved = [(target, dict(target.__dict__)) for target in (app.console, app.console_err)]
+    saved = [(target, dict(target.__dict__)) for target in (cli_app.console, cli_app.console_err)]
     try:
-        for target, file in ((app.console, out), (app.console_err, err)):
-            fresh = app._console(stderr=target.stderr, file=file, environ=environ)
+        for target, file in ((cli_app.console, out), (cli_app.console_err, err)):
+            fresh = cli_app._console(stderr=target.stderr, file=file, environ=environ)
             if not fresh.is_dumb_terminal:
                 # Rich sizes a console from the process's own terminal; this one is the
                 # client's (its COLUMNS and LINES already count, as they would there).
@@ -127,6 +126,8 @@ class Daemon:
     """The warm state and the request handling of one daemon process."""
 
     pm: Any
+    #: :func:`kairox.cli.build_cli` (the root group's ``build``), to serve the same commands
+    build_cli: Callable[..., Any]
     started: float = field(default_factory=time.time)
     served: int = 0
     env: dict[str, str] = field(default_factory=protocol.state_env)
@@ -163,12 +164,11 @@ class Daemon:
 
     def cli(self) -> Any:
         if self._cli is None:
-            from kairox.cli import build_cli
 
             def app(config_path: Path | None) -> AppContext:
                 return _WarmApp(config_path=config_path, pm=self.pm, warm=self._current)
 
-            self._cli = build_cli(self.pm, app=app)
+            self._cli = self.build_cli(self.pm, app=app)
         return self._cli
 
     def status(self) -> dict[str, Any]:
@@ -279,8 +279,6 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
 def prepare_run_dir() -> Path:
     """``$KAIROX_HOME/run`` made (mode 0700) and checked; the socket path in it, free."""
-    from kairox.daemon import client
-
     folder = Path(protocol.run_dir())
     private_folder(folder.parent)  # $KAIROX_HOME, owner-only like all of Kairox's state
     # Made 0700 if missing, never widened or tightened here: a run/ folder others can
