@@ -54,7 +54,7 @@ from kairox.testing.filters import (
     FilterConformance,
     expected_ids,
 )
-from kairox.testing.plugin import PluginConformance
+from kairox.testing.plugin import PluginConformance, check_listed_by_kairox_plugins
 from kairox.testing.processes import kairox_process, python_process
 
 __all__ = [
@@ -91,32 +91,6 @@ _BUG_ERRORS = (AttributeError, IndexError, KeyError, NameError, TypeError, Unbou
 def run(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run one coroutine to completion on a fresh event loop."""
     return asyncio.run(coroutine)
-
-
-def check_listed_by_kairox_plugins(name: str, package: str, hook: str) -> dict[str, Any]:
-    """Run ``kairox plugins --json`` as a user would and assert the plugin is listed ``ok``.
-
-    The plugin must be installed (``pip install -e .``); returns its JSON entry.
-    """
-    import json
-    import os
-    import subprocess
-    import sys
-
-    result = subprocess.run(
-        [sys.executable, "-m", "kairox", "plugins", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={k: v for k, v in os.environ.items() if k != "KAIROX_LOAD_PLUGINS"},
-    )
-    listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
-    assert name in listed, f"{name!r} not listed; is {package} installed? {result.stdout}"
-    entry = listed[name]
-    assert entry["status"] == "ok", entry
-    assert entry["package"] == package
-    assert hook in entry["hooks"]
-    return entry
 
 
 def _to_define(name: str, returning: str) -> Any:

@@ -12,8 +12,12 @@ A plugin's tests subclass :class:`PluginConformance` and name the plugin::
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from types import ModuleType
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from kairox.testing.build import check_kind_registration
 from kairox.testing.processes import python_process
@@ -60,6 +64,25 @@ class PluginConformance:
         assert result.stdout.strip() == "[]", result.stdout
 
     def test_kairox_plugins_lists_the_plugin_as_ok(self) -> None:
-        from kairox.testing import check_listed_by_kairox_plugins
-
         check_listed_by_kairox_plugins(self.kind, self.distribution, self.hook)
+
+
+def check_listed_by_kairox_plugins(name: str, package: str, hook: str) -> dict[str, Any]:
+    """Run ``kairox plugins --json`` as a user would and assert the plugin is listed ``ok``.
+
+    The plugin must be installed (``pip install -e .``); returns its JSON entry.
+    """
+    result = subprocess.run(
+        [sys.executable, "-m", "kairox", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={k: v for k, v in os.environ.items() if k != "KAIROX_LOAD_PLUGINS"},
+    )
+    listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
+    assert name in listed, f"{name!r} not listed; is {package} installed? {result.stdout}"
+    entry = listed[name]
+    assert entry["status"] == "ok", entry
+    assert entry["package"] == package
+    assert hook in entry["hooks"]
+    return entry
