@@ -9,29 +9,24 @@ raises one :class:`~kairox.config.errors.ConfigError` listing every problem.
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
-
+from kairox.config.checks import TableChecks, sanitize_id, table_name
 from kairox.config.errors import ConfigError, ConfigProblem, _rename_or, _suggest
-from kairox.config.files import ConfigFileReader, Table, same_file
+from kairox.config.files import Table, same_file
 from kairox.config.loaded import KairoxConfig, KnowledgeBaseEntry
-from kairox.config.problems import model_keys, translate_error
+from kairox.config.problems import model_keys
 from kairox.config.schema import (
     _COMMON_KB_KEYS,
-    _ENV_NAME_RE,
     _FIELD_FIXES,
     _ID_RE,
     _PROFILE_KEYS,
-    _URL_CREDENTIALS_RE,
     DEFAULT_PROFILE,
     KNOWN_EMBEDDING_PACKAGES,
     KNOWN_KIND_PACKAGES,
-    SECRET_KEY_SUFFIXES,
     KnowledgeBaseConfig,
     MemoryConfig,
     ProfileConfig,
@@ -49,116 +44,9 @@ __all__ = ["load_config"]
 
 
 @dataclass
-class _Loader(ConfigFileReader):
+class _Loader(TableChecks):
     registry: Registry
     problems: list[ConfigProblem] = field(default_factory=list)
-
-    def add(
-        self, file: Path | None, table: str | None, key: str | None, problem: str, fix: str
-    ) -> None:
-        self.problems.append(ConfigProblem(file, table, key, problem, fix))
-
-    # -- tables --------------------------------------------------------
-
-    def check_id(self, section: str, ident: str, origin: Path) -> None:
-        if not _ID_RE.fullmatch(ident):
-            what = "profile name" if section == "profiles" else "knowledge-base id"
-            self.add(
-                origin,
-                _table_name(section, ident),
-                None,
-                f"invalid {what} {ident!r}: it must be non-empty and use only letters, "
-                "digits, '_', '.' and '-'",
-                f"rename the table, e.g. [{section}.{_sanitize_id(ident)}]",
-            )
-
-    def check_is_table(self, section: str, ident: str | None, t: Table) -> bool:
-        if isinstance(t.raw, dict):
-            return True
-        if ident is None:
-            self.add(t.origin, None, section, f"{section!r} must be a table", f"use [{section}]")
-        else:
-            self.add(
-                t.origin,
-                section,
-                ident,
-                f"{ident!r} must be a table, not a {type(t.raw).__name__}",
-                f"write it as a table: [{_table_name(section, ident)}]",
-            )
-        return False
-
-    def check_secrets(self, raw: dict[str, Any], origin: Path, table: str) -> set[str]:
-        """Report inline secrets and bad ``*_env`` names; return the flagged keys."""
-        flagged: set[str] = set()
-        for key, value, dotted in _walk_keys(raw):
-            lower = key.lower()
-            if lower.endswith("_env"):
-                if not isinstance(value, str) or not _ENV_NAME_RE.fullmatch(value):
-                    flagged.add(dotted)
-                    example = key[: -len("_env")].upper() or "NAME"
-                    self.add(
-                        origin,
-                        table,
-                        dotted,
-                        "must be the name of an environment variable (letters, digits "
-                        "and '_', not starting with a digit), not its value",
-                        f'name the variable that holds the value, e.g. {key} = "{example}"',
-                    )
-            elif lower.endswith(SECRET_KEY_SUFFIXES) and not isinstance(value, (dict, bool)):
-                flagged.add(dotted)
-                self.add(
-                    origin,
-                    table,
-                    dotted,
-                    "secrets are not stored in config files",
-                    "set the secret in an environment variable and reference it: "
-                    f'{key}_env = "NAME"',
-                )
-            elif isinstance(value, str) and _URL_CREDENTIALS_RE.match(value.strip()):
-                flagged.add(dotted)
-                self.add(
-                    origin,
-                    table,
-                    dotted,
-                    "the URL holds credentials (user:password@ before the host); secrets "
-                    "are not stored in config files",
-                    "remove them from the URL and give the secret through an environment "
-                    'variable named by the table\'s *_env key, e.g. api_key_env = "NAME"',
-                )
-        return flagged
-
-    def validate(
-        self,
-        model: type[BaseModel],
-        data: dict[str, Any],
-        origin: Path,
-        table: str,
-        *,
-        skip: set[str] | frozenset[str] = frozenset(),
-        plugin: str | None = None,
-        kind: str | None = None,
-    ) -> BaseModel | None:
-        """Validate ``data`` with ``model``; report errors and return ``None`` on failure."""
-        try:
-            return model.model_validate(data)
-        except ValidationError as exc:
-            for err in exc.errors(include_url=False):
-                problem = translate_error(err, model, origin, table, plugin=plugin, kind=kind)
-                if problem is not None and problem.key not in skip:
-                    self.problems.append(problem)
-            return None
-        except Exception as exc:
-            who = f"plugin {plugin!r}" if plugin else "its plugin"
-            self.add(
-                origin,
-                table,
-                None,
-                f"the config schema of kind {kind!r} from {who} failed with "
-                f"{type(exc).__name__}: {exc} (a bug in the plugin, not in your file)",
-                f"report it to the authors of {who}; until it is fixed, remove this table "
-                "or stop loading the plugin with KAIROX_LOAD_PLUGINS",
-            )
-            return None
 
     # -- sections ---------------------------------------------------------
 
@@ -168,7 +56,7 @@ class _Loader(ConfigFileReader):
             self.check_id("profiles", ident, t.origin)
             if not self.check_is_table("profiles", ident, t):
                 continue
-            table = _table_name("profiles", ident)
+            table = table_name("profiles", ident)
             skip = self.check_secrets(t.raw, t.origin, table)
             common = {k: v for k, v in t.raw.items() if k in _PROFILE_KEYS}
             rest = {k: v for k, v in t.raw.items() if k not in _PROFILE_KEYS}
@@ -184,7 +72,7 @@ class _Loader(ConfigFileReader):
                             f"aliases[{i}]",
                             f"invalid alias {alias!r}: it must be non-empty and use only "
                             "letters, digits, '_', '.' and '-'",
-                            f'use e.g. "{_sanitize_id(alias)}"',
+                            f'use e.g. "{sanitize_id(alias)}"',
                         )
                 out[ident] = profile
         return out
@@ -275,7 +163,7 @@ class _Loader(ConfigFileReader):
         for name, profile in profiles.items():
             t = tables.get(name)
             origin = t.origin if t else None
-            table = _table_name("profiles", name)
+            table = table_name("profiles", name)
             for alias in dict.fromkeys(profile.aliases):
                 if alias == name:
                     continue
@@ -313,7 +201,7 @@ class _Loader(ConfigFileReader):
             if not self.check_is_table("knowledge_bases", ident, t):
                 continue
             raw: dict[str, Any] = t.raw
-            table = _table_name("knowledge_bases", ident)
+            table = table_name("knowledge_bases", ident)
             skip = set(self.check_secrets(raw, t.origin, table))
 
             kind = raw.get("kind")
@@ -538,27 +426,6 @@ def load_config(
         workspace_file=workspace_file,
         root=workspace_file.parent if workspace_file is not None else here,
     )
-
-
-def _table_name(section: str, ident: str) -> str:
-    if _ID_RE.fullmatch(ident):
-        return f"{section}.{ident}"
-    escaped = ident.replace("\\", "\\\\").replace('"', '\\"')
-    return f'{section}."{escaped}"'
-
-
-def _sanitize_id(ident: str) -> str:
-    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", ident).strip("-")
-    return cleaned or "name"
-
-
-def _walk_keys(raw: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any, str]]:
-    """Yield ``(key, value, dotted_key)`` for every key, descending into sub-tables."""
-    for key, value in raw.items():
-        dotted = f"{prefix}{key}"
-        yield key, value, dotted
-        if isinstance(value, dict):
-            yield from _walk_keys(value, f"{dotted}.")
 
 
 def _profile_refs(tables: dict[str, Table]) -> list[str]:

@@ -1,8 +1,9 @@
-"""Kairox configuration (TOML): the schemas, the loaded configuration, and where files are.
+"""Kairox configuration (TOML): the schemas, and where the files are.
 
 The schemas here are all a plugin needs (``KnowledgeBaseConfig``, ``PluginSettings``...);
 reading and validating files is :mod:`kairox.config.loader` (``load_config``), with
-:mod:`kairox.config.files` and :mod:`kairox.config.problems`.
+:mod:`kairox.config.files`, :mod:`kairox.config.checks` and :mod:`kairox.config.problems`;
+what it returns is :mod:`kairox.config.loaded`, what it raises :mod:`kairox.config.errors`.
 
 Two files are read, in this order:
 
