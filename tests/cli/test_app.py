@@ -6,7 +6,9 @@ import json
 
 from click.testing import CliRunner
 
+from kairox.cli import build_cli
 from kairox.cli.app import print_json, skipped_summary
+from kairox.cli.daemon_server import Daemon
 
 
 def test_print_json_is_strict_ascii_json():
@@ -26,3 +28,10 @@ def _refuse_constant(name: str) -> None:
 def test_skipped_summary_counts_each_reason():
     assert skipped_summary({}) == ""
     assert skipped_summary({"too large": 1, "binary": 2}) == ", 3 skipped (2 binary, 1 too large)"
+
+
+def test_the_root_group_carries_the_builder_the_daemon_builds_its_cli_with():
+    root = build_cli()
+    assert root.build is build_cli
+    daemon = Daemon(pm=None, build_cli=root.build)
+    assert {"search", "context", "daemon"} <= set(daemon.cli().commands)
