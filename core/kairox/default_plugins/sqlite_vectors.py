@@ -20,7 +20,6 @@ import contextlib
 import hashlib
 import itertools
 import json
-import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,11 +28,11 @@ from pathlib import Path
 import apsw
 import numpy as np
 
+from kairox.default_plugins.sqlite_vector_index import Approximate, PackIndex
 from kairox.default_plugins.sqlite_vector_store import (
     STORE_SCHEMA,
     current_store,
     in_pack,
-    pack_keys,
     reclaim_space,
     record_store,
     search_arrays,
@@ -42,7 +41,7 @@ from kairox.default_plugins.sqlite_vector_store import (
     write_store,
 )
 from kairox.retrieval import Document
-from kairox.retrieval.ann import NUMKONG, AnnIndex, rescored_top_k
+from kairox.retrieval.ann import rescored_top_k
 from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.retrieval.vectors import EMBED_BATCH, SentenceVectors, embed_unit, top_k
 from kairox.store.sqlite import immediate_transaction
@@ -64,25 +63,6 @@ _SCHEMA = (
 )
 
 _NO_VECTORS = np.empty((0, 0), dtype=np.float32)
-
-
-# Knowledge bases told once per process that numkong would speed their searches up.
-_HINTED: set[str] = set()
-
-
-@dataclass(frozen=True)
-class _Approximate:
-    """A pack's approximate index (one row per pack row), and each passage's row."""
-
-    index: AnnIndex
-    chunk_rows: np.ndarray
-
-
-def _modified(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
 
 
 def _hash(text: str) -> str:
@@ -152,9 +132,10 @@ class DocumentVectors:
         self.vector_format = vector_format
         self.ann_threshold = ann_threshold
         self._pack_folder, self._pack_key = pack_location(path, embedder)
+        self._index = PackIndex(self._pack_folder, self._pack_key, embedder.dim, ann_threshold)
         self._kind = (embedder.name, embedder.dim)
         self._cache: tuple[
-            tuple[int, int], np.ndarray, np.ndarray, SentenceVectors | None, _Approximate | None
+            tuple[int, int], np.ndarray, np.ndarray, SentenceVectors | None, Approximate | None
         ]
         self._cache = None  # type: ignore[assignment]
         self._store_cache: tuple[str, VectorPack | None] | None = None
@@ -318,7 +299,7 @@ class DocumentVectors:
             reclaim_space(self._db)
             # On failure no codes are saved, so searches stay exact.
             with contextlib.suppress(OSError, ValueError):
-                self._write_index(token)
+                self._index.write(token)
 
     def _pack_index(self) -> VectorPack:
         """The pack's index arrays (no vectors), from ``kb_pack_rows``: passages and
@@ -349,59 +330,6 @@ class DocumentVectors:
         """A two-integer-column query as an ``(n, 2)`` int64 array, streamed."""
         flat = itertools.chain.from_iterable(self._db.execute(sql))
         return np.fromiter(flat, dtype=np.int64).reshape(-1, 2)
-
-    def _index_paths(self, token: str) -> tuple[Path, Path]:
-        # Named as the pack's files are, so they go when the pack does (remove_packs).
-        stem = self._pack_folder / f"{self._pack_key}-{token}"
-        return Path(f"{stem}.ann-codes.npy"), Path(f"{stem}.ann-keys.npy")
-
-    def _wants_index(self, passages: int) -> bool:
-        """Whether a collection of ``passages`` is searched through the approximate index
-        (from ``ann_threshold`` on, with numkong installed; without it, a hint, once)."""
-        if self.ann_threshold is None or passages < self.ann_threshold:
-            return False
-        if NUMKONG.available():
-            return True
-        if self._pack_key not in _HINTED:
-            _HINTED.add(self._pack_key)
-            print(
-                f"hint: this knowledge base has {passages:,} passages (from "
-                f"{self.ann_threshold:,} on, searches by meaning go through an approximate "
-                f"index); `pip install 'kairox[ann]'` to use it (searching exactly meanwhile)",
-                file=sys.stderr,
-            )
-        return False
-
-    def _previous_index(self, token: str) -> AnnIndex | None:
-        """The newest other pack's index, whose codes a new one reuses (best effort)."""
-        others = [
-            path
-            for path in self._pack_folder.glob(f"{self._pack_key}-*.ann-keys.npy")
-            if not path.name.startswith(f"{self._pack_key}-{token}.")
-        ]
-        for keys_path in sorted(others, key=_modified, reverse=True):
-            codes_path = keys_path.with_name(keys_path.name.replace(".ann-keys.", ".ann-codes."))
-            index = AnnIndex.open(codes_path, keys_path, self.embedder.dim)
-            if index is not None:
-                return index
-        return None
-
-    def _write_index(self, token: str) -> None:
-        """The approximate index of the pack ``token``'s vectors (one row per pack row,
-        keyed by its text hash), from the previous pack's codes and the new vectors,
-        saved beside the pack."""
-        pack = read_pack(
-            self._pack_folder, self._pack_key, token, self.embedder.dim, with_hashes=True
-        )
-        if pack is None or not self._wants_index(len(pack.ids)):
-            return
-        index, _ = AnnIndex.build(
-            pack_keys(pack),
-            pack.rows,
-            self.embedder.dim,
-            previous=self._previous_index(token),
-        )
-        index.save(*self._index_paths(token))
 
     # -- searching ----------------------------------------------------------------
 
@@ -464,23 +392,14 @@ class DocumentVectors:
                 return stored.token, pack
         return None, self._from_rows(self._pack_store())
 
-    def _stored_index(self, token: str, pack: VectorPack) -> _Approximate | None:
-        """The pack's approximate index, when it has one that matches it (else exact)."""
-        if not self._wants_index(len(pack.ids)):
-            return None
-        index = AnnIndex.open(*self._index_paths(token), self.embedder.dim)
-        if index is None or len(index) != len(pack.vectors):
-            return None
-        return _Approximate(index, pack.chunk_rows)
-
     def _arrays(
         self,
-    ) -> tuple[np.ndarray, np.ndarray, SentenceVectors | None, _Approximate | None]:
+    ) -> tuple[np.ndarray, np.ndarray, SentenceVectors | None, Approximate | None]:
         key = (self._db.execute("PRAGMA data_version").fetchone()[0], self._db.total_changes())
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1:]
         token, pack = self._search_pack()
-        approximate = None if token is None else self._stored_index(token, pack)
+        approximate = None if token is None else self._index.stored(token, pack)
         ids, matrix, sentences = search_arrays(pack, self.sentence_weight)
         self._cache = (key, ids, matrix, sentences, approximate)
         return ids, matrix, sentences, approximate
