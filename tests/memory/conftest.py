@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 from kairox.memory import MarkerExtractor, MemoryMarker, RejectedMarker, extract_memory_markers
 
 #: A well-formed session marker, for placing in and around code.
@@ -41,3 +43,9 @@ def only_rejection(text: str) -> RejectedMarker:
     assert len(rejected) == 1
     assert "<memory" not in visible.lower()
     return rejected[0]
+
+
+@pytest.fixture
+def database(tmp_path):
+    """The one SQLite file an approval flow's store and events share."""
+    return tmp_path / "kairox.db"

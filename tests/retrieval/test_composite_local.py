@@ -14,7 +14,7 @@ from kairox.retrieval import FAN_OUT, CompositeWorkspaceRetriever, Hit, Query, S
 from kairox.retrieval.filters import parse_filter
 from kairox.support.blocking import loop_running
 from kairox.testing import run
-from tests.retrieval.test_composite import (
+from tests.retrieval.composite_doubles import (
     BrokenEmbedder,
     CountingEmbedder,
     StaticSource,
