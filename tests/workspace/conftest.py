@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,22 @@ def project(tmp_path: Path) -> Path:
         path.write_text(text)
     (root / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64))
     return root
+
+
+@pytest.fixture
+def two_file_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[int], Path]:
+    """Index two files a batch; gives a maker of a folder of ``n`` one-line notes
+    (``f0.txt``...), each one chunk."""
+    monkeypatch.setattr("kairox.workspace.rag_index.FILES_PER_BATCH", 2)
+
+    def notes(n: int) -> Path:
+        root = tmp_path / "batched"
+        root.mkdir()
+        for i in range(n):
+            (root / f"f{i}.txt").write_text(f"Note {i} on harbour storms and provisions.\n")
+        return root
+
+    return notes
 
 
 @pytest.fixture

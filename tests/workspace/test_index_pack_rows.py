@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kairox.workspace.index_pack_rows import DistinctHashes
+from kairox.workspace import index_pack_rows
+from kairox.workspace.index_pack_rows import DistinctHashes, add_in_blocks
 from kairox.workspace.index_schema import open_database
 from kairox.workspace.rag_index import WorkspaceRagIndex
 
@@ -68,3 +69,12 @@ def test_a_missing_vector_makes_it_incomplete(indexed, embedder):
         )
     with DistinctHashes(db, workspace, embedder) as distinct:
         assert not distinct.complete()
+
+
+def test_add_in_blocks_hands_every_vector_once_in_order(monkeypatch):
+    monkeypatch.setattr(index_pack_rows, "BLOCK_ROWS", 2)
+    vectors = np.arange(15, dtype=np.float32).reshape(5, 3)
+    blocks: list[np.ndarray] = []
+    add_in_blocks((row.tobytes() for row in vectors), 3, lambda b: blocks.append(b.copy()))
+    assert [len(b) for b in blocks] == [2, 2, 1]
+    assert np.array_equal(np.concatenate(blocks), vectors)

@@ -85,13 +85,9 @@ def test_deleted_file_leaves_the_index(index, project, database):
 
 
 def test_files_are_written_a_batch_at_a_time_while_the_walk_goes_on(
-    database, tmp_path, embedder, monkeypatch
+    database, embedder, two_file_batches
 ):
-    monkeypatch.setattr("kairox.workspace.rag_index.FILES_PER_BATCH", 2)
-    root = tmp_path / "stream"
-    root.mkdir()
-    for n in range(7):
-        (root / f"f{n}.txt").write_text(f"Note {n} on harbour storms and the quartermaster.\n")
+    root = two_file_batches(7)
     seen: list[tuple[int, int, int]] = []  # (files walked, of how many, files committed)
 
     def progress(relpath: str, done: int, total: int) -> None:
@@ -112,12 +108,8 @@ def test_files_are_written_a_batch_at_a_time_while_the_walk_goes_on(
     assert len(indexed_paths(database, str(root))) == 7
 
 
-def test_deleted_files_leave_a_page_at_a_time(database, tmp_path, embedder, monkeypatch):
-    monkeypatch.setattr("kairox.workspace.rag_index.FILES_PER_BATCH", 2)
-    root = tmp_path / "shrinking"
-    root.mkdir()
-    for n in range(6):
-        (root / f"f{n}.txt").write_text(f"Note {n} about provisions.\n")
+def test_deleted_files_leave_a_page_at_a_time(database, embedder, two_file_batches):
+    root = two_file_batches(6)
     index = WorkspaceRagIndex(database, root, embedder)
     try:
         index.index()

@@ -36,13 +36,9 @@ def test_progress_counts_what_it_embeds_and_plans_it_first(database, project, em
 
 
 def test_files_are_planned_first_then_each_batch_before_it_is_embedded(
-    database, tmp_path, embedder, monkeypatch
+    database, embedder, two_file_batches
 ):
-    monkeypatch.setattr("kairox.workspace.rag_index.FILES_PER_BATCH", 2)
-    root = tmp_path / "batches"
-    root.mkdir()
-    for n in range(6):
-        (root / f"f{n}.txt").write_text(f"Short note number {n} on the harbour.")
+    root = two_file_batches(6)
     seen: list[tuple[int, int, int, int]] = []
     progress = EmbedProgress(
         listener=lambda p: seen.append(

@@ -15,7 +15,8 @@ from pydantic import BaseModel, ValidationError
 from kairox.config.errors import ConfigProblem
 from kairox.config.files import ConfigFileReader, Table
 from kairox.config.problems import translate_error
-from kairox.config.schema import _ENV_NAME_RE, _ID_RE, _URL_CREDENTIALS_RE, SECRET_KEY_SUFFIXES
+from kairox.config.schema import _ID_RE, _URL_CREDENTIALS_RE, SECRET_KEY_SUFFIXES
+from kairox.support.secrets import ENV_NAME_RE
 
 __all__ = ["TableChecks", "sanitize_id", "table_name"]
 
@@ -66,7 +67,7 @@ class TableChecks(ConfigFileReader):
         for key, value, dotted in _walk_keys(raw):
             lower = key.lower()
             if lower.endswith("_env"):
-                if not isinstance(value, str) or not _ENV_NAME_RE.fullmatch(value):
+                if not isinstance(value, str) or not ENV_NAME_RE.fullmatch(value):
                     flagged.add(dotted)
                     example = key[: -len("_env")].upper() or "NAME"
                     self.add(

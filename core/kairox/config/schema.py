@@ -113,7 +113,6 @@ SECRET_KEY_SUFFIXES: tuple[str, ...] = (
 )
 
 _ID_RE = re.compile(r"[A-Za-z0-9_.-]+")
-_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: ``scheme://user:password@host``: credentials before the host of a URL.
 _URL_CREDENTIALS_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s]*@")
 

@@ -240,15 +240,6 @@ class SqliteFtsIndex:
                 )
             ]
 
-    def unfinished(self) -> bool:
-        """Whether :meth:`finish` has work left from an earlier run (vectors waiting to be
-        packed: a run cut short, or a knowledge base of the layout before the pack was
-        the store, which ``kairox kb ingest`` then upgrades in place)."""
-        if self.embedder is None or (self._index is None and not self.path.exists()):
-            return False
-        self._open()
-        return self._vectors is not None and self._vectors.unfinished()
-
     def documents(self, ids: Sequence[str]) -> list[Document]:
         """The stored documents with these ids, in that order (missing ids left out)."""
         found: dict[str, Document] = {}

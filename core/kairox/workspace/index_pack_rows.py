@@ -12,16 +12,32 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
 from kairox.retrieval.embedding import EmbeddingBackend
 
-__all__ = ["DistinctHashes"]
+__all__ = ["DistinctHashes", "add_in_blocks"]
 
 # Rows copied from the database at a time (1.5 MB of 384-wide vectors).
 BLOCK_ROWS = 1024
+
+
+def add_in_blocks(blobs: Iterable[bytes], dim: int, add: Callable[[np.ndarray], None]) -> None:
+    """Hand the float32 vectors stored as ``blobs`` to ``add`` in blocks of up to
+    ``BLOCK_ROWS`` rows; ``add`` must copy what it keeps (the block's buffer is reused)."""
+    block = np.empty((BLOCK_ROWS, dim), dtype=np.float32)
+    filled = 0
+    for blob in blobs:
+        block[filled] = np.frombuffer(blob, dtype=np.float32)
+        filled += 1
+        if filled == BLOCK_ROWS:
+            add(block)
+            filled = 0
+    if filled:
+        add(block[:filled])
+
 
 # The text hashes of a workspace's chunks (in id order) and of their sentences.
 _HASHES = (
@@ -79,16 +95,7 @@ class DistinctHashes:
             "ON e.text_hash = p.text_hash AND e.embedder = ? AND e.dim = ? ORDER BY p.rowid",
             self._kind,
         )
-        block = np.empty((BLOCK_ROWS, self._dim), dtype=np.float32)
-        filled = 0
-        for (vector,) in cursor:
-            block[filled] = np.frombuffer(vector, dtype=np.float32)
-            filled += 1
-            if filled == BLOCK_ROWS:
-                add(block)
-                filled = 0
-        if filled:
-            add(block[:filled])
+        add_in_blocks((vector for (vector,) in cursor), self._dim, add)
 
     def positions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(chunk ids ascending, their rows, each sentence's chunk id, its row)."""

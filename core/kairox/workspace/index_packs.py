@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 
 from kairox.retrieval.vectors import SentenceVectors
-from kairox.workspace.index_pack_rows import BLOCK_ROWS, DistinctHashes
+from kairox.workspace.index_pack_rows import DistinctHashes, add_in_blocks
 from kairox.workspace.vector_pack import (
     PackWriter,
     VectorPack,
@@ -233,17 +233,13 @@ class VectorPacksMixin:
                 "AND text_hash IN (SELECT value FROM json_each(?))",
                 (*kind, json.dumps(sorted(needed))),
             )
-        block = np.empty((BLOCK_ROWS, self.embedder.dim), dtype=np.float32)
         row_of: dict[str, int] = {}
-        filled = 0
-        for text_hash, vector in cursor:
-            if text_hash in needed and text_hash not in row_of:
-                block[filled] = np.frombuffer(vector, dtype=np.float32)
-                row_of[text_hash] = len(row_of)
-                filled += 1
-                if filled == BLOCK_ROWS:
-                    add(block)
-                    filled = 0
-        if filled:
-            add(block[:filled])
+
+        def distinct() -> Iterator[bytes]:
+            for text_hash, vector in cursor:
+                if text_hash in needed and text_hash not in row_of:
+                    row_of[text_hash] = len(row_of)
+                    yield vector
+
+        add_in_blocks(distinct(), self.embedder.dim, add)
         return row_of
