@@ -22,6 +22,8 @@ def workspace_with_kb(workspace):
     )
     (workspace / "kairox.toml").write_text(
         "[workspace]\nvectors = true\n"  # these tests read the vectors' counts and hits
+        # Deadlines no loaded machine misses: these tests read every source's status "ok".
+        "timeout_ms = 60000\n"
         "[profiles.default]\n"
         "[profiles.research]\n"
         'aliases = ["r"]\n'
@@ -29,6 +31,7 @@ def workspace_with_kb(workspace):
         'kind = "sqlite-fts"\n'
         'path = "state/papers.db"\n'
         'profile_aliases = ["r"]\n'
+        "timeout_ms = 60000\n"
         "[knowledge_bases.broken]\n"
         'kind = "sqlite-fts"\n'
         'path = "missing.db"\n'

@@ -21,6 +21,8 @@ DOCS = {
 def indexed_workspace(workspace: Path) -> Path:
     for name, text in DOCS.items():
         (workspace / name).write_text(text)
+    # Vectors on: the hits carry the provenance of both workspace sources.
+    (workspace / "kairox.toml").write_text("[workspace]\nvectors = true\n")
     kairox.open(workspace).index()
     return workspace
 

@@ -128,6 +128,8 @@ FILL_HOME_UNDER_UMASK_022 = textwrap.dedent(
 
 def _fill_home(workspace, home):
     (workspace / "notes.md").write_text("Rockets burn oxygen. Gardens need water.\n")
+    # Vectors on, so that the vector pack's files are made and checked too.
+    (workspace / "kairox.toml").write_text("[workspace]\nvectors = true\n")
     env = {**os.environ, "KAIROX_HOME": str(home), "KAIROX_NO_DAEMON": "1"}
     done = subprocess.run(
         [sys.executable, "-c", FILL_HOME_UNDER_UMASK_022, str(workspace), str(home)],
