@@ -1,5 +1,5 @@
 """What the model reads of ``kairox mcp``: the server's instructions, each tool's
-description, the tools' annotations and the parameter types several tools share.
+description, the tools' annotations and each tool parameter's type and description.
 
 Kept apart from :mod:`kairox.mcp.server`, which registers the tools with these texts and
 runs the transports (and re-exports every name here it uses).
