@@ -44,6 +44,7 @@ from kairox.store.messages import (
     session_summaries,
 )
 from kairox.support.blocking import blocking_twin
+from kairox.support.closing import ClosedOnExit
 from kairox.support.errors import KairoxError
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ def open(
     return Kairox(facade, profile=profile)
 
 
-class Kairox:
+class Kairox(ClosedOnExit):
     """One workspace: index it, search it, assemble prompts, propose memories.
 
     :param facade: the application facade it works through.
@@ -129,12 +130,6 @@ class Kairox:
 
     def __repr__(self) -> str:
         return f"Kairox({str(self.facade.workspace_root)!r}, profile={self.profile!r})"
-
-    def __enter__(self) -> Kairox:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def close(self) -> None:
         """Close the sources and the database the handle opened (the next call reopens them)."""

@@ -65,7 +65,7 @@ def bench() -> None:
     help="Settings of a kind:NAME system: NAME='{\"key\": value}' (JSON; repeatable).",
 )
 @click.option("--split", default="test", show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write JSON here.")
+@out_option()
 @click.option(
     "--run-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -83,7 +83,7 @@ def bench() -> None:
     help="Also time sqlite-fts and tantivy with a metadata filter of ~10%% selectivity "
     "(a synthetic `bucket` field; kairox.bench.filtered).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
+@json_option()
 @click.pass_obj
 def retrieval(
     app: AppContext,
@@ -227,7 +227,7 @@ def _filtered(app: AppContext, data: Any, names: list[str]) -> list[dict[str, An
     show_default=True,
 )
 @click.option("--resamples", default=10_000, show_default=True, type=click.IntRange(100))
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option("Print JSON.")
 def compare(
     first: Path,
     second: Path | None,

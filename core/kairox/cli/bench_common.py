@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from kairox.cli import options
 from kairox.cli.app import console, progress_bars
 
 __all__ = [
@@ -38,7 +39,7 @@ def out_option(help: str = "Write JSON here.") -> Callable[[Any], Any]:
 
 def json_option(help: str = "Print the JSON report.") -> Callable[[Any], Any]:
     """``--json``: print the JSON report instead of the table."""
-    return click.option("--json", "as_json", is_flag=True, help=help)
+    return options.json_option(help)
 
 
 def folder_option(flag: str, help: str, *decls: str, **extra: Any) -> Any:

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from kairox.cli.app import AppContext, console, console_err, print_json, progress_bars
-from kairox.cli.bench_common import profile_option
+from kairox.cli.bench_common import json_option, out_option, profile_option
 from kairox.support.terminal import printable
 
 
@@ -59,8 +59,8 @@ def _data_options(command: click.Command) -> click.Command:
     help="Also score them on these judgments of --queries (held out from tuning).",
 )
 @click.option("--write", is_flag=True, help="Set the recommended weights in kairox.toml.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write JSON here.")
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
+@out_option()
+@json_option()
 @click.pass_obj
 def tune(
     app: AppContext,

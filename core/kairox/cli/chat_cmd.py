@@ -15,6 +15,7 @@ from rich.text import Text
 
 from kairox.cli.app import AppContext, console, console_err
 from kairox.cli.context_cmd import print_accounting
+from kairox.cli.options import profile_option
 from kairox.support.terminal import printable
 
 if TYPE_CHECKING:
@@ -174,7 +175,7 @@ def chat_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
     for option in reversed(
         [
-            click.option("-p", "--profile", default=None, help="Profile name or alias."),
+            profile_option(),
             click.option("--backend", default=None, help="Model backend (default: the profile's)."),
             click.option(
                 "--script",

@@ -16,6 +16,7 @@ from kairox.cli.app import (
     print_json,
     warn_plugin_failures,
 )
+from kairox.cli.options import json_option
 
 
 @click.group()
@@ -103,7 +104,7 @@ def _add_filter_support(app: AppContext, sources: list[dict[str, Any]]) -> None:
 
 
 @config.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@json_option("Print JSON instead of a table.")
 @click.pass_obj
 def check(app: AppContext, as_json: bool) -> None:
     """Validate the configuration and print every profile x source.

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kairox.cli.app import AppContext, console, fold_long_values, print_json
+from kairox.cli.options import json_option, profile_option
 from kairox.support.terminal import printable
 
 
@@ -79,9 +80,9 @@ def print_accounting(assembly: Any) -> None:
 
 @click.command()
 @click.argument("prompt")
-@click.option("-p", "--profile", default=None, help="Profile name or alias.")
+@profile_option()
 @click.option("--session", "session_id", default=None, help="Include this session's history.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (messages, budget, sources).")
+@json_option("Print JSON (messages, budget, sources).")
 @click.pass_obj
 def context(
     app: AppContext, prompt: str, profile: str | None, session_id: str | None, as_json: bool

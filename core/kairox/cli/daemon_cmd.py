@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from kairox.cli.app import AppContext, console, print_json
+from kairox.cli.options import json_option
 from kairox.daemon import client, protocol
 
 
@@ -60,7 +61,7 @@ def run(app: AppContext, no_warm_up: bool) -> None:
 
 
 @daemon.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 def status(as_json: bool) -> None:
     """Say whether a daemon runs for this KAIROX_HOME, and what it serves (exit 1 if none)."""
     reply = client.call({"op": "status"}, timeout=10)

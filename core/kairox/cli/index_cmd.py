@@ -8,6 +8,7 @@ import click
 
 from kairox.cli.app import AppContext, console, console_err, print_json, skipped_summary
 from kairox.cli.embed_progress_view import embed_progress
+from kairox.cli.options import json_option
 from kairox.cli.workspace_root import say_root
 
 
@@ -16,7 +17,7 @@ from kairox.cli.workspace_root import say_root
     "path", required=False, type=click.Path(exists=True, file_okay=False, path_type=Path)
 )
 @click.option("--no-wait", is_flag=True, help="Fail at once if another index run is busy.")
-@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@json_option("Print the counts as JSON.")
 @click.pass_obj
 def index(app: AppContext, path: Path | None, no_wait: bool, as_json: bool) -> None:
     """Index the workspace at PATH (default: the current workspace) for search.

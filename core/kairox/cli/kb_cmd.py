@@ -8,6 +8,7 @@ import click
 
 from kairox.cli.app import AppContext, console, console_err, print_json, skipped_summary
 from kairox.cli.embed_progress_view import embed_progress
+from kairox.cli.options import json_option
 from kairox.support.embed_progress import EmbedProgress
 
 
@@ -25,7 +26,7 @@ def kb() -> None:
     is_flag=True,
     help="Store every document whole (data already passage-sized, such as a BEIR corpus).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@json_option("Print the counts as JSON.")
 @click.pass_obj
 def ingest(
     app: AppContext,
@@ -77,7 +78,7 @@ def ingest(
 @kb.command()
 @click.argument("kb_id")
 @click.option("--full", is_flag=True, help="Push every chunk again, not only what changed.")
-@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@json_option("Print the counts as JSON.")
 @click.pass_obj
 def sync(app: AppContext, kb_id: str, full: bool, as_json: bool) -> None:
     """Push the workspace index (chunks, vectors, metadata) into knowledge base KB_ID.

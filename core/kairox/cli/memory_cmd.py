@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kairox.cli.app import AppContext, console, fold_long_values, print_json
+from kairox.cli.options import json_option
 from kairox.memory.approvals import MemoryInputError
 from kairox.memory.store import MemoryRecord
 from kairox.support.terminal import printable
@@ -69,7 +70,7 @@ def memory() -> None:
 @memory.command("list")
 @click.option("--scope", type=SCOPES, help="Only this scope.")
 @click.option("--pending", is_flag=True, help="Proposals waiting for your decision.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @click.pass_obj
 def list_(app: AppContext, scope: str | None, pending: bool, as_json: bool) -> None:
     """List the memories this workspace sees (user + workspace), or pending proposals."""
@@ -82,7 +83,7 @@ def list_(app: AppContext, scope: str | None, pending: bool, as_json: bool) -> N
 
 @memory.command()
 @click.argument("memory_id", type=int)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @click.pass_obj
 def show(app: AppContext, memory_id: int, as_json: bool) -> None:
     """Show one memory or proposal with its provenance."""
@@ -160,7 +161,7 @@ def edit(app: AppContext, key: str, body: str | None, scope: str | None) -> None
 @click.option(
     "--scope", type=click.Choice(["user", "workspace"]), help="Default: workspace, then user."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @click.pass_obj
 def history(app: AppContext, key: str, scope: str | None, as_json: bool) -> None:
     """The values KEY has had: earlier ones with when they were valid, the current one last."""

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kairox.cli.app import AppContext, console, console_err, fold_long_values, print_json
+from kairox.cli.options import json_option
 from kairox.support.terminal import printable
 
 # First-party plugins live in this repository; from a source checkout `kairox install`
@@ -28,7 +29,7 @@ FIRST_PARTY_PLUGINS = {
 
 @click.command()
 @click.option("--all", "show_all", is_flag=True, help="Include the built-in plugins.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@json_option("Print JSON instead of a table.")
 @click.pass_obj
 def plugins(app: AppContext, show_all: bool, as_json: bool) -> None:
     """List installed plugins: name, version, hooks and status."""

@@ -15,6 +15,7 @@ from rich.text import Text
 from kairox.cli.app import AppContext, console, fold_long_values, print_json
 from kairox.cli.history_search import search_history
 from kairox.cli.hit_format import code_excerpt, location, numbered_lines, vimgrep_line
+from kairox.cli.options import json_option, profile_option
 from kairox.cli.workspace_root import indexed_nearby, not_indexed_note, root_json, say_root
 from kairox.retrieval import FusedHit, RetrievalResult, SourceReport
 from kairox.retrieval.fusion import DEFAULT_FUSION, FUSION_METHODS
@@ -246,7 +247,7 @@ def refuse_for_history(given: set[str], output: str) -> None:
 
 @click.command()
 @click.argument("query")
-@click.option("-p", "--profile", default=None, help="Profile name or alias (default: default).")
+@profile_option("Profile name or alias (default: default).")
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 1000))
 @click.option(
     "--fusion",
@@ -279,7 +280,7 @@ def refuse_for_history(given: set[str], output: str) -> None:
     help="Rewrite the query with this transform instead of the profile's `query_transform` "
     "(none: the query as typed). Built in: multi-query, hyde.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (same as --format json).")
+@json_option("Print JSON (same as --format json).")
 @click.option(
     "--filter",
     "filter_text",

@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kairox.cli.app import CONFIG_ERROR_EXIT, AppContext, console, console_err, print_json
+from kairox.cli.options import json_option
 from kairox.store.messages import (
     NoSuchSession,
     TranscriptError,
@@ -52,7 +53,7 @@ def session() -> None:
     is_flag=True,
     help="Propose the <memory> markers of assistant messages (kept as text otherwise).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @click.pass_context
 def import_(
     ctx: click.Context,
@@ -138,7 +139,7 @@ def _import_json(session_id: str, result: AppendResult) -> dict[str, Any]:
 
 
 @session.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @click.pass_obj
 def list_(app: AppContext, as_json: bool) -> None:
     """This workspace's sessions, the most recently active first."""
@@ -170,7 +171,7 @@ def _messages(app: AppContext, session_id: str) -> list[RecordedMessage]:
 
 @session.command()
 @click.argument("session_id")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @click.pass_obj
 def show(app: AppContext, session_id: str, as_json: bool) -> None:
     """The transcript of session SESSION_ID, oldest first."""

@@ -1,5 +1,5 @@
 """What the model reads of ``kairox mcp``: the server's instructions, each tool's
-description, the tools' annotations and the parameter types several tools share.
+description, the tools' annotations and each tool parameter's type and description.
 
 Kept apart from :mod:`kairox.mcp.server`, which registers the tools with these texts and
 runs the transports (and re-exports every name here it uses).
@@ -12,7 +12,14 @@ from typing import Annotated, Any, Final, Literal
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from kairox.mcp.tools import MAX_K, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
+from kairox.mcp.tools import (
+    MAX_K,
+    MAX_MESSAGE_CHARS,
+    MAX_MESSAGES,
+    MAX_PROMPT_CHARS,
+    MAX_QUERY_CHARS,
+)
+from kairox.memory.markers import KEY_MAX_LENGTH
 
 __all__ = [
     "APPEND_DOC",
@@ -28,11 +35,26 @@ __all__ = [
     "RECORD_REPLY_DOC",
     "REMEMBER_DOC",
     "SEARCH_DOC",
+    "ByFile",
+    "ContextSession",
+    "Filter",
+    "ForgetKey",
+    "ForgetScope",
     "HitCount",
+    "ListedScope",
+    "MemoryBody",
+    "MemoryKey",
+    "MemoryQuery",
     "MessageCount",
     "MessageIn",
+    "Messages",
+    "ModelName",
     "Profile",
+    "Prompt",
     "RecallQuery",
+    "RememberScope",
+    "RepliedPrompt",
+    "Reply",
     "SearchQuery",
     "Session",
 ]
@@ -188,16 +210,110 @@ HitCount = _how_many("hits", 8)
 MessageCount = _how_many("earlier messages", 10)
 
 
-def _query(description: str) -> Any:
-    """The required ``query`` text of a tool, at most ``MAX_QUERY_CHARS`` characters."""
-    return Annotated[str, Field(description=description, max_length=MAX_QUERY_CHARS)]
+def _described(kind: Any, description: str) -> Any:
+    """A parameter of type ``kind`` that says ``description`` to the model."""
+    return Annotated[kind, Field(description=description)]
 
 
-SearchQuery = _query(
+def _text(description: str, max_length: int | None, *, optional: bool = False) -> Any:
+    """A text parameter (``str``, or ``str | None`` when ``optional``) of at most
+    ``max_length`` characters (``None``: bounded elsewhere)."""
+    kind = str | None if optional else str
+    return Annotated[kind, Field(description=description, max_length=max_length)]
+
+
+SearchQuery = _text(
     "What to look for, as the words the answer would contain "
-    f"(1 to {MAX_QUERY_CHARS} characters). Required."
+    f"(1 to {MAX_QUERY_CHARS} characters). Required.",
+    MAX_QUERY_CHARS,
 )
-RecallQuery = _query(
+RecallQuery = _text(
     "What was said that you look for, as words the message would "
-    f"contain, at most {MAX_QUERY_CHARS} characters. Required."
+    f"contain, at most {MAX_QUERY_CHARS} characters. Required.",
+    MAX_QUERY_CHARS,
+)
+Filter = _described(dict[str, Any] | str | None, FILTER_DOC)
+ByFile = _described(
+    bool,
+    "true: one hit per workspace file (its best chunk, with the file's line range); "
+    "false: one hit per matching chunk. Default: false.",
+)
+
+# -- context, append_messages, record_reply ------------------------------------------------
+
+Prompt = _text(
+    f"The question or task to assemble the prompt for (1 to {MAX_PROMPT_CHARS} characters). "
+    "Required.",
+    MAX_PROMPT_CHARS,
+)
+ContextSession = _text(
+    "A Kairox session id whose history and session memories to include (letters, digits and "
+    "- _ . :, at most 128 characters). Default: this server's own session.",
+    128,
+    optional=True,
+)
+Messages = Annotated[
+    list[MessageIn],
+    Field(
+        description=f"The messages to append, oldest first, 1 to {MAX_MESSAGES} of them, "
+        "each with role, content and optional name and time. Required.",
+        min_length=1,
+        max_length=MAX_MESSAGES,
+    ),
+]
+Reply = _text(
+    f"Your model's whole reply, verbatim, at most {MAX_MESSAGE_CHARS} characters. Required.",
+    MAX_MESSAGE_CHARS,
+)
+RepliedPrompt = _text(
+    "The user message your reply answers, recorded once before it. "
+    "Default: the last `context` prompt of this session.",
+    MAX_PROMPT_CHARS,
+    optional=True,
+)
+ModelName = _text(
+    "The name of the model that wrote the reply, at most 128 characters. Default: none.",
+    128,
+    optional=True,
+)
+
+# -- remember, memories, forget ------------------------------------------------------------
+
+RememberScope = _described(
+    Literal["session", "user", "workspace"],
+    'Where the memory applies: "session" (this conversation only), "user" (the user, in '
+    'every workspace) or "workspace" (this project only). Required.',
+)
+# Bounded by [memory] max_body_chars in KairoxTools.remember, with its own message.
+MemoryBody = _text(
+    "The fact to keep, in one or two sentences (at most [memory] max_body_chars characters, "
+    "8,000 by default). Required.",
+    None,
+)
+MemoryKey = _text(
+    "A short dotted name such as 'commit.style' (a-z, 0-9, . _ -; at most "
+    f"{KEY_MAX_LENGTH} characters); the same key replaces the earlier memory. "
+    'Required for "user" and "workspace"; optional for "session". Default: none.',
+    KEY_MAX_LENGTH,
+    optional=True,
+)
+ListedScope = _described(
+    Literal["user", "workspace", "session"] | None,
+    'List one scope only: "user", "workspace" or "session" (this server\'s session). '
+    "Default: the user's and this workspace's memories.",
+)
+MemoryQuery = _text(
+    "Keep only memories whose key or body contains this text, ignoring case (at most 256 "
+    "characters). Default: every memory.",
+    256,
+    optional=True,
+)
+ForgetKey = _text(
+    "The key of the memory to forget, as `memories` lists it (at most 256 characters). Required.",
+    256,
+)
+ForgetScope = _described(
+    Literal["user", "workspace"] | None,
+    'Where the key is: "user" or "workspace". Default: this workspace\'s memories first, '
+    "then the user's.",
 )

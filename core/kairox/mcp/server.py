@@ -12,17 +12,16 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable
 from functools import wraps
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
 from kairox import __version__
 from kairox.mcp.parameters import (
     APPEND_DOC,
     CONTEXT_DOC,
-    FILTER_DOC,
     FORGET_DOC,
     INSTRUCTIONS,
     MEMORIES_DOC,
@@ -33,21 +32,31 @@ from kairox.mcp.parameters import (
     RECORDS,
     REMEMBER_DOC,
     SEARCH_DOC,
+    ByFile,
+    ContextSession,
+    Filter,
+    ForgetKey,
+    ForgetScope,
     HitCount,
+    ListedScope,
+    MemoryBody,
+    MemoryKey,
+    MemoryQuery,
     MessageCount,
-    MessageIn,
+    Messages,
+    ModelName,
     Profile,
+    Prompt,
     RecallQuery,
+    RememberScope,
+    RepliedPrompt,
+    Reply,
     SearchQuery,
     Session,
 )
 from kairox.mcp.tools import (
-    MAX_MESSAGE_CHARS,
-    MAX_MESSAGES,
-    MAX_PROMPT_CHARS,
     KairoxTools,
 )
-from kairox.memory.markers import KEY_MAX_LENGTH
 from kairox.support.errors import KairoxError
 from kairox.support.listening import same_secret
 
@@ -148,67 +157,27 @@ def build_server(facade: AppFacade, *, session_id: str | None = None) -> MCPServ
         query: SearchQuery,
         k: HitCount = 8,
         profile: Profile = None,
-        filter: Annotated[
-            dict[str, Any] | str | None,
-            Field(description=FILTER_DOC),
-        ] = None,
-        by_file: Annotated[
-            bool,
-            Field(
-                description="true: one hit per workspace file (its best chunk, with the file's line range); "
-                "false: one hit per matching chunk. Default: false."
-            ),
-        ] = False,
+        filter: Filter = None,
+        by_file: ByFile = False,
     ) -> dict[str, Any]:
         return tools.search(query, k, profile, filter, by_file)
 
     @server.tool(title="Assemble context", description=CONTEXT_DOC, annotations=READ_ONLY)
     @_tool_errors
     async def context(
-        prompt: Annotated[
-            str,
-            Field(
-                description="The question or task to assemble the prompt for "
-                f"(1 to {MAX_PROMPT_CHARS} characters). Required.",
-                max_length=MAX_PROMPT_CHARS,
-            ),
-        ],
-        profile: Profile = None,
-        session: Annotated[
-            str | None,
-            Field(
-                description="A Kairox session id whose history and session memories to "
-                "include (letters, digits and - _ . :, at most 128 characters). Default: "
-                "this server's own session.",
-                max_length=128,
-            ),
-        ] = None,
+        prompt: Prompt, profile: Profile = None, session: ContextSession = None
     ) -> dict[str, Any]:
         return await tools.context(prompt, profile, session)
 
     @server.tool(title="Recall earlier messages", description=RECALL_DOC, annotations=READ_ONLY)
     @_tool_errors
-    def recall(
-        query: RecallQuery,
-        k: MessageCount = 10,
-        session: Session = None,
-    ) -> dict[str, Any]:
+    def recall(query: RecallQuery, k: MessageCount = 10, session: Session = None) -> dict[str, Any]:
         return tools.recall(query, k, session)
 
     @server.tool(title="Append to a session", description=APPEND_DOC, annotations=RECORDS)
     @_tool_errors
     async def append_messages(
-        messages: Annotated[
-            list[MessageIn],
-            Field(
-                description=f"The messages to append, oldest first, 1 to {MAX_MESSAGES} of them, "
-                "each with role, content and optional name and time. Required.",
-                min_length=1,
-                max_length=MAX_MESSAGES,
-            ),
-        ],
-        session: Session = None,
-        profile: Profile = None,
+        messages: Messages, session: Session = None, profile: Profile = None
     ) -> dict[str, Any]:
         return await tools.append_messages(
             [m.model_dump(exclude_none=True) for m in messages], session, profile
@@ -217,106 +186,27 @@ def build_server(facade: AppFacade, *, session_id: str | None = None) -> MCPServ
     @server.tool(title="Record your reply", description=RECORD_REPLY_DOC, annotations=RECORDS)
     @_tool_errors
     async def record_reply(
-        reply: Annotated[
-            str,
-            Field(
-                description=f"Your model's whole reply, verbatim, at most {MAX_MESSAGE_CHARS} "
-                "characters. Required.",
-                max_length=MAX_MESSAGE_CHARS,
-            ),
-        ],
-        prompt: Annotated[
-            str | None,
-            Field(
-                description="The user message your reply answers, recorded once before it. "
-                "Default: the last `context` prompt of this session.",
-                max_length=MAX_PROMPT_CHARS,
-            ),
-        ] = None,
+        reply: Reply,
+        prompt: RepliedPrompt = None,
         session: Session = None,
         profile: Profile = None,
-        model: Annotated[
-            str | None,
-            Field(
-                description="The name of the model that wrote the reply, at most 128 "
-                "characters. Default: none.",
-                max_length=128,
-            ),
-        ] = None,
+        model: ModelName = None,
     ) -> dict[str, Any]:
         return await tools.record_reply(reply, prompt, session, profile, model)
 
     @server.tool(title="Propose a memory", description=REMEMBER_DOC, annotations=PROPOSES)
     @_tool_errors
-    def remember(
-        scope: Annotated[
-            Literal["session", "user", "workspace"],
-            Field(
-                description='Where the memory applies: "session" (this conversation only), '
-                '"user" (the user, in every workspace) or "workspace" (this project only). '
-                "Required."
-            ),
-        ],
-        body: Annotated[
-            str,
-            # Bounded by [memory] max_body_chars in KairoxTools.remember, with its own message.
-            Field(
-                description="The fact to keep, in one or two sentences (at most [memory] "
-                "max_body_chars characters, 8,000 by default). Required."
-            ),
-        ],
-        key: Annotated[
-            str | None,
-            Field(
-                description="A short dotted name such as 'commit.style' (a-z, 0-9, . _ -; at "
-                f"most {KEY_MAX_LENGTH} characters); the same key replaces the earlier memory. "
-                'Required for "user" and "workspace"; optional for "session". Default: none.',
-                max_length=KEY_MAX_LENGTH,
-            ),
-        ] = None,
-    ) -> dict[str, Any]:
+    def remember(scope: RememberScope, body: MemoryBody, key: MemoryKey = None) -> dict[str, Any]:
         return tools.remember(scope, body, key)
 
     @server.tool(title="List approved memories", description=MEMORIES_DOC, annotations=READ_ONLY)
     @_tool_errors
-    def memories(
-        scope: Annotated[
-            Literal["user", "workspace", "session"] | None,
-            Field(
-                description='List one scope only: "user", "workspace" or "session" (this '
-                "server's session). Default: the user's and this workspace's memories."
-            ),
-        ] = None,
-        query: Annotated[
-            str | None,
-            Field(
-                description="Keep only memories whose key or body contains this text, "
-                "ignoring case (at most 256 characters). Default: every memory.",
-                max_length=256,
-            ),
-        ] = None,
-    ) -> dict[str, Any]:
+    def memories(scope: ListedScope = None, query: MemoryQuery = None) -> dict[str, Any]:
         return tools.memories(scope, query)
 
     @server.tool(title="Ask to forget a memory", description=FORGET_DOC, annotations=PROPOSES)
     @_tool_errors
-    def forget(
-        key: Annotated[
-            str,
-            Field(
-                description="The key of the memory to forget, as `memories` lists it (at "
-                "most 256 characters). Required.",
-                max_length=256,
-            ),
-        ],
-        scope: Annotated[
-            Literal["user", "workspace"] | None,
-            Field(
-                description='Where the key is: "user" or "workspace". Default: this '
-                "workspace's memories first, then the user's."
-            ),
-        ] = None,
-    ) -> dict[str, Any]:
+    def forget(key: ForgetKey, scope: ForgetScope = None) -> dict[str, Any]:
         return tools.forget(key, scope)
 
     for scope, description in (

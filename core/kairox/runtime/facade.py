@@ -29,6 +29,7 @@ from kairox.runtime.facade_knowledge_bases import KnowledgeBaseVerbs
 from kairox.runtime.facade_recall import RecallVerbs
 from kairox.runtime.search_options import SearchOptions, checked_options
 from kairox.support import paths
+from kairox.support.closing import ClosedOnExit
 from kairox.workspace.file_ranking import by_file
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ class IndexOptions(TypedDict, total=False):
     embedding: EmbedProgress | None  # counts the chunks and sentences embedded
 
 
-class AppFacade(RecallVerbs, KnowledgeBaseVerbs):
+class AppFacade(RecallVerbs, KnowledgeBaseVerbs, ClosedOnExit):
     """Kairox's verbs over one workspace.
 
     :param cwd: where to look for ``kairox.toml`` (and the workspace root).
@@ -93,12 +94,6 @@ class AppFacade(RecallVerbs, KnowledgeBaseVerbs):
         self.state_dir = state_dir or paths.kairox_home()
         self._sources: SourceFactory | None = None
         self._lock = threading.RLock()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     async def __aenter__(self) -> Self:
         return self

@@ -12,6 +12,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 
+from kairox.support.closing import ClosedOnExit
+
 # Enough cache that a run's inserts stay fast (SQLite's default is 2 MB).
 _CACHE_KIB = 16_384
 # Ids per membership query (one bound parameter each).
@@ -24,7 +26,7 @@ def _key(doc_id: str) -> bytes:
     return doc_id.encode("utf-8", "surrogatepass")
 
 
-class IngestLedger:
+class IngestLedger(ClosedOnExit):
     """Input ids with their copy counts, and the ids an ingest run produced."""
 
     def __init__(self) -> None:
@@ -35,12 +37,6 @@ class IngestLedger:
         self._db.execute("PRAGMA synchronous = OFF")
         self._db.execute("CREATE TABLE inputs (id BLOB PRIMARY KEY, copies INTEGER NOT NULL)")
         self._db.execute("CREATE TABLE produced (id BLOB PRIMARY KEY)")
-
-    def __enter__(self) -> IngestLedger:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def close(self) -> None:
         self._db.close()

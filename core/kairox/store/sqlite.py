@@ -28,8 +28,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
-from typing import Any, ClassVar, Final, Protocol, Self
+from typing import Any, ClassVar, Final, Protocol
 
+from kairox.support.closing import ClosedOnExit
 from kairox.support.paths import SQLITE_COMPANIONS, private_file, private_folder, state_errors
 
 __all__ = [
@@ -197,19 +198,6 @@ def ensure_component_schema(
                 " ON CONFLICT(component) DO UPDATE SET version = excluded.version",
                 (component, version),
             )
-
-
-class ClosedOnExit:
-    """``with`` support for anything with a ``close()``: leaving the block closes it."""
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 class Database(ClosedOnExit):

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
 
 from kairox import KnowledgeBaseConfig, QueryError
+from kairox.config.fields import matching
 from kairox.retrieval.filters import FilterError, parse_filter
 from kairox_bedrock.filters import translate_filters, upgrade_old_filter
 
@@ -20,6 +21,11 @@ _KB_ARN = re.compile(
     r"arn:aws(-[^:]+)?:bedrock:(?P<region>[a-z0-9-]{1,20}):[0-9]{12}:knowledge-base/[0-9a-zA-Z]{10}"
 )
 _REGION = re.compile(r"[a-z]{2}(-[a-z0-9]+)+-[0-9]+")
+AwsRegion = matching(
+    _REGION,
+    '{value!r} is not an AWS region name: use e.g. region = "us-east-1" '
+    "(the region the knowledge base was created in)",
+)
 
 
 class BedrockConfig(KnowledgeBaseConfig):
@@ -32,7 +38,7 @@ class BedrockConfig(KnowledgeBaseConfig):
     knowledge_base_id: StrictStr = Field(
         description="The knowledge base's 10-character id (or its ARN)."
     )
-    region: StrictStr = Field(description="The AWS region the knowledge base lives in.")
+    region: AwsRegion = Field(description="The AWS region the knowledge base lives in.")
     aws_profile: StrictStr | None = Field(
         default=None, description="A profile of ~/.aws/config to take credentials from."
     )
@@ -57,16 +63,6 @@ class BedrockConfig(KnowledgeBaseConfig):
                 f"{value!r} is not a knowledge base id: use the 10-character id shown in the "
                 'Bedrock console (letters and digits, e.g. knowledge_base_id = "ABCDE12345") '
                 "or the knowledge base's ARN"
-            )
-        return value
-
-    @field_validator("region")
-    @classmethod
-    def _region_shape(cls, value: str) -> str:
-        if not _REGION.fullmatch(value):
-            raise ValueError(
-                f'{value!r} is not an AWS region name: use e.g. region = "us-east-1" '
-                "(the region the knowledge base was created in)"
             )
         return value
 

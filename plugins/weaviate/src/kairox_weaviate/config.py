@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from kairox import KnowledgeBaseConfig
+from kairox.config.fields import matching
 from kairox.support.secrets import ENV_NAME_RE, EnvVarName
 
 __all__ = [
@@ -41,6 +42,15 @@ PROPERTY_NAME = re.compile(r"[_A-Za-z][_0-9A-Za-z]{0,230}")
 #: The old home of :data:`kairox.support.secrets.ENV_NAME_RE`.
 ENV_NAME = ENV_NAME_RE
 
+CollectionName = matching(
+    COLLECTION_NAME,
+    "{value!r} is not a Weaviate collection name (a letter, then letters, digits or _)",
+)
+PropertyName = matching(
+    PROPERTY_NAME,
+    "{value!r} is not a Weaviate property name (a letter or _, then letters, digits or _)",
+)
+
 
 class WeaviateConfig(KnowledgeBaseConfig):
     """``[knowledge_bases.<id>]`` with ``kind = "weaviate"``."""
@@ -55,21 +65,21 @@ class WeaviateConfig(KnowledgeBaseConfig):
     api_key_env: EnvVarName | None = Field(
         default=None, description="The environment variable holding the Weaviate API key."
     )
-    collection: StrictStr = Field(description="The collection (class) to search.")
+    collection: CollectionName = Field(description="The collection (class) to search.")
     mode: Mode = Field(default="hybrid", description="bm25, near_vector or hybrid.")
     alpha: float = Field(
         default=0.5, ge=0, le=1, description="Hybrid only: 1 is pure vector, 0 pure BM25."
     )
-    target_vector: StrictStr | None = Field(
+    target_vector: PropertyName | None = Field(
         default=None, description="The named vector to search (and write) in the collection."
     )
     tenant: StrictStr | None = Field(
         default=None, description="The tenant of a multi-tenant collection."
     )
-    text_property: StrictStr = Field(
+    text_property: PropertyName = Field(
         default="text", description="The property holding the passage text."
     )
-    id_property: StrictStr | None = Field(
+    id_property: PropertyName | None = Field(
         default="doc_id",
         description="A property holding the document's own id (else hits use the uuid); "
         '"" turns it off.',
@@ -102,29 +112,10 @@ class WeaviateConfig(KnowledgeBaseConfig):
             )
         return value.rstrip("/")
 
-    @field_validator("collection")
-    @classmethod
-    def _collection_name(cls, value: str) -> str:
-        if not COLLECTION_NAME.fullmatch(value):
-            raise ValueError(
-                f"{value!r} is not a Weaviate collection name (a letter, then letters, digits or _)"
-            )
-        return value
-
     @field_validator("id_property", mode="before")
     @classmethod
     def _empty_means_none(cls, value: object) -> object:
         return None if value == "" else value
-
-    @field_validator("text_property", "id_property", "target_vector")
-    @classmethod
-    def _property_name(cls, value: str | None) -> str | None:
-        if value is not None and not PROPERTY_NAME.fullmatch(value):
-            raise ValueError(
-                f"{value!r} is not a Weaviate property name (a letter or _, then letters, "
-                "digits or _)"
-            )
-        return value
 
     @field_validator("grpc_host")
     @classmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kairox.retrieval import QueryError
 from kairox.retrieval.filters import (
@@ -20,9 +20,6 @@ from kairox.retrieval.filters import (
 )
 from kairox.retrieval.filters.compiling import join_parts
 from kairox_weaviate.config import PROPERTY_NAME
-
-if TYPE_CHECKING:
-    pass
 
 _MATCH_NOTHING = object()
 
