@@ -363,10 +363,10 @@ def test_the_workspace_config_reaches_the_index(tmp_path, embedder):
         state_dir=tmp_path / "state",
         base_dir=tmp_path,
         embedding_backend=lambda name: embedder,
-        workspace=WorkspaceConfig(vector_pack=False, sentence_weight=0.3),
+        workspace=WorkspaceConfig(vector_pack=False, sentence_weight=0.3, vector_format="int8"),
     )
     index = build_index(ctx)
-    assert (index.vector_pack, index.sentence_weight) == (False, 0.3)
+    assert (index.vector_pack, index.sentence_weight, index.vector_format) == (False, 0.3, "int8")
     index.close()
 
 

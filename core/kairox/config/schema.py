@@ -389,7 +389,6 @@ _FIELD_FIXES: dict[str, str] = {
         "e.g. sentence_weight = 0.5"
     ),
     "vector_pack": "use true or false (no quotes), e.g. vector_pack = false",
-    "vector_format": 'use "float16", "float32" or "int8", e.g. vector_format = "float16"',
     "vectors": "use true or false (no quotes), e.g. vectors = true",
     "vector_weight": "use a number >= 0, e.g. vector_weight = 1.0 (0 leaves vector hits out)",
     "syntax_chunks": "use true or false (no quotes), e.g. syntax_chunks = false",
