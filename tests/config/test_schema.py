@@ -146,6 +146,18 @@ def test_workspace_vector_pack_is_on_by_default_and_a_boolean(
     assert "vector_pack = false" in problem.fix
 
 
+def test_workspace_vector_format_is_float16_by_default_and_one_of_the_formats(
+    env: Path, registry: Registry
+) -> None:
+    assert load_ws(env, "", registry).workspace.vector_format == "float16"
+    loaded = load_ws(env, '[workspace]\nvector_format = "int8"\n', registry)
+    assert loaded.workspace.vector_format == "int8"
+    err, _ = problems_of(env, '[workspace]\nvector_format = "float8"\n', registry)
+    [problem] = err.problems
+    assert problem.key == "vector_format"
+    assert "'float16'" in problem.fix and "'int8'" in problem.fix
+
+
 #: Two profiles (``fast`` also called ``quick``) and knowledge bases each sees or not.
 VISIBILITY = Path(__file__).parent / "data" / "visibility.toml"
 

@@ -10,12 +10,13 @@ import apsw
 import numpy as np
 import pytest
 
-from kairox.default_plugins import sqlite_fts, sqlite_vector_store, sqlite_vectors
+from kairox.default_plugins import sqlite_fts, sqlite_vectors
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.retrieval import Document, Query
 from kairox.retrieval.ann import ANN_THRESHOLD
 from kairox.runtime.ingest import ingest
 from kairox.testing import CORPUS, SourceConformance, build_source, run
+from kairox.workspace import vector_store
 from kairox.workspace.vector_pack import write_pack
 
 #: Words that mean one thing, for an embedder that knows synonyms and FTS5 does not.
@@ -157,7 +158,7 @@ def test_vectors_are_stored_once_in_the_pack_and_used_by_a_new_source(tmp_path):
 
 @pytest.mark.parametrize("form", ["float32", "float16", "int8"])
 def test_the_pack_is_merged_in_blocks_and_searched_as_the_rows_are(tmp_path, monkeypatch, form):
-    monkeypatch.setattr(sqlite_vector_store, "_BLOCK", 2)  # vectors merged two at a time
+    monkeypatch.setattr(vector_store, "_BLOCK", 2)  # vectors merged two at a time
     source = build(tmp_path, ConceptEmbedder(), vector_format=form)
     long = Document(
         "d4",
@@ -255,7 +256,7 @@ def test_a_knowledge_base_of_the_old_layout_is_read_then_upgraded_in_place(tmp_p
         "\n".join(f'{{"id": "{d.id}", "title": "{d.title}", "text": "{d.text}"}}' for d in DOCS)
     )
     # A few vectors free a few pages; a real knowledge base frees most of its file.
-    monkeypatch.setattr(sqlite_vector_store, "RECLAIM_SHARE", 0.0)
+    monkeypatch.setattr(vector_store, "RECLAIM_SHARE", 0.0)
     ingest(reader, [records], root=tmp_path)  # nothing new, but the upgrade is pending
     assert _waiting(reader) == 0 and not reader.unfinished()
     # The rows' pages were given back: the file was rewritten once, vacuumed from now on.

@@ -101,7 +101,8 @@ def test_a_method_is_found_by_its_class_name_and_embedded_with_it(database, proj
         vectors = {v.text: v.vector for v in index.iter_chunk_vectors()}
         context = "ships.CargoManifest.seal (cargo manifest)\nclass CargoManifest:"
         expected = embedder.embed([f"{context}\n{hit.text}"])[0]
-        assert vectors[hit.text] == pytest.approx(expected, abs=1e-6)
+        # The pack stores float16: each component within its rounding.
+        assert vectors[hit.text] == pytest.approx(expected, abs=1e-3)
     finally:
         index.close()
 

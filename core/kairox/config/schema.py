@@ -245,9 +245,12 @@ class WorkspaceConfig(BaseModel):
     # Unset: the embedder's own (kairox.retrieval.vectors.default_sentence_weight: hashing
     # 0, i.e. no sentence vectors, others 0.5; not imported: config stays free of numpy).
     sentence_weight: float | None = Field(default=None, ge=0, le=1)
-    # Keep a memory-mappable copy of the vectors next to the database (fast cold search,
-    # about the vectors' size again on disk); kairox.workspace.vector_pack.
+    # Store the vectors once, in a memory-mapped pack next to the database (fast cold
+    # search); false keeps them as float32 rows of the database; kairox.workspace.index_packs.
     vector_pack: StrictBool = True
+    # How the pack stores each vector (kairox.workspace.vector_pack.FORMATS): float16 is
+    # half the bytes of float32 for rankings alike within its rounding (docs/vectors.md).
+    vector_format: Literal["float32", "float16", "int8"] = "float16"
     # Embed and store the workspace's vectors at all. Unset: the embedder's own
     # ``workspace_vectors`` (hashing: false, words only: its vectors bought no measurable
     # quality for 10-20x the disk and 6-8x the indexing CPU; docs/vectors.md), else true.

@@ -283,7 +283,7 @@ class DocumentVectors:
                 # the vectors are one snapshot, and the new pack is recorded with the
                 # waiting rows it took let go.
                 with immediate_transaction(self._db):
-                    token, _ = write_store(
+                    token = write_store(
                         self._db,
                         self._pack_folder,
                         self._pack_key,

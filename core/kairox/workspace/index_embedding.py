@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Container, Mapping, Sequence
 
 from kairox.retrieval.embedding import load_model
@@ -12,19 +13,23 @@ from kairox.workspace.index_types import (
     WorkspaceIndexError,
     _Embedded,
 )
+from kairox.workspace.vector_store import in_pack
 
 _INSERT_VECTORS = "INSERT OR REPLACE INTO rag_embeddings VALUES (?, ?, ?, ?)"
 # The FROM and WHERE of a workspace's chunks, and of their sentences, that have no vector
-# from an embedder (parameters: embedder, dim, workspace).
+# from an embedder, waiting or in the store (``temp.rag_packed``, filled by _fill_packed)
+# (parameters: embedder, dim, workspace).
 _MISSING_CHUNKS = (
     "FROM rag_chunks c LEFT JOIN rag_embeddings e "
     "ON e.text_hash = c.text_hash AND e.embedder = ? AND e.dim = ? "
-    "WHERE c.workspace = ? AND e.text_hash IS NULL"
+    "WHERE c.workspace = ? AND e.text_hash IS NULL "
+    "AND c.text_hash NOT IN (SELECT text_hash FROM temp.rag_packed)"
 )
 _MISSING_SENTENCES = (
     "FROM rag_sentences s JOIN rag_chunks c ON c.id = s.chunk_id LEFT JOIN rag_embeddings e "
     "ON e.text_hash = s.text_hash AND e.embedder = ? AND e.dim = ? "
-    "WHERE c.workspace = ? AND e.text_hash IS NULL"
+    "WHERE c.workspace = ? AND e.text_hash IS NULL "
+    "AND s.text_hash NOT IN (SELECT text_hash FROM temp.rag_packed)"
 )
 
 
@@ -33,6 +38,7 @@ class EmbeddingMixin:
     (whose state it uses)."""
 
     def _have_vectors(self, hashes: Sequence[str]) -> set[str]:
+        """The hashes with a vector from this embedder, waiting or in the store."""
         have: set[str] = set()
         for start in range(0, len(hashes), 500):
             part = list(hashes[start : start + 500])
@@ -45,6 +51,8 @@ class EmbeddingMixin:
                     (self.embedder.name, self.embedder.dim, *part),
                 )
             )
+        rest = [h for h in hashes if h not in have]
+        have.update(itertools.compress(rest, in_pack(self._store_pack(), rest) >= 0))
         return have
 
     def _embed(
@@ -108,7 +116,7 @@ class EmbeddingMixin:
                 self._progress.plan(sentences=len(missing))
             vectors = self._embed(missing, sentences=True)
             with self._db:
-                self._drop_packs()
+                self._unarrange()
                 self._db.executemany(_INSERT_VECTORS, vectors)
                 for chunk_id, sentences in part:
                     self._insert_sentences(chunk_id, sentences)
@@ -121,6 +129,7 @@ class EmbeddingMixin:
         read and embedded a page at a time (a switch re-embeds the whole workspace)."""
         if not self.vectors:
             return _Embedded()
+        self._fill_packed()
         params = (self.embedder.name, self.embedder.dim, self.workspace_id)
         chunks = self._db.execute(f"SELECT count(DISTINCT c.text_hash) {_MISSING_CHUNKS}", params)
         sentences = [[0]]
@@ -149,7 +158,7 @@ class EmbeddingMixin:
                 after = rows[-1][0]
                 vectors = self._embed(dict(rows), sentences=as_sentences)
                 with self._db:
-                    self._drop_packs(this_embedder_only=True)
+                    self._unarrange(this_embedder_only=True)
                     self._db.executemany(_INSERT_VECTORS, vectors)
                 if as_sentences:
                     embedded.sentences += len(vectors)

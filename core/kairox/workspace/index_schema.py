@@ -20,8 +20,11 @@ from kairox.workspace.line_store import LINE_SCHEMA
 #   L2-normalised. Content addressing means an unchanged chunk is never embedded twice,
 #   even when the file around it changes, and vectors of different models (or widths)
 #   sit side by side without ever being compared;
-# * rag_vector_packs: which files under vectors/ next to the database hold a copy of a
-#   workspace's vectors ready to map into memory (kairox.workspace.vector_pack).
+# * rag_vector_store: which pack under vectors/ next to the database is the store of a
+#   workspace's vectors (kairox.workspace.index_packs): each vector once, compact, with
+#   the rows of rag_embeddings as the vectors waiting for the next pack;
+# * rag_vector_packs: before version 6, which files under vectors/ held a copy of a
+#   workspace's rows ready to map into memory; read until the next run converts it.
 #
 # Version 2 added rag_sentences; its statements only create what is missing, and chunks
 # indexed before it get their sentences on the next run (_add_missing_sentences).
@@ -33,7 +36,9 @@ from kairox.workspace.line_store import LINE_SCHEMA
 # symbol path and enclosing headers) as a third FTS column, and rag_chunk_lines.labels
 # (a converted document's page and heading); _add_context migrates. It also added
 # rag_failed_files (kairox.workspace.failed_files).
-_SCHEMA_VERSION = 5
+# Version 6 added rag_vector_store: the pack became the store, rag_embeddings the vectors
+# waiting for it; the next run merges an older index's rows into a pack.
+_SCHEMA_VERSION = 6
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS rag_files (
     workspace TEXT NOT NULL,
@@ -79,6 +84,17 @@ _SCHEMA = (
     embedder TEXT NOT NULL,
     dim INTEGER NOT NULL,
     token TEXT NOT NULL,
+    PRIMARY KEY (workspace, embedder, dim)
+)""",
+    # Which pack is a workspace's store, its format, and whether its index arrays match
+    # the chunks and sentences (every change to them clears ``arranged``).
+    """CREATE TABLE IF NOT EXISTS rag_vector_store (
+    workspace TEXT NOT NULL,
+    embedder TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    token TEXT NOT NULL,
+    form TEXT NOT NULL,
+    arranged INTEGER NOT NULL,
     PRIMARY KEY (workspace, embedder, dim)
 )""",
     """CREATE VIRTUAL TABLE IF NOT EXISTS rag_chunks_fts USING fts5(

@@ -53,6 +53,7 @@ from kairox.workspace.index_types import (
 )
 from kairox.workspace.line_store import delete_file_lines, insert_lines
 from kairox.workspace.selection import FileSelection
+from kairox.workspace.vector_pack import FORMATS, VectorPack
 
 __all__ = [
     "FILES_PER_BATCH",
@@ -83,10 +84,13 @@ class WorkspaceRagIndex(ChunkingMixin, EmbeddingMixin, VectorPacksMixin, SearchM
     :param sentence_weight: how much a chunk's best sentence counts in its vector score
         (:mod:`kairox.retrieval.vectors`); every sentence of every chunk is embedded too,
         about doubling the embedding work. 0 embeds and searches whole chunks only.
-    :param vector_pack: keep a copy of the vectors in files next to the database that a
-        new process maps into memory at once (:mod:`kairox.workspace.vector_pack`);
-        ``False`` searches from the rows only and deletes the workspace's packs on the
-        next :meth:`index`.
+    :param vector_pack: store the vectors once, in a pack next to the database that a
+        new process maps into memory at once (:mod:`kairox.workspace.index_packs`);
+        ``False`` keeps them as float32 rows of the database only (the next
+        :meth:`index` moves a pack's vectors back into rows and deletes it).
+    :param vector_format: how the pack stores each vector
+        (:data:`~kairox.workspace.vector_pack.FORMATS`); the next :meth:`index`
+        rewrites a pack of another format.
     :param vectors: embed and store vectors at all; ``False`` keeps words only (no
         embedding, nothing on disk for vectors; the by-vector retriever then says it is
         unavailable), and the next :meth:`index` deletes the workspace's packs.
@@ -106,6 +110,7 @@ class WorkspaceRagIndex(ChunkingMixin, EmbeddingMixin, VectorPacksMixin, SearchM
         max_file_bytes: int = 2_000_000,
         sentence_weight: float = SENTENCE_WEIGHT,
         vector_pack: bool = True,
+        vector_format: str = "float16",
         vectors: bool = True,
         syntax_chunks: bool = True,
         selection: FileSelection | None = None,
@@ -122,6 +127,11 @@ class WorkspaceRagIndex(ChunkingMixin, EmbeddingMixin, VectorPacksMixin, SearchM
         self.max_file_bytes = max_file_bytes
         self.sentence_weight = sentence_weight
         self.vector_pack = vector_pack
+        if vector_format not in FORMATS:
+            raise ValueError(
+                f"unknown vector format {vector_format!r}; one of {', '.join(FORMATS)}"
+            )
+        self.vector_format = vector_format
         self.vectors = vectors
         self.syntax_chunks = syntax_chunks
         self.selection = selection
@@ -133,6 +143,7 @@ class WorkspaceRagIndex(ChunkingMixin, EmbeddingMixin, VectorPacksMixin, SearchM
         self._matrix_cache: (
             tuple[tuple[int, int], np.ndarray, np.ndarray, SentenceVectors | None] | None
         ) = None
+        self._store_cache: tuple[str, VectorPack | None] | None = None
         self._common_terms = CommonTerms("rag_chunks_fts")
 
     def close(self) -> None:
@@ -203,7 +214,7 @@ class WorkspaceRagIndex(ChunkingMixin, EmbeddingMixin, VectorPacksMixin, SearchM
             removed = 0
             for gone in run.unseen(FILES_PER_BATCH):
                 with self._db:
-                    self._drop_packs()
+                    self._unarrange()
                     for relpath in gone:
                         self._delete_file(relpath)
                 removed += len(gone)
@@ -382,7 +393,7 @@ class WorkspaceRagIndex(ChunkingMixin, EmbeddingMixin, VectorPacksMixin, SearchM
         rows = self._embed(chunks)
         sentence_rows = self._embed(sentences, sentences=True)
         with self._db:
-            self._drop_packs()
+            self._unarrange()
             self._db.executemany(_INSERT_VECTORS, rows + sentence_rows)
             for pending in batch:
                 self._delete_file(pending.relpath)
@@ -445,21 +456,6 @@ class WorkspaceRagIndex(ChunkingMixin, EmbeddingMixin, VectorPacksMixin, SearchM
         )
         self._db.execute("DELETE FROM rag_chunks WHERE workspace=? AND relpath=?", key)
         self._db.execute("DELETE FROM rag_files WHERE workspace=? AND relpath=?", key)
-
-    def iter_chunk_vectors(self) -> Iterator[ChunkVector]:
-        """Every chunk of this workspace with its vector from this index's embedder."""
-        with self._lock:
-            rows = self._db.execute(
-                'SELECT c.relpath, c.chunk_index, c.start, c."end", c.text, c.text_hash, '
-                "e.vector FROM rag_chunks c JOIN rag_embeddings e ON e.text_hash = c.text_hash "
-                "AND e.embedder = ? AND e.dim = ? WHERE c.workspace = ? "
-                "ORDER BY c.relpath, c.chunk_index",
-                (self.embedder.name, self.embedder.dim, self.workspace_id),
-            ).fetchall()
-        for relpath, index, start, end, text, text_hash, blob in rows:
-            yield ChunkVector(
-                relpath, index, start, end, text, text_hash, np.frombuffer(blob, np.float32)
-            )
 
     def _collect_garbage(self) -> None:
         # Vectors that no chunk of any workspace refers to any more.

@@ -37,6 +37,7 @@ def build_workspace_index(ctx: BuildContext) -> WorkspaceRagIndex:
             "chunk_overlap": settings.chunk_overlap,
             "max_file_bytes": settings.max_file_bytes,
             "vector_pack": settings.vector_pack,
+            "vector_format": settings.vector_format,
             "syntax_chunks": settings.syntax_chunks,
         }
         if settings

@@ -1,19 +1,17 @@
-"""A workspace's search vectors packed into files, so a new process loads them at once.
+"""Search vectors packed into files, so a new process loads them at once.
 
-The workspace index keeps every vector as a row of its SQLite database; gathering a
-workspace's rows (tens of thousands of sentence vectors) costs a cold search a few
-microseconds each. A pack holds the same arrays the index would assemble from those rows
-(chunk ids, each chunk's and each sentence's row in one matrix of distinct vectors), as
-``.npy`` files memory-mapped on load.
+Gathering vectors from SQLite rows (tens of thousands of sentence vectors) costs a cold
+search a few microseconds each. A pack holds the arrays a search needs (ids, each id's and
+each sentence's row in one matrix of distinct vectors) as ``.npy`` files memory-mapped on
+load.
 
-The workspace index's pack is a copy of its rows; a ``sqlite-fts`` knowledge base's pack
-is the store itself (:mod:`kairox.default_plugins.sqlite_vector_store`): there the vectors
-are kept compact (:data:`FORMATS`: float16, or int8 with one scale a row) with each row's
-text hash beside them. Its folder and files are owner-only (0700, 0600) whatever the
-umask, like the database it copies. The database records which pack (a random token) matches its
-current contents; every transaction that changes a workspace's chunks, sentences or
-vectors drops that record first, and ``kairox index`` writes a new pack at the end of a
-run. A reader that finds no record, or files it cannot read, loads from the database.
+A pack is the store of its vectors (:mod:`kairox.workspace.vector_store`: a workspace
+index's, and a ``sqlite-fts`` knowledge base's), kept compact (:data:`FORMATS`: float16,
+or int8 with one scale a row) with each row's text hash beside them; the database records
+which pack (a random token) is current. An index written before that kept a float32 pack
+as a copy of its rows (no hashes), read until its next run converts it. The folder and
+files are owner-only (0700, 0600) whatever the umask, like the database beside them. A
+reader that finds files it cannot read falls back on what the database holds.
 """
 
 from __future__ import annotations
