@@ -23,6 +23,7 @@ _SCALE: tuple[Column, ...] = (
     ("× bm25s", cell("ratio_to_bm25s", ".2f", none="-")),
     ("ANN recall@k", lambda row: _ann(row, "ann_recall@", ".3f")),
     ("ANN p50 ms (exact)", lambda row: _ann_latency(row)),
+    ("2× candidates: recall (p50 ms)", lambda row: _ann_wide(row)),
 )
 
 
@@ -35,6 +36,12 @@ def _ann_latency(row: dict[str, Any]) -> str:
     if row.get("ann_p50_ms") is None:
         return "-"
     return f"{row['ann_p50_ms']:.2f} ({row['exact_p50_ms']:.2f})"
+
+
+def _ann_wide(row: dict[str, Any]) -> str:
+    if row.get("ann_wide_p50_ms") is None:
+        return "-"
+    return f"{_ann(row, 'ann_wide_recall@', '.3f')} ({row['ann_wide_p50_ms']:.2f})"
 
 
 def table(report: dict[str, Any]) -> None:
