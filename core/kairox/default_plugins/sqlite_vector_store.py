@@ -177,7 +177,7 @@ def write_store(
     db.execute("DELETE FROM kb_pack_rows")
     written = 0
     with PackWriter(folder, key, rows=count, dim=dim, form=form, with_hashes=True) as writer:
-        for block in _blocks(db, kind):
+        for number, block in enumerate(_blocks(db, kind), start=1):
             hashes = [h for h, _ in block]
             rows = in_pack(old, hashes)
             have = np.array([v is not None for _, v in block], dtype=bool) | (rows >= 0)
@@ -200,7 +200,9 @@ def write_store(
                 [(h, written + at) for at, h in enumerate(kept_hashes)],
             )
             written += len(kept)
-            if old is not None:  # the old pack's pages read for this block go with it
+            if old is not None and not number % 16:
+                # The old pack's pages read so far leave the resident set (every 16
+                # blocks: its hashes' binary searches read their top pages again after).
                 release_mapped(old.vectors, old.scales, old.hashes)
         return writer.finish(arrange()), old
 
