@@ -16,8 +16,11 @@ rescored) found 0.88-0.91 of the exact top 10, after minutes of building; the in
 finds all of them from 20 candidates, is built in seconds and needs no tuning per embedder.
 usearch's own exhaustive search was 1.5x faster than exact, numkong's kernels (which
 usearch uses inside) 3x. It stays linear, at a quarter of the bytes read: with sentences,
-recall@10 against exact 1.000 at 10,000 passages and 0.986 at 100,000, p50 half of
-exact's (``kairox bench scale --vectors``).
+recall@10 against exact 1.000 at 10,000 passages and 0.985-0.987 at 100,000, p50 below
+exact's (``kairox bench scale --vectors``). The passages missed there tie the 10th exact
+score (the corpus repeats passages; a product over the candidate rows can order copies
+otherwise than one over every row): counting those, recall is 1.000, and rescoring twice
+the candidates finds no more, so the number stays.
 
 Rows are keyed by their text hash (:func:`key_of`), so a rebuild after an ingest quantises
 only the vectors it has not seen (:meth:`AnnIndex.build` with the previous index) and drops
@@ -67,7 +70,8 @@ NUMKONG = LazyImport(
 #: 10,000 SciFact-built passages with hashing vectors it already halved the p50 of exact
 #: search with the same top 10 (``kairox bench scale --vectors``).
 ANN_THRESHOLD = 10_000
-#: Candidate rows looked up per result wanted, at least :data:`MIN_CANDIDATES`.
+#: Candidate rows looked up per result wanted, at least :data:`MIN_CANDIDATES` (200
+#: instead of 100 bought no recall at 100,000 passages: ``ann_wide_*`` in the benchmark).
 CANDIDATES_PER_RESULT = 10
 MIN_CANDIDATES = 100
 # Both cores (all of them) for the scan and for quantising: numkong lets go of the GIL.
