@@ -19,8 +19,10 @@ import ctypes.util
 import functools
 import mmap
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # no numpy for return_freed_memory's callers
+    import numpy as np
 
 __all__ = ["release_mapped", "return_freed_memory"]
 
