@@ -54,6 +54,12 @@ def test_scale_reports_each_system_at_each_size_with_a_plot(dataset, tmp_path):
     ann = rows[120, "kb, words + hashing"]
     assert ann["ann_passages"] == 120 and ann["ann_vectors"] >= 120
     assert ann["ann_recall@10"] >= 0.98
+    # ... and with twice the candidates rescored, what a wider rescoring would buy.
+    assert ann["ann_wide_candidates"] == 2 * ann["ann_candidates"]
+    assert ann["ann_wide_recall@10"] >= ann["ann_recall@10"]  # a superset rescored
+    assert ann["ann_wide_p50_ms"] > 0
+    # A passage tying the k-th exact score counts as found, so that recall is no lower.
+    assert 1 >= ann["ann_recall_ties@10"] >= ann["ann_recall@10"]
     assert ann["ann_mb"] == round(ann["ann_vectors"] * 384 / 2**20, 1)  # int8: a byte a number
     assert "ann_vectors" not in rows[120, "kb, words"]
     # Vectors cost disk: the hashing rows take more than words alone.

@@ -362,12 +362,24 @@ def test_the_index_follows_the_collection_across_ingests(tmp_path):
     folder = tmp_path / "kb.db.vectors"
     [first] = folder.glob("*.ann-keys.npy")
     before = np.load(first)
+    # Codes no quantising makes (each row negated), to tell reused rows from requantised.
+    first_codes = first.with_name(first.name.replace("-keys", "-codes"))
+    marked = -np.load(first_codes)
+    np.save(first_codes, marked)
     # p0..p39 leave, p100..p119 arrive
     _ingest_passages(source, tmp_path, _passages(80, start=40), prune=True)
     [keys] = folder.glob("*.ann-keys.npy")  # the old one went with its pack
     assert keys != first
     index = AnnIndex.open(keys.with_name(keys.name.replace("-keys", "-codes")), keys, 64)
     assert index is not None
+    # The vectors kept were not quantised again: their codes come from the old index.
+    earlier_row = {key: row for row, key in enumerate(before.tolist())}
+    kept = [
+        (row, earlier_row[key]) for row, key in enumerate(index.keys.tolist()) if key in earlier_row
+    ]
+    assert len(kept) >= 60
+    for row, old_row in kept:
+        np.testing.assert_array_equal(index.codes[row], marked[old_row])
 
     def passage_key(n: int) -> int:
         topic = ["sea waves", "car traffic", "physician clinic", "glad ending", "forest trail"]

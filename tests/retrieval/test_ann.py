@@ -8,7 +8,15 @@ import sys
 import numpy as np
 import pytest
 
-from kairox.retrieval.ann import AnnIndex, key_of, keys_of, quantise, rescored_top_k
+from kairox.retrieval.ann import (
+    AnnIndex,
+    candidates_for,
+    key_of,
+    keys_of,
+    quantise,
+    rescored_top_k,
+    write_index,
+)
 from kairox.retrieval.vectors import SentenceVectors, top_k
 
 pytest.importorskip("numkong")
@@ -100,6 +108,62 @@ def test_a_saved_index_opens_mapped_and_of_its_own_width_only(collection, tmp_pa
     assert AnnIndex.open(tmp_path / "broken.npy", keys, DIM) is None
     assert not list(tmp_path.glob("*.partial*"))
     assert {path.stat().st_mode & 0o777 for path in (codes, keys)} == {0o600}
+
+
+def test_an_index_written_block_by_block_is_the_one_built_in_memory(tmp_path):
+    # More rows than one block holds, so the file is written in several.
+    matrix = clustered(40_000, seed=8)
+    keys = keys_of(hashes(len(matrix)))
+    codes, keys_path = tmp_path / "v.ann-codes.npy", tmp_path / "v.ann-keys.npy"
+    mapped = tmp_path / "vectors.npy"
+    np.save(mapped, matrix)
+    vectors = np.load(mapped, mmap_mode="r")
+    quantised = write_index(codes, keys_path, keys, lambda at: vectors[at], DIM, mapped=(vectors,))
+    written = AnnIndex.open(codes, keys_path, DIM)
+    assert quantised == len(matrix) and written is not None
+    expected, _ = built(matrix, keys)
+    np.testing.assert_array_equal(written.keys, expected.keys)
+    np.testing.assert_array_equal(written.codes, expected.codes)
+    # Rebuilt from it: only the new vectors are read; those that left are dropped.
+    new_keys = np.concatenate([keys[5_000:], keys_of(hashes(300, start=90_000))])
+    new_matrix = np.concatenate([matrix[5_000:], clustered(300, seed=9)])
+    asked: list[int] = []
+
+    def vectors_of(positions):
+        asked.extend(positions.tolist())
+        return new_matrix[positions]
+
+    again = tmp_path / "w.ann-codes.npy", tmp_path / "w.ann-keys.npy"
+    assert write_index(*again, new_keys, vectors_of, DIM, previous=written) == 300
+    assert sorted(asked) == list(range(35_000, 35_300))
+    rebuilt = AnnIndex.open(*again, DIM)
+    assert rebuilt is not None
+    np.testing.assert_array_equal(rebuilt.codes, quantise(new_matrix))
+    assert {path.stat().st_mode & 0o777 for path in again} == {0o600}
+
+
+def test_an_index_whose_build_fails_leaves_no_codes_behind(tmp_path):
+    codes, keys_path = tmp_path / "v.ann-codes.npy", tmp_path / "v.ann-keys.npy"
+
+    def failing(positions):
+        raise OSError("the pack went away")
+
+    with pytest.raises(OSError, match="went away"):
+        write_index(codes, keys_path, keys_of(hashes(500, start=50_000)), failing, DIM)
+    assert not codes.exists() and not list(tmp_path.glob("*.partial*"))
+    assert AnnIndex.open(codes, keys_path, DIM) is None  # so searches stay exact
+
+
+def test_the_candidates_rescored_can_be_widened_up_to_every_row(collection):
+    index, matrix = collection
+    owners = np.arange(len(matrix))
+    assert candidates_for(10) == 100 and candidates_for(30) == 300
+    for query in clustered(10, seed=10):
+        exact, _ = top_k(matrix, query, 10)
+        every, _ = rescored_top_k(index, owners, matrix, query, 10, candidates=len(matrix))
+        assert every.tolist() == exact.tolist()  # every row rescored: exact search
+        one, _ = rescored_top_k(index, owners, matrix, query, 10, candidates=1)
+        assert len(one) == 1
 
 
 def test_a_key_is_the_hash_s_first_64_bits():

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ctypes
 import platform
+import sys
 
+import numpy as np
 import pytest
 
-from kairox.support.native_memory import return_freed_memory
+from kairox.support.native_memory import release_mapped, return_freed_memory
 
 glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="needs glibc")
 
@@ -38,3 +40,18 @@ def test_pages_freed_between_live_blocks_are_released():
     for block in kept:
         libc.free(block)
     assert before - after > 40 * 2**20, (before, after)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self/statm")
+def test_a_mapped_file_s_pages_leave_the_resident_set_and_read_back(tmp_path):
+    path = tmp_path / "rows.npy"
+    np.save(path, np.arange(16 * 2**20, dtype=np.int32).reshape(-1, 256))  # 64 MB
+    rows = np.load(path, mmap_mode="r")
+    before = resident_bytes()
+    total = int(rows.sum(dtype=np.int64))  # every page read, so mapped
+    read = resident_bytes()
+    release_mapped(rows[10:20], None, np.zeros(3))  # a view of the map; others left alone
+    after = resident_bytes()
+    assert read - before > 48 * 2**20, (before, read)
+    assert read - after > 48 * 2**20, (read, after)
+    assert int(rows.sum(dtype=np.int64)) == total and rows[3, 5] == 3 * 256 + 5

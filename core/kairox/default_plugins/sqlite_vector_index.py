@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from kairox.default_plugins.sqlite_vector_store import pack_keys
-from kairox.retrieval.ann import NUMKONG, AnnIndex
+from kairox.retrieval.ann import NUMKONG, AnnIndex, write_index
 from kairox.workspace.vector_pack import VectorPack, read_pack
 
 __all__ = ["Approximate", "PackIndex"]
@@ -88,17 +88,19 @@ class PackIndex:
     def write(self, token: str) -> None:
         """The approximate index of the pack ``token``'s vectors (one row per pack row,
         keyed by its text hash), from the previous pack's codes and the new vectors,
-        saved beside the pack."""
+        written beside the pack a block at a time (the pack's pages and the previous
+        codes' are handed back after each: memory stays bounded at any size)."""
         pack = read_pack(self.folder, self.key, token, self.dim, with_hashes=True)
         if pack is None or not self.wanted(len(pack.ids)):
             return
-        index, _ = AnnIndex.build(
+        write_index(
+            *self.paths(token),
             pack_keys(pack),
             pack.rows,
             self.dim,
             previous=self._previous(token),
+            mapped=(pack.vectors, pack.scales),
         )
-        index.save(*self.paths(token))
 
     def stored(self, token: str, pack: VectorPack) -> Approximate | None:
         """The pack's approximate index, when it has one that matches it (else exact)."""

@@ -295,11 +295,12 @@ class DocumentVectors:
                     self._db.execute("DELETE FROM kb_pack_rows")
             except OSError:
                 return
-            remove_packs(self._pack_folder, self._pack_key, keep=token)
-            reclaim_space(self._db)
-            # On failure no codes are saved, so searches stay exact.
+            # The index before the old packs go: it reuses their codes. On failure no
+            # codes are saved, so searches stay exact.
             with contextlib.suppress(OSError, ValueError):
                 self._index.write(token)
+            remove_packs(self._pack_folder, self._pack_key, keep=token)
+            reclaim_space(self._db)
 
     def _pack_index(self) -> VectorPack:
         """The pack's index arrays (no vectors), from ``kb_pack_rows``: passages and

@@ -16,22 +16,28 @@ rescored) found 0.88-0.91 of the exact top 10, after minutes of building; the in
 finds all of them from 20 candidates, is built in seconds and needs no tuning per embedder.
 usearch's own exhaustive search was 1.5x faster than exact, numkong's kernels (which
 usearch uses inside) 3x. It stays linear, at a quarter of the bytes read: with sentences,
-recall@10 against exact 1.000 at 10,000 passages and 0.986 at 100,000, p50 half of
-exact's (``kairox bench scale --vectors``).
+recall@10 against exact 1.000 at 10,000 passages and 0.985-0.987 at 100,000, p50 below
+exact's (``kairox bench scale --vectors``). The passages missed there tie the 10th exact
+score (the corpus repeats passages; a product over the candidate rows can order copies
+otherwise than one over every row): counting those, recall is 1.000, and rescoring twice
+the candidates finds no more, so the number stays.
 
 Rows are keyed by their text hash (:func:`key_of`), so a rebuild after an ingest quantises
 only the vectors it has not seen (:meth:`AnnIndex.build` with the previous index) and drops
 those that left; saved beside the vectors, the codes are memory-mapped by the next
-process (:meth:`AnnIndex.open`). numkong is optional (``pip install 'kairox[ann]'``): its
+process (:meth:`AnnIndex.open`). :func:`write_index` builds straight into those files, a
+block of rows at a time, handing back the mapped pages it read after each: its memory
+does not grow with the collection (a million vectors' codes are 384 MB). numkong is optional (``pip install 'kairox[ann]'``): its
 wheel of SIMD kernels (some 40 MB installed) is something a small collection never needs.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -39,16 +45,19 @@ import numpy as np
 
 from kairox.retrieval.vectors import SentenceVectors, normalise
 from kairox.support.lazy_imports import LazyImport
+from kairox.support.native_memory import release_mapped
 from kairox.support.paths import private_file
 
 __all__ = [
     "ANN_THRESHOLD",
     "NUMKONG",
     "AnnIndex",
+    "candidates_for",
     "key_of",
     "keys_of",
     "quantise",
     "rescored_top_k",
+    "write_index",
 ]
 
 NUMKONG = LazyImport(
@@ -61,13 +70,16 @@ NUMKONG = LazyImport(
 #: 10,000 SciFact-built passages with hashing vectors it already halved the p50 of exact
 #: search with the same top 10 (``kairox bench scale --vectors``).
 ANN_THRESHOLD = 10_000
-#: Candidate rows looked up per result wanted, at least :data:`MIN_CANDIDATES`.
+#: Candidate rows looked up per result wanted, at least :data:`MIN_CANDIDATES` (200
+#: instead of 100 bought no recall at 100,000 passages: ``ann_wide_*`` in the benchmark).
 CANDIDATES_PER_RESULT = 10
 MIN_CANDIDATES = 100
 # Both cores (all of them) for the scan and for quantising: numkong lets go of the GIL.
 _WORKERS = os.cpu_count() or 1
 # Vectors quantised per task: bounds the float32 copies a task makes (1.5 MB each).
 _BLOCK = 1_024
+# Rows built per block: bounds the codes held and the mapped pages read (a few MB each).
+_ROWS = 16 * _BLOCK
 
 
 _POOL: list[ThreadPoolExecutor] = []
@@ -132,38 +144,23 @@ class AnnIndex:
         dim: int,
         previous: AnnIndex | None = None,
     ) -> tuple[AnnIndex, int]:
-        """The index of ``keys`` (row ``i`` is key ``i``'s vector): rows ``previous``
-        holds are copied from it, the others quantised from ``vectors_of(positions in
-        keys)``, a block at a time on every core. Returns it and how many were quantised."""
+        """The index of ``keys`` (row ``i`` is key ``i``'s vector), in memory: rows
+        ``previous`` holds are copied from it, the others quantised from
+        ``vectors_of(positions in keys)``, a block at a time on every core. Returns it
+        and how many were quantised (:func:`write_index` builds one straight to disk)."""
         keys = np.asarray(keys, dtype=np.uint64)
         codes = np.empty((len(keys), dim), dtype=np.int8)
-        missing = np.arange(len(keys))
-        if previous is not None and previous.dim == dim and len(previous):
-            order = np.argsort(previous.keys, kind="stable")
-            held = previous.keys[order]
-            at = np.minimum(np.searchsorted(held, keys), len(held) - 1)
-            found = held[at] == keys
-            codes[found] = previous.codes[order[at[found]]]
-            missing = np.flatnonzero(~found)
-
-        def fill(start: int) -> None:
-            positions = missing[start : start + _BLOCK]
-            codes[positions] = quantise(vectors_of(positions))
-
-        # numpy lets go of the GIL inside each block's arithmetic, so blocks share the cores.
-        with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
-            list(pool.map(fill, range(0, len(missing), _BLOCK)))
-        return cls(keys, codes), len(missing)
+        quantised = 0
+        for start, block, new in _code_blocks(keys, vectors_of, dim, previous, ()):
+            codes[start : start + len(block)] = block
+            quantised += new
+        return cls(keys, codes), quantised
 
     def save(self, codes_path: Path, keys_path: Path) -> None:
         """Write the codes and keys (each through a temporary file, then renamed; the
         codes last, so a reader never finds codes without their keys)."""
-        for path, array in ((keys_path, self.keys), (codes_path, self.codes)):
-            partial = path.with_name(path.name + ".partial.npy")
-            # Owner-only, as the pack beside it: the codes are the vectors, roughly.
-            with open(private_file(partial), "wb") as handle:
-                np.save(handle, array, allow_pickle=False)
-            partial.replace(path)
+        _write_aside(keys_path, self.keys.dtype, self.keys.shape, [self.keys])
+        _write_aside(codes_path, self.codes.dtype, self.codes.shape, [self.codes])
 
     @classmethod
     def open(cls, codes_path: Path, keys_path: Path, dim: int) -> AnnIndex | None:
@@ -198,6 +195,108 @@ class AnnIndex:
         return 1.0 - distance
 
 
+def write_index(
+    codes_path: Path,
+    keys_path: Path,
+    keys: np.ndarray,
+    vectors_of: Callable[[np.ndarray], np.ndarray],
+    dim: int,
+    *,
+    previous: AnnIndex | None = None,
+    mapped: Sequence[np.ndarray | None] = (),
+) -> int:
+    """Build the index of ``keys`` as :meth:`AnnIndex.build` does, straight into its
+    files (as :meth:`AnnIndex.save` writes them): a block of rows at a time, so memory
+    stays bounded whatever the collection's size. ``mapped``: the memory-mapped arrays
+    ``vectors_of`` reads, whose pages are handed back after each block (as
+    ``previous``'s are). Returns how many vectors were quantised.
+
+    :raises OSError: when a file cannot be written (nothing is left behind).
+    """
+    keys = np.asarray(keys, dtype=np.uint64)
+    quantised = [0]
+
+    def blocks() -> Iterator[np.ndarray]:
+        for _, block, new in _code_blocks(keys, vectors_of, dim, previous, mapped):
+            quantised[0] += new
+            yield block
+
+    _write_aside(keys_path, keys.dtype, keys.shape, [keys])
+    _write_aside(codes_path, np.dtype(np.int8), (len(keys), dim), blocks())
+    return quantised[0]
+
+
+def _code_blocks(
+    keys: np.ndarray,
+    vectors_of: Callable[[np.ndarray], np.ndarray],
+    dim: int,
+    previous: AnnIndex | None,
+    mapped: Sequence[np.ndarray | None],
+) -> Iterator[tuple[int, np.ndarray, int]]:
+    """The codes of ``keys``, :data:`_ROWS` rows at a time, in order: (first row, the
+    block's codes, how many of them were quantised rather than copied from ``previous``)."""
+    if previous is not None and (previous.dim != dim or not len(previous)):
+        previous = None
+    if previous is not None:
+        order = np.argsort(previous.keys, kind="stable")
+        held = previous.keys[order]
+    # numpy lets go of the GIL inside each task's arithmetic, so tasks share the cores.
+    with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
+        for start in range(0, len(keys), _ROWS):
+            block_keys = keys[start : start + _ROWS]
+            codes = np.empty((len(block_keys), dim), dtype=np.int8)
+            missing = np.arange(len(block_keys))
+            if previous is not None:
+                at = np.minimum(np.searchsorted(held, block_keys), len(held) - 1)
+                found = held[at] == block_keys
+                codes[found] = previous.codes[order[at[found]]]
+                missing = np.flatnonzero(~found)
+
+            tasks = [missing[n : n + _BLOCK] for n in range(0, len(missing), _BLOCK)]
+            list(pool.map(functools.partial(_quantise_into, codes, vectors_of, start), tasks))
+            # The pages read for this block leave the resident set with it.
+            release_mapped(*mapped, None if previous is None else previous.codes)
+            yield start, codes, len(missing)
+
+
+def _quantise_into(
+    codes: np.ndarray,
+    vectors_of: Callable[[np.ndarray], np.ndarray],
+    offset: int,
+    positions: np.ndarray,
+) -> None:
+    codes[positions] = quantise(vectors_of(offset + positions))
+
+
+def _write_aside(
+    path: Path, dtype: np.dtype, shape: tuple[int, ...], blocks: Iterable[np.ndarray]
+) -> None:
+    """An ``.npy`` file of ``shape`` written from ``blocks`` (its rows in order) through
+    a temporary file renamed into place; owner-only, as the pack beside it (the codes are
+    the vectors, roughly)."""
+    partial = path.with_name(path.name + ".partial.npy")
+    try:
+        with open(private_file(partial), "wb") as handle:
+            header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False}
+            np.lib.format.write_array_header_1_0(handle, {**header, "shape": shape})
+            written = 0
+            for block in blocks:
+                handle.write(np.ascontiguousarray(block, dtype=dtype).data)
+                written += len(block)
+        if written != shape[0]:
+            raise ValueError(f"{written} rows written to {path.name}, {shape} expected")
+        partial.replace(path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+
+
+def candidates_for(k: int) -> int:
+    """How many passages a search for ``k`` scores exactly: :data:`CANDIDATES_PER_RESULT`
+    per result wanted, at least :data:`MIN_CANDIDATES`."""
+    return max(MIN_CANDIDATES, k * CANDIDATES_PER_RESULT)
+
+
 def rescored_top_k(
     index: AnnIndex,
     chunk_rows: np.ndarray,
@@ -207,6 +306,7 @@ def rescored_top_k(
     *,
     sentences: SentenceVectors | None = None,
     sentence_weight: float = 0.0,
+    candidates: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rows of the passage ``matrix`` and exact scores of the ``k`` best passages, best
     first (ties by row, rows scoring 0 or less left out, as
@@ -216,7 +316,7 @@ def rescored_top_k(
     The index holds the vectors the passages and sentences point into: passage ``i``'s
     vector is its row ``chunk_rows[i]``, a sentence's its row in ``sentences.rows``. Every
     passage gets an estimated score from the codes, blended with its best sentence's as
-    exact search blends them; the best :data:`CANDIDATES_PER_RESULT` per result wanted
+    exact search blends them; the best ``candidates`` (by default :func:`candidates_for`)
     are then scored exactly.
     """
     query = normalise(query)[0]
@@ -227,7 +327,7 @@ def rescored_top_k(
         best = sentences.best_from(estimates, len(passages))
         blended = (1 - sentence_weight) * passages + sentence_weight * best
         passages = np.where(np.isnan(best), passages, blended)
-    count = min(len(passages), max(MIN_CANDIDATES, k * CANDIDATES_PER_RESULT))
+    count = min(len(passages), candidates or candidates_for(k))
     if count < 1:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
     rows = np.sort(np.argpartition(-passages, count - 1)[:count])

@@ -5,6 +5,11 @@ them afterwards; glibc keeps freed pages in its per-thread arenas for reuse, so 
 resident size of a long ``kairox index`` run climbs to the sum of the arenas' high-water
 marks (one per inference thread). :func:`return_freed_memory` asks glibc to release them
 (``malloc_trim``); elsewhere (musl, macOS) it does nothing.
+
+Pages of a memory-mapped file count toward the resident size too, once read: a pass over
+a mapped vector pack of gigabytes holds all of it until the map is closed.
+:func:`release_mapped` drops them from the process (``MADV_DONTNEED``; they stay in the
+page cache, and a later read maps them again).
 """
 
 from __future__ import annotations
@@ -12,9 +17,14 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import mmap
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-__all__ = ["return_freed_memory"]
+if TYPE_CHECKING:  # no numpy for return_freed_memory's callers
+    import numpy as np
+
+__all__ = ["release_mapped", "return_freed_memory"]
 
 
 @functools.cache
@@ -37,3 +47,16 @@ def return_freed_memory() -> bool:
         return False
     trim(0)
     return True
+
+
+def release_mapped(*arrays: np.ndarray | None) -> None:
+    """Hand back the resident pages of the memory maps behind ``arrays`` (those not
+    mapped, or ``None``, are left alone; so is every map where ``madvise`` is missing).
+    The arrays stay valid: what is read next is paged in again."""
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    for array in arrays:
+        base = array
+        while base is not None and not isinstance(base, mmap.mmap):
+            base = getattr(base, "base", None)
+        if base is not None and advice is not None and not base.closed:
+            base.madvise(advice)

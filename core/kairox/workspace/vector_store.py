@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from kairox.retrieval.vectors import SentenceVectors
+from kairox.support.native_memory import release_mapped
 from kairox.workspace.vector_pack import PackWriter, VectorPack, read_pack
 
 __all__ = [
@@ -73,10 +74,15 @@ class StoredVectors:
 def pack_keys(pack: VectorPack) -> np.ndarray:
     """The approximate index's key of each row of a store's pack (as
     :func:`kairox.retrieval.ann.keys_of` makes them from the hex hashes: the digest's
-    first 64 bits)."""
+    first 64 bits), read a block at a time (the mapped hashes' pages handed back)."""
     assert pack.hashes is not None
-    first = np.asarray(pack.hashes).view(np.uint8).reshape(-1, 32)[:, :8]
-    return np.ascontiguousarray(first).view(">u8").reshape(-1).astype(np.uint64)
+    keys = np.empty(len(pack.hashes), dtype=np.uint64)
+    for start in range(0, len(keys), _BLOCK * 16):
+        block = np.asarray(pack.hashes[start : start + _BLOCK * 16])
+        first = np.ascontiguousarray(block.view(np.uint8).reshape(-1, 32)[:, :8])
+        keys[start : start + len(block)] = first.view(">u8").reshape(-1)
+        release_mapped(pack.hashes)
+    return keys
 
 
 def search_arrays(
@@ -181,7 +187,7 @@ def merge_store(
     db.execute(f"DELETE FROM {tables.pack_rows}")
     written = 0
     with PackWriter(folder, key, rows=count, dim=dim, form=form, with_hashes=True) as writer:
-        for block in _blocks(db, tables, kind):
+        for number, block in enumerate(_blocks(db, tables, kind), start=1):
             hashes = [h for h, _ in block]
             rows = in_pack(old, hashes)
             have = np.array([v is not None for _, v in block], dtype=bool) | (rows >= 0)
@@ -204,6 +210,10 @@ def merge_store(
                 [(h, written + at) for at, h in enumerate(kept_hashes)],
             )
             written += len(kept)
+            if old is not None and not number % 16:
+                # The old pack's pages read so far leave the resident set (every 16
+                # blocks: its hashes' binary searches read their top pages again after).
+                release_mapped(old.vectors, old.scales, old.hashes)
         return writer.finish(arrange())
 
 
