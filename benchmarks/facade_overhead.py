@@ -1,6 +1,7 @@
 """What `kairox.open().search` pays on top of the engine: interleaved p50s, quiet or under load.
 
-    python benchmarks/facade_overhead.py [--sizes 1000,10000] [--rounds 3] [--queries N] [--load 8]
+    python benchmarks/facade_overhead.py [--dataset SCIFACT] [--sizes 1000,10000] [--rounds 3]
+        [--queries N] [--load 8]
         [--out benchmarks/results/facade-overhead.json]
 
 For each size, builds a sqlite-fts knowledge base of that many SciFact passages (repeats
@@ -29,13 +30,14 @@ import kairox
 from kairox.default_plugins.sqlite_fts import SqliteFtsSource
 from kairox.retrieval import Query
 
-SCIFACT = Path("/work/shared/datasets/scifact")
+#: Where SciFact (BEIR layout) is read from unless --dataset says otherwise.
+SCIFACT = Path(os.environ.get("KAIROX_SCIFACT", "../shared/datasets/scifact"))
 CONFIG = '[knowledge_bases.docs]\nkind = "sqlite-fts"\npath = "docs.db"\n'
 
 
-def build(workspace: Path, size: int) -> None:
+def build(workspace: Path, size: int, dataset: Path) -> None:
     """A workspace whose one knowledge base holds ``size`` passages."""
-    corpus = [json.loads(line) for line in (SCIFACT / "corpus.jsonl").open()]
+    corpus = [json.loads(line) for line in (dataset / "corpus.jsonl").open()]
     (workspace / "kairox.toml").write_text(CONFIG)
     records = workspace / "docs.jsonl"
     with records.open("w") as out:
@@ -94,8 +96,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=None, help="the first N queries only")
     parser.add_argument("--load", type=int, default=0, help="busy processes while timing")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--dataset", type=Path, default=SCIFACT, help="SciFact, BEIR layout")
     args = parser.parse_args()
-    queries = [json.loads(line)["text"] for line in (SCIFACT / "queries.jsonl").open()]
+    queries = [json.loads(line)["text"] for line in (args.dataset / "queries.jsonl").open()]
     queries = queries[: args.queries]
     rows = []
     with tempfile.TemporaryDirectory(prefix="kairox-facade-overhead-") as folder:
@@ -103,7 +106,7 @@ def main() -> None:
         for size in [int(s) for s in args.sizes.split(",")]:
             workspace = Path(folder) / f"kb{size}"
             workspace.mkdir()
-            build(workspace, size)
+            build(workspace, size, args.dataset)
             busy = [
                 subprocess.Popen([sys.executable, "-c", "while True: pass"])
                 for _ in range(args.load)
