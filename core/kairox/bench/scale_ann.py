@@ -23,12 +23,13 @@ import numpy as np
 
 from kairox.bench import BenchError
 from kairox.bench.report import percentile
-from kairox.default_plugins.sqlite_vector_store import current_store, pack_keys, search_arrays
+from kairox.default_plugins.sqlite_vector_store import current_store
 from kairox.default_plugins.sqlite_vectors import pack_location
 from kairox.retrieval.ann import AnnIndex, candidates_for, rescored_top_k
 from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.retrieval.vectors import SENTENCE_WEIGHT, embed_unit, top_k
 from kairox.workspace.vector_pack import VectorPack, read_pack
+from kairox.workspace.vector_store import pack_keys, search_arrays
 
 # Exact scores this close are a tie (float32 products over different row subsets).
 _TIE = 1e-5

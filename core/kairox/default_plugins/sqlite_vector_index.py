@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kairox.default_plugins.sqlite_vector_store import pack_keys
 from kairox.retrieval.ann import NUMKONG, AnnIndex, write_index
 from kairox.workspace.vector_pack import VectorPack, read_pack
+from kairox.workspace.vector_store import pack_keys
 
 __all__ = ["Approximate", "PackIndex"]
 

@@ -20,28 +20,15 @@ from pathlib import Path
 import apsw
 
 from kairox.workspace.vector_pack import VectorPack
-from kairox.workspace.vector_store import (
-    StoredVectors,
-    StoreTables,
-    digests,
-    in_pack,
-    merge_store,
-    pack_keys,
-    search_arrays,
-    unpack_rows,
-)
+from kairox.workspace.vector_store import StoredVectors, StoreTables, merge_store, unpack_rows
 from kairox.workspace.vector_store import reclaim_space as reclaim_free_pages
 
 __all__ = [
     "STORE_SCHEMA",
     "StoredVectors",
     "current_store",
-    "digests",
-    "in_pack",
-    "pack_keys",
     "reclaim_space",
     "record_store",
-    "search_arrays",
     "unarrange",
     "unpack_store",
     "write_store",

@@ -32,10 +32,8 @@ from kairox.default_plugins.sqlite_vector_index import Approximate, PackIndex
 from kairox.default_plugins.sqlite_vector_store import (
     STORE_SCHEMA,
     current_store,
-    in_pack,
     reclaim_space,
     record_store,
-    search_arrays,
     unarrange,
     unpack_store,
     write_store,
@@ -47,6 +45,7 @@ from kairox.retrieval.vectors import EMBED_BATCH, SentenceVectors, embed_unit, t
 from kairox.store.sqlite import immediate_transaction
 from kairox.workspace.chunking import split_sentences
 from kairox.workspace.vector_pack import VectorPack, pack_key, read_pack, remove_packs
+from kairox.workspace.vector_store import in_pack, search_arrays
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS kb_passages (id TEXT PRIMARY KEY, text_hash TEXT NOT NULL)",
@@ -404,19 +403,6 @@ class DocumentVectors:
         ids, matrix, sentences = search_arrays(pack, self.sentence_weight)
         self._cache = (key, ids, matrix, sentences, approximate)
         return ids, matrix, sentences, approximate
-
-    def passage_vectors(self) -> tuple[np.ndarray, list[str], np.ndarray]:
-        """(document rowids, their passages' text hashes, their vectors as unit float32
-        rows), as searched: how an approximate index or a benchmark reads the vectors,
-        whatever the layout they are stored in."""
-        with self._lock:
-            ids, matrix, _, _ = self._arrays()
-            hash_of = dict(
-                self._db.execute(
-                    "SELECT d.rowid, p.text_hash FROM kb_passages p JOIN documents d ON d.id = p.id"
-                )
-            )
-            return ids, [hash_of[int(rowid)] for rowid in ids], matrix
 
     def search(
         self, vector: np.ndarray, k: int, allowed: np.ndarray | None = None
