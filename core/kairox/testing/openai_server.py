@@ -29,7 +29,7 @@ import json
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
@@ -82,6 +82,16 @@ class _Plan:
     error_message: str
     finish_without_done: bool
     include_usage: bool
+
+    @classmethod
+    def snapshot(
+        cls, server: OpenAITestServer, reply: str, model: str, include_usage: bool
+    ) -> _Plan:
+        """One request's plan: its reply, model and usage choice, and every other field
+        read from the server's attribute of that name as it is now."""
+        given = {"reply": reply, "model": model, "include_usage": include_usage}
+        switches = {f.name: getattr(server, f.name) for f in fields(cls) if f.name not in given}
+        return cls(**given, **switches)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -218,7 +228,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, owner._completion(reply, str(model)))
             return
         options = body.get("stream_options")
-        plan = owner._plan(
+        plan = _Plan.snapshot(
+            owner,
             reply,
             str(model),
             include_usage=owner.include_usage
@@ -452,24 +463,6 @@ class OpenAITestServer(LoopbackHTTPServer):
         with self._lock:
             self._completions += 1
             return self._completions
-
-    def _plan(self, reply: str, model: str, *, include_usage: bool) -> _Plan:
-        return _Plan(
-            reply=reply,
-            model=model,
-            chunk_size=self.chunk_size,
-            chunk_delay_s=self.chunk_delay_s,
-            keepalive=self.keepalive,
-            crlf=self.crlf,
-            split_bytes=self.split_bytes,
-            multiline_data=self.multiline_data,
-            cut_off_after=self.cut_off_after,
-            cut_off_mode=self.cut_off_mode,
-            error_after=self.error_after,
-            error_message=self.error_message,
-            finish_without_done=self.finish_without_done,
-            include_usage=include_usage,
-        )
 
     def _completion(self, reply: str, model: str) -> dict[str, Any]:
         """A whole (non-streamed) ``chat.completion``, for ``"stream": false``."""
