@@ -22,7 +22,7 @@ import dataclasses
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from kairox.retrieval.model import (
@@ -91,6 +91,7 @@ class StageFailed(Exception):
     """A stage's answer was unusable; the message says how (raised inside the runner)."""
 
 
+@dataclass(eq=False)
 class StagedRetrieval:
     """A composite with an optional query transform and reranker, each under a deadline.
 
@@ -101,24 +102,17 @@ class StagedRetrieval:
         for at least that many).
     """
 
-    def __init__(
-        self,
-        composite: Any,
-        *,
-        transform: QueryTransform | None = None,
-        transform_timeout_ms: int = 3000,
-        reranker: Reranker | None = None,
-        rerank_depth: int = 30,
-        rerank_timeout_ms: int = 2000,
-    ) -> None:
-        if rerank_depth < 1:
-            raise ValueError(f"rerank_depth must be at least 1, not {rerank_depth}")
-        self.composite = composite
-        self.transform = transform
-        self.transform_timeout_ms = transform_timeout_ms
-        self.reranker = reranker
-        self.rerank_depth = rerank_depth
-        self.rerank_timeout_ms = rerank_timeout_ms
+    composite: Any
+    _: KW_ONLY
+    transform: QueryTransform | None = None
+    transform_timeout_ms: int = 3000
+    reranker: Reranker | None = None
+    rerank_depth: int = 30
+    rerank_timeout_ms: int = 2000
+
+    def __post_init__(self) -> None:
+        if self.rerank_depth < 1:
+            raise ValueError(f"rerank_depth must be at least 1, not {self.rerank_depth}")
 
     async def retrieve(self, query: Query) -> RetrievalResult:
         """The composite's answer, with the stages applied and reported."""
