@@ -189,6 +189,14 @@ class PackWriter:
             self._handles[3].write(np.ascontiguousarray(hashes, dtype="S32").data)
         self._written += len(codes)
 
+    def written_hashes(self) -> np.ndarray:
+        """The hashes of every row, once all are added (mapped from the file being
+        written, for the index arrays :meth:`finish` takes)."""
+        if not self._with_hashes or self._written != self._rows:
+            raise ValueError(f"{self._written} of {self._rows} rows added, with hashes only")
+        self._handles[3].flush()
+        return np.load(self._aside[3], mmap_mode="r", allow_pickle=False)
+
     def finish(self, pack: VectorPack) -> str:
         """Write the index arrays of ``pack`` (its ``vectors`` are the ones added) and
         move both files into place; returns the token."""
