@@ -87,6 +87,8 @@ def test_a_knowledge_base_written_before_is_converted_when_opened_embedding_noth
     assert reader._vectors._search_pack()[0] == token  # the pack still matches as it is
     tables = _tables(tmp_path / "kb.db")
     assert "kb_texts" in tables and not {"kb_passages", "kb_sentences"} & tables
+    db = reader._open()._db
+    assert db.execute("PRAGMA freelist_count").fetchone()[0] == 0  # their pages given back
     reader_embedder.embedded.clear()  # the query's
     again = ingest(reader, [records], root=tmp_path)
     assert again.unchanged == 3 and reader_embedder.embedded == []

@@ -120,7 +120,8 @@ class DocumentVectors:
         self._cache = None  # type: ignore[assignment]
         self._store_cache: tuple[str, VectorPack | None] | None = None
         with self._lock:
-            upgrade(self._db)
+            if upgrade(self._db):  # the layout before: its rows' pages given back
+                reclaim_space(self._db)
         with self._lock, self._db:
             for statement in _SCHEMA:
                 self._db.execute(statement)
