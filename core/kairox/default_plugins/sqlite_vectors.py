@@ -7,7 +7,8 @@ embedded twice and vectors of two models never meet, and searches are sentence-a
 document's score blends its own cosine with its best sentence's). Each vector is stored
 once, compact, in a pack next to the knowledge base that a new process maps at once
 (:mod:`kairox.default_plugins.sqlite_vector_store`); vectors embedded since the last
-ingest's end wait as rows of the database. With
+ingest's end wait as rows of the database. Which texts each document has vectors of is
+one row a document (:mod:`kairox.default_plugins.sqlite_vector_keys`). With
 ``ann_threshold`` passages on (and with numkong installed), the pack gets an approximate
 index of its vectors beside it (:mod:`kairox.retrieval.ann`: int8 codes, rebuilt after
 each ingest from the previous one's codes, quantising only new vectors); unfiltered
