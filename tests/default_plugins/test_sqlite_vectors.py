@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from collections.abc import Sequence
 
 import apsw
 import numpy as np
@@ -18,54 +17,14 @@ from kairox.runtime.ingest import ingest
 from kairox.testing import CORPUS, SourceConformance, build_source, run
 from kairox.workspace import vector_store
 from kairox.workspace.vector_pack import write_pack
-
-#: Words that mean one thing, for an embedder that knows synonyms and FTS5 does not.
-CONCEPTS = {
-    "car": 0, "automobile": 0, "vehicle": 0,
-    "doctor": 1, "physician": 1,
-    "ocean": 2, "sea": 2,
-    "happy": 3, "glad": 3,
-}  # fmt: skip
-
-
-class ConceptEmbedder:
-    """A real (if tiny) embedding backend: words map to concepts, the rest is hashed."""
-
-    name = "concepts-test"
-    dim = 64
-
-    def __init__(self) -> None:
-        self.embedded: list[str] = []
-        self._hashing = HashingEmbedder(dim=self.dim - len(set(CONCEPTS.values())))
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.embedded.extend(texts)
-        rest = self._hashing.embed(list(texts))
-        concepts = np.zeros((len(texts), len(set(CONCEPTS.values()))), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in text.lower().replace(".", " ").split():
-                if word in CONCEPTS:
-                    concepts[row, CONCEPTS[word]] += 3.0
-        return np.hstack([concepts, rest]).astype(np.float32)
-
-
-def build(tmp_path, embedder, path="kb.db", **options):
-    return build_source(
-        sqlite_fts,
-        "sqlite-fts",
-        base_dir=tmp_path,
-        embedders={embedder.name: embedder},
-        path=path,
-        embedding_backend=embedder.name,
-        **options,
-    )
-
-
-DOCS = [
-    Document("d1", "The physician examined the patient's lungs.", title="Clinic"),
-    Document("d2", "Waves crashed on the shore of the sea.", title="Coast"),
-    Document("d3", "She drove her car to work. Traffic was heavy.", title="Commute"),
-]
+from tests.default_plugins.vector_helpers import (
+    DOCS,
+    ConceptEmbedder,
+    as_main_layout,
+    build,
+    pack_files,
+    waiting_rows,
+)
 
 
 def test_finds_by_meaning_what_words_alone_miss(tmp_path):
@@ -120,23 +79,14 @@ def test_a_new_embedder_re_embeds_on_the_next_ingest(tmp_path):
     assert run(switched.retrieve(Query("sea waves", k=1)))[0].id == "d2"
 
 
-def _pack_files(tmp_path) -> list[str]:
-    return sorted(p.name.split(".", 1)[1] for p in (tmp_path / "kb.db.vectors").iterdir())
-
-
-def _waiting(source) -> int:
-    """Vectors waiting in the database (not yet in the pack)."""
-    return source._open()._db.execute("SELECT count(*) FROM kb_embeddings").fetchone()[0]
-
-
 def test_vectors_are_stored_once_in_the_pack_and_used_by_a_new_source(tmp_path):
     embedder = ConceptEmbedder()
     source = build(tmp_path, embedder)
     records = tmp_path / "docs.jsonl"
     records.write_text("\n".join(f'{{"id": "{d.id}", "text": "{d.text}"}}' for d in DOCS))
     ingest(source, [records], root=tmp_path)
-    assert _pack_files(tmp_path) == ["hashes.npy", "index.npz", "vectors.npy"]
-    assert _waiting(source) == 0  # the pack is the only copy
+    assert pack_files(tmp_path) == ["hashes.npy", "index.npz", "vectors.npy"]
+    assert waiting_rows(source) == 0  # the pack is the only copy
     db = source._open()._db
     assert db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental
     pack = source._vectors._pack_store()
@@ -149,7 +99,7 @@ def test_vectors_are_stored_once_in_the_pack_and_used_by_a_new_source(tmp_path):
     assert off.unfinished()  # switched off: the vectors move back into the database
     ingest(off, [records], root=tmp_path, prune=True)  # even with nothing new
     assert not any((tmp_path / "kb.db.vectors").iterdir()) and not off.unfinished()
-    assert _waiting(off) == 3  # one vector a passage (each is one sentence)
+    assert waiting_rows(off) == 3  # one vector a passage (each is one sentence)
     off.upsert([Document("d4", "A glad ending.")])
     off.finish()
     assert set(build(tmp_path, embedder).fingerprints()) == {"d1", "d2", "d3", "d4"}
@@ -193,10 +143,10 @@ def test_a_second_ingest_merges_and_a_pruned_vector_leaves_the_pack(tmp_path):
     first = len(source._vectors._pack_store().vectors)
     source.upsert(DOCS[2:])
     # Before the run's end the new vectors wait in the database and are searched too.
-    assert _waiting(source) == 1
+    assert waiting_rows(source) == 1
     assert run(source.retrieve(Query("automobile", k=1)))[0].id == "d3"
     source.finish()
-    assert _waiting(source) == 0 and len(source._vectors._pack_store().vectors) == first + 1
+    assert waiting_rows(source) == 0 and len(source._vectors._pack_store().vectors) == first + 1
     source.delete(["d3"])
     assert "d3" not in {h.id for h in run(source.retrieve(Query("automobile", k=3)))}
     source.finish()
@@ -223,11 +173,11 @@ def test_a_crash_before_the_new_pack_is_recorded_loses_nothing(tmp_path, monkeyp
     monkeypatch.undo()
     fresh = build(tmp_path, ConceptEmbedder())
     fresh._open()
-    assert fresh._vectors._pack_store() is not None and _waiting(fresh) == 1
+    assert fresh._vectors._pack_store() is not None and waiting_rows(fresh) == 1
     assert run(fresh.retrieve(query)) == before
     assert sqlite_vectors.current_store(fresh._open()._db, fresh._vectors._kind).token == token
     fresh.finish()  # the next run's end merges, and the orphaned files go
-    assert _waiting(fresh) == 0 and len(list((tmp_path / "kb.db.vectors").iterdir())) == 3
+    assert waiting_rows(fresh) == 0 and len(list((tmp_path / "kb.db.vectors").iterdir())) == 3
     assert run(fresh.retrieve(query)) == before
 
 
@@ -245,6 +195,7 @@ def test_a_knowledge_base_of_the_old_layout_is_read_then_upgraded_in_place(tmp_p
     old = vectors._from_rows()
     old_token = write_pack(vectors._pack_folder, vectors._pack_key, old)
     db.execute("INSERT INTO kb_vector_packs VALUES (?, ?, ?)", (*vectors._kind, old_token))
+    as_main_layout(tmp_path / "kb.db")  # a hex row a passage and a sentence
     query = Query("automobile physician", k=3)
     expected = run(source.retrieve(query))
     reader = build(tmp_path, ConceptEmbedder())
@@ -258,7 +209,7 @@ def test_a_knowledge_base_of_the_old_layout_is_read_then_upgraded_in_place(tmp_p
     # A few vectors free a few pages; a real knowledge base frees most of its file.
     monkeypatch.setattr(vector_store, "RECLAIM_SHARE", 0.0)
     ingest(reader, [records], root=tmp_path)  # nothing new, but the upgrade is pending
-    assert _waiting(reader) == 0 and not reader.unfinished()
+    assert waiting_rows(reader) == 0 and not reader.unfinished()
     # The rows' pages were given back: the file was rewritten once, vacuumed from now on.
     upgraded = reader._open()._db
     pragmas = ("auto_vacuum", "freelist_count")
@@ -267,7 +218,7 @@ def test_a_knowledge_base_of_the_old_layout_is_read_then_upgraded_in_place(tmp_p
     assert reader.unfinished()
     reader.finish()
     assert db.execute("SELECT count(*) FROM kb_vector_packs").fetchone()[0] == 0
-    assert _pack_files(tmp_path) == ["hashes.npy", "index.npz", "vectors.npy"]
+    assert pack_files(tmp_path) == ["hashes.npy", "index.npz", "vectors.npy"]
     assert [h.id for h in run(reader.retrieve(query))] == [h.id for h in expected]
     assert run(reader.retrieve(Query("happy", k=1)))[0].id == "d4"
 
@@ -426,10 +377,10 @@ def test_sentence_vectors_follow_the_embedder_unless_configured(tmp_path):
     default = build(tmp_path / "a", HashingEmbedder(dim=32))
     default.upsert([long])
     # hashing declares no sentence vectors (they did not pay on SciFact).
-    assert default._vectors.sentence_weight == 0 and _waiting(default) == 1
+    assert default._vectors.sentence_weight == 0 and waiting_rows(default) == 1
     asked = build(tmp_path / "b", HashingEmbedder(dim=32), sentence_weight=0.5)
     asked.upsert([long])
-    assert _waiting(asked) == 4  # the passage and its three sentences
+    assert waiting_rows(asked) == 4  # the passage and its three sentences
     other = build(tmp_path / "c", ConceptEmbedder())  # declares nothing: the default 0.5
     other.upsert([long])
-    assert other._vectors.sentence_weight == 0.5 and _waiting(other) == 4
+    assert other._vectors.sentence_weight == 0.5 and waiting_rows(other) == 4

@@ -178,3 +178,22 @@ def test_a_writer_refuses_rows_without_their_hashes_or_an_unknown_format(tmp_pat
     with writer, pytest.raises(ValueError, match="hashes"):
         writer.add(pack.vectors)
     assert not list(tmp_path.glob("k-*"))
+
+
+def test_index_arrays_take_four_bytes_a_value_when_they_fit(tmp_path, pack) -> None:
+    key = pack_key("/work/project", "hashing-384", DIM)
+    large = VectorPack(**{**pack.__dict__, "ids": np.array([3, 7, 2**40])})
+    for written, stored in ((pack, np.int32), (large, np.int64)):
+        token = write_pack(tmp_path, key, written)
+        with np.load(tmp_path / f"{key}-{token}.index.npz") as arrays:
+            assert {arrays[name].dtype for name in arrays.files} >= {np.dtype(stored)}
+            assert arrays["sentence_rows"].dtype == np.int32
+        loaded = read_pack(tmp_path, key, token, DIM)
+        assert loaded is not None and same(loaded, written) and loaded.ids.dtype == np.int64
+
+
+def test_the_hashes_written_are_read_back_before_the_pack_is_finished(tmp_path) -> None:
+    hashes = np.array([bytes([n]) * 32 for n in range(3)], dtype="S32")
+    with PackWriter(tmp_path, "k", rows=3, dim=DIM, with_hashes=True) as writer:
+        writer.add(np.eye(3, DIM, dtype=np.float32), hashes)
+        assert np.array_equal(writer.written_hashes(), hashes)

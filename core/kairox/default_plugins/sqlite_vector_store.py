@@ -18,7 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import apsw
+import numpy as np
 
+from kairox.default_plugins.sqlite_vector_keys import REFERENCED, prepare_split
 from kairox.workspace.vector_pack import VectorPack
 from kairox.workspace.vector_store import StoredVectors, StoreTables, merge_store, unpack_rows
 from kairox.workspace.vector_store import reclaim_space as reclaim_free_pages
@@ -41,12 +43,9 @@ STORE_SCHEMA = (
 )
 
 # Every text hash a passage or a sentence refers to, once, in the pack's order; the
-# waiting rows; where the merge numbers the pack's rows.
+# waiting rows (the pack's index arrays are arranged from its hashes, not a table).
 _TABLES = StoreTables(
-    referenced="SELECT text_hash FROM kb_passages UNION SELECT text_hash FROM kb_sentences "
-    "ORDER BY 1",
-    embeddings="kb_embeddings",
-    pack_rows="kb_pack_rows",
+    referenced=f"{REFERENCED} ORDER BY 1", embeddings="kb_embeddings", pack_rows=None
 )
 
 
@@ -63,19 +62,19 @@ def write_store(
     key: str,
     kind: tuple[str, int],
     form: str,
-    arrange: Callable[[], VectorPack],
+    arrange: Callable[[np.ndarray], VectorPack],
 ) -> str:
     """Merge the recorded pack and the waiting rows into a new pack of ``form``; returns
     its token. Call inside one transaction that also records the token
     (:func:`record_store`), so the count, rows and vectors are one snapshot.
 
-    Each merged hash's row is put in the temp table ``kb_pack_rows``; ``arrange()`` then
-    gives the pack's index arrays from it.
+    ``arrange(hashes)`` gives the pack's index arrays from its sorted 32-byte hashes.
 
     :raises OSError: when the folder cannot be written (nothing is left behind).
     """
     stored = current_store(db, kind)
     recorded = None if stored is None else stored.token
+    prepare_split(db)
     return merge_store(db, _TABLES, (folder, key), kind, form, recorded, arrange)
 
 

@@ -7,7 +7,8 @@ embedded twice and vectors of two models never meet, and searches are sentence-a
 document's score blends its own cosine with its best sentence's). Each vector is stored
 once, compact, in a pack next to the knowledge base that a new process maps at once
 (:mod:`kairox.default_plugins.sqlite_vector_store`); vectors embedded since the last
-ingest's end wait as rows of the database. With
+ingest's end wait as rows of the database. Which texts each document has vectors of is
+one row a document (:mod:`kairox.default_plugins.sqlite_vector_keys`). With
 ``ann_threshold`` passages on (and with numkong installed), the pack gets an approximate
 index of its vectors beside it (:mod:`kairox.retrieval.ann`: int8 codes, rebuilt after
 each ingest from the previous one's codes, quantising only new vectors); unfiltered
@@ -17,8 +18,6 @@ searches then score the index's candidates exactly instead of every passage.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import itertools
 import json
 import threading
 from collections.abc import Sequence
@@ -29,6 +28,14 @@ import apsw
 import numpy as np
 
 from kairox.default_plugins.sqlite_vector_index import Approximate, PackIndex
+from kairox.default_plugins.sqlite_vector_keys import (
+    REFERENCED,
+    arrange,
+    digest,
+    prepare_split,
+    upgrade,
+)
+from kairox.default_plugins.sqlite_vector_keys import SCHEMA as KEYS_SCHEMA
 from kairox.default_plugins.sqlite_vector_store import (
     STORE_SCHEMA,
     current_store,
@@ -45,13 +52,11 @@ from kairox.retrieval.vectors import EMBED_BATCH, SentenceVectors, embed_unit, t
 from kairox.store.sqlite import immediate_transaction
 from kairox.workspace.chunking import split_sentences
 from kairox.workspace.vector_pack import VectorPack, pack_key, read_pack, remove_packs
-from kairox.workspace.vector_store import in_pack, search_arrays
+from kairox.workspace.vector_store import digests, find_rows, search_arrays
 
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS kb_passages (id TEXT PRIMARY KEY, text_hash TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS kb_sentences (id TEXT NOT NULL, sentence_index INTEGER NOT NULL,"
-    " text_hash TEXT NOT NULL, PRIMARY KEY (id, sentence_index))",
-    "CREATE INDEX IF NOT EXISTS kb_sentences_hash ON kb_sentences(text_hash)",
+    *KEYS_SCHEMA,
+    # Vectors waiting for the next pack (the store, with vector_pack = false), by hex hash.
     "CREATE TABLE IF NOT EXISTS kb_embeddings (text_hash TEXT NOT NULL, embedder TEXT NOT NULL,"
     " dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (text_hash, embedder, dim))",
     # Before the pack was the store: which pack held a copy of kb_embeddings (read while
@@ -62,10 +67,6 @@ _SCHEMA = (
 )
 
 _NO_VECTORS = np.empty((0, 0), dtype=np.float32)
-
-
-def _hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def pack_location(path: Path, embedder: EmbeddingBackend) -> tuple[Path, str]:
@@ -81,31 +82,12 @@ def passage_text(document: Document) -> str:
     return f"{document.title}\n{document.text}" if document.title else document.text
 
 
-def _arrange(
-    passages: Sequence[tuple[int, str]],
-    sentences: Sequence[tuple[int, str]],
-    row_of: dict[str, int],
-    vectors: np.ndarray,
-) -> VectorPack:
-    """The pack's index arrays: passages and sentences whose vector exists, by row."""
-    kept = [(rowid, row_of[h]) for rowid, h in passages if h in row_of]
-    position = {rowid: n for n, (rowid, _) in enumerate(kept)}
-    owned = [(position[r], row_of[h]) for r, h in sentences if r in position and h in row_of]
-    return VectorPack(
-        ids=np.array([rowid for rowid, _ in kept], dtype=np.int64),
-        chunk_rows=np.array([row for _, row in kept], dtype=np.int64),
-        owners=np.array([o for o, _ in owned], dtype=np.int64),
-        sentence_rows=np.array([row for _, row in owned], dtype=np.int64),
-        vectors=vectors,
-    )
-
-
 @dataclass(frozen=True)
 class _Prepared:
     id: str
-    text_hash: str
-    sentences: tuple[str, ...]  # text hashes, in order
-    vectors: list[tuple[str, bytes]]  # (text hash, vector) not stored yet
+    text_hash: bytes
+    sentences: tuple[bytes, ...]  # text digests, in order
+    vectors: list[tuple[bytes, bytes]]  # (text digest, vector) not stored yet
 
 
 class DocumentVectors:
@@ -138,6 +120,9 @@ class DocumentVectors:
         ]
         self._cache = None  # type: ignore[assignment]
         self._store_cache: tuple[str, VectorPack | None] | None = None
+        with self._lock:
+            if upgrade(self._db):  # the layout before: its rows' pages given back
+                reclaim_space(self._db)
         with self._lock, self._db:
             for statement in _SCHEMA:
                 self._db.execute(statement)
@@ -148,8 +133,9 @@ class DocumentVectors:
         """The ids whose passage vector this embedder has made (waiting or stored)."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT p.id, p.text_hash, e.rowid IS NOT NULL FROM kb_passages p LEFT JOIN "
-                "kb_embeddings e ON e.text_hash = p.text_hash AND e.embedder = ? AND e.dim = ?",
+                "SELECT t.id, t.passage, e.rowid IS NOT NULL FROM kb_texts t LEFT JOIN "
+                "kb_embeddings e ON e.text_hash = lower(hex(t.passage)) AND e.embedder = ? "
+                "AND e.dim = ?",
                 self._kind,
             ).fetchall()
             stored = self._has_stored([h for _, h, waiting in rows if not waiting])
@@ -157,9 +143,12 @@ class DocumentVectors:
             doc_id for (doc_id, h, waiting) in rows if not waiting and h in stored
         }
 
-    def _has_stored(self, hashes: Sequence[str]) -> set[str]:
-        """Those of ``hashes`` the pack holds."""
-        rows = in_pack(self._pack_store(), list(hashes))
+    def _has_stored(self, hashes: Sequence[bytes]) -> set[bytes]:
+        """Those of the digests ``hashes`` the pack holds."""
+        pack = self._pack_store()
+        if pack is None or pack.hashes is None:
+            return set()
+        rows = find_rows(pack.hashes, np.array(hashes, dtype="S32"))
         return {h for h, row in zip(hashes, rows, strict=True) if row >= 0}
 
     def _pack_store(self) -> VectorPack | None:
@@ -174,36 +163,36 @@ class DocumentVectors:
             self._store_cache = (stored.token, pack)
         return self._store_cache[1]
 
-    def _have(self, hashes: Sequence[str]) -> set[str]:
+    def _have(self, hashes: Sequence[bytes]) -> set[bytes]:
         with self._lock:
             waiting = {
-                row[0]
+                bytes.fromhex(row[0])
                 for row in self._db.execute(
                     "SELECT text_hash FROM kb_embeddings WHERE embedder = ? AND dim = ? AND "
                     "text_hash IN (SELECT value FROM json_each(?))",
-                    (*self._kind, json.dumps(list(hashes))),
+                    (*self._kind, json.dumps([h.hex() for h in hashes])),
                 )
             }
             return waiting | self._has_stored([h for h in hashes if h not in waiting])
 
     def prepare(self, documents: Sequence[Document]) -> list[_Prepared]:
         """Split and embed ``documents`` (outside any transaction: this is the slow part)."""
-        texts: dict[str, str] = {}
-        plans: list[tuple[str, str, tuple[str, ...]]] = []
+        texts: dict[bytes, str] = {}
+        plans: list[tuple[str, bytes, tuple[bytes, ...]]] = []
         for document in documents:
             whole = passage_text(document)
-            whole_hash = _hash(whole)
+            whole_hash = digest(whole)
             texts[whole_hash] = whole
             found = split_sentences(document.text) if self.sentence_weight else []
             sentence_hashes = []
             if len(found) > 1:  # one sentence: the passage's own vector serves
                 for sentence in found:
-                    sentence_hashes.append(_hash(sentence.text))
+                    sentence_hashes.append(digest(sentence.text))
                     texts[sentence_hashes[-1]] = sentence.text
             plans.append((document.id, whole_hash, tuple(sentence_hashes)))
         have = self._have(sorted(texts))
         missing = sorted(h for h in texts if h not in have)
-        made: dict[str, bytes] = {}
+        made: dict[bytes, bytes] = {}
         for start in range(0, len(missing), EMBED_BATCH):
             part = missing[start : start + EMBED_BATCH]
             vectors = embed_unit(self.embedder, [texts[h] for h in part])
@@ -223,33 +212,25 @@ class DocumentVectors:
         with self._lock, self._db:
             self._db.execute("DELETE FROM kb_vector_packs")
             unarrange(self._db)
-            for item in prepared:
-                self._db.execute("DELETE FROM kb_sentences WHERE id = ?", (item.id,))
-                self._db.execute(
-                    "INSERT OR REPLACE INTO kb_passages VALUES (?, ?)", (item.id, item.text_hash)
-                )
-                self._db.executemany(
-                    "INSERT INTO kb_sentences VALUES (?, ?, ?)",
-                    [(item.id, n, h) for n, h in enumerate(item.sentences)],
-                )
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO kb_embeddings VALUES (?, ?, ?, ?)",
-                    [(h, *self._kind, v) for h, v in item.vectors],
-                )
+            self._db.executemany(
+                "INSERT OR REPLACE INTO kb_texts VALUES (?, ?, ?)",
+                [(item.id, item.text_hash, b"".join(item.sentences)) for item in prepared],
+            )
+            self._db.executemany(
+                "INSERT OR REPLACE INTO kb_embeddings VALUES (?, ?, ?, ?)",
+                [(h.hex(), *self._kind, v) for item in prepared for h, v in item.vectors],
+            )
 
     def delete(self, ids: Sequence[str]) -> None:
         with self._lock, self._db:
             self._db.execute("DELETE FROM kb_vector_packs")
             unarrange(self._db)
-            for doc_id in ids:
-                self._db.execute("DELETE FROM kb_sentences WHERE id = ?", (doc_id,))
-                self._db.execute("DELETE FROM kb_passages WHERE id = ?", (doc_id,))
+            self._db.executemany("DELETE FROM kb_texts WHERE id = ?", [(doc_id,) for doc_id in ids])
             # Waiting vectors no passage or sentence uses any more (of any embedder) go
             # too; the pack's go when the next ingest's end writes a new one.
-            self._db.execute(
-                "DELETE FROM kb_embeddings WHERE text_hash NOT IN (SELECT text_hash FROM "
-                "kb_passages UNION SELECT text_hash FROM kb_sentences)"
-            )
+            if self._db.execute("SELECT 1 FROM kb_embeddings LIMIT 1").fetchone():
+                prepare_split(self._db)
+                self._db.execute(f"DELETE FROM kb_embeddings WHERE text_hash NOT IN ({REFERENCED})")
 
     def unfinished(self) -> bool:
         """Vectors wait in the database for :meth:`finish`, or the pack's index arrays
@@ -291,7 +272,6 @@ class DocumentVectors:
                         self._pack_index,
                     )
                     record_store(self._db, self._kind, token, self.vector_format)
-                    self._db.execute("DELETE FROM kb_pack_rows")
             except OSError:
                 return
             # The index before the old packs go: it reuses their codes. On failure no
@@ -301,72 +281,35 @@ class DocumentVectors:
             remove_packs(self._pack_folder, self._pack_key, keep=token)
             reclaim_space(self._db)
 
-    def _pack_index(self) -> VectorPack:
-        """The pack's index arrays (no vectors), from ``kb_pack_rows``: passages and
-        sentences whose vector exists, by document rowid (as :func:`_arrange` makes them)."""
-        passages = self._pairs(
-            "SELECT d.rowid, r.row FROM kb_passages p JOIN documents d ON d.id = p.id "
-            "JOIN kb_pack_rows r ON r.text_hash = p.text_hash ORDER BY d.rowid"
-        )
-        sentences = self._pairs(
-            "SELECT d.rowid, r.row FROM kb_sentences s JOIN documents d ON d.id = s.id "
-            "JOIN kb_pack_rows r ON r.text_hash = s.text_hash "
-            "ORDER BY d.rowid, s.sentence_index"
-        )
-        ids = passages[:, 0]
-        # A sentence belongs to the position of its document among the passages kept.
-        at = np.searchsorted(ids, sentences[:, 0])
-        owned = at < len(ids)
-        owned[owned] = ids[at[owned]] == sentences[owned, 0]
-        return VectorPack(
-            ids=ids.copy(),
-            chunk_rows=passages[:, 1].copy(),
-            owners=at[owned].astype(np.int64),
-            sentence_rows=sentences[owned, 1].copy(),
-            vectors=_NO_VECTORS,
-        )
-
-    def _pairs(self, sql: str) -> np.ndarray:
-        """A two-integer-column query as an ``(n, 2)`` int64 array, streamed."""
-        flat = itertools.chain.from_iterable(self._db.execute(sql))
-        return np.fromiter(flat, dtype=np.int64).reshape(-1, 2)
+    def _pack_index(self, hashes: np.ndarray) -> VectorPack:
+        """The new pack's index arrays (no vectors), its rows found by their ``hashes``."""
+        return arrange(self._db, lambda wanted: find_rows(hashes, wanted), _NO_VECTORS)
 
     # -- searching ----------------------------------------------------------------
-
-    def _index_rows(self) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
-        """(document rowid, text hash) of every passage, and of every sentence in order."""
-        passages = self._db.execute(
-            "SELECT d.rowid, p.text_hash FROM kb_passages p JOIN documents d ON d.id = p.id "
-            "ORDER BY d.rowid"
-        ).fetchall()
-        sentences = self._db.execute(
-            "SELECT d.rowid, s.text_hash FROM kb_sentences s JOIN documents d ON d.id = s.id "
-            "ORDER BY d.rowid, s.sentence_index"
-        ).fetchall()
-        return passages, sentences
 
     def _from_rows(self, store: VectorPack | None = None) -> VectorPack:
         """The search arrays from the waiting rows and the pack's vectors (an ingest
         not finished yet, or a knowledge base written before the pack was the store)."""
-        passages, sentences = self._index_rows()
         rows = self._db.execute(
             "SELECT text_hash, vector FROM kb_embeddings WHERE embedder = ? AND dim = ? "
-            "ORDER BY rowid",
+            "ORDER BY text_hash",
             self._kind,
         ).fetchall()
-        row_of = {h: n for n, (h, _) in enumerate(rows)}
-        waiting = np.frombuffer(b"".join(v for _, v in rows), dtype=np.float32)
-        vectors = waiting.reshape(len(rows), self.embedder.dim)
-        if store is not None:
-            wanted = sorted({h for _, h in (*passages, *sentences) if h not in row_of})
-            found = in_pack(store, wanted)
-            picked = found[found >= 0]
-            row_of.update(
-                (h, len(rows) + n)
-                for n, h in enumerate(h for h, r in zip(wanted, found, strict=True) if r >= 0)
-            )
-            vectors = np.vstack([vectors, store.rows(picked)])
-        return _arrange(passages, sentences, row_of, vectors)
+        waiting = digests([h for h, _ in rows])  # sorted: hex orders as the bytes do
+        vectors = np.frombuffer(b"".join(v for _, v in rows), dtype=np.float32)
+        vectors = vectors.reshape(len(rows), self.embedder.dim)
+        if store is not None and store.hashes is not None:
+            vectors = np.vstack([vectors, store.rows()])
+
+        def rows_of(wanted: np.ndarray) -> np.ndarray:
+            found = find_rows(waiting, wanted)  # a waiting row is newer than the pack's
+            if store is not None and store.hashes is not None:
+                missing = found < 0
+                packed = find_rows(store.hashes, wanted[missing])
+                found[missing] = np.where(packed >= 0, packed + len(rows), -1)
+            return found
+
+        return arrange(self._db, rows_of, vectors)
 
     def _old_layout_pack(self) -> tuple[str, VectorPack] | None:
         """A knowledge base written before the pack was the store: its float32 copy."""

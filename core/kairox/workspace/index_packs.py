@@ -198,9 +198,9 @@ class VectorPacksMixin:
             return
         remove_packs(self._pack_folder, key)
 
-    def _arrange_store(self) -> VectorPack:
-        """The new pack's index arrays (no vectors), from ``rag_pack_rows``: the chunks
-        and sentences whose vector it holds."""
+    def _arrange_store(self, hashes: np.ndarray) -> VectorPack:
+        """The new pack's index arrays (no vectors), from ``rag_pack_rows`` (which has
+        each of its ``hashes``' row): the chunks and sentences whose vector it holds."""
         chunks = self._pairs(
             "SELECT c.id, r.row FROM rag_chunks c JOIN temp.rag_pack_rows r "
             "ON r.text_hash = c.text_hash WHERE c.workspace = ? ORDER BY c.id"

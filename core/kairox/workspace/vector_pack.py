@@ -189,6 +189,14 @@ class PackWriter:
             self._handles[3].write(np.ascontiguousarray(hashes, dtype="S32").data)
         self._written += len(codes)
 
+    def written_hashes(self) -> np.ndarray:
+        """The hashes of every row, once all are added (mapped from the file being
+        written, for the index arrays :meth:`finish` takes)."""
+        if not self._with_hashes or self._written != self._rows:
+            raise ValueError(f"{self._written} of {self._rows} rows added, with hashes only")
+        self._handles[3].flush()
+        return np.load(self._aside[3], mmap_mode="r", allow_pickle=False)
+
     def finish(self, pack: VectorPack) -> str:
         """Write the index arrays of ``pack`` (its ``vectors`` are the ones added) and
         move both files into place; returns the token."""
@@ -197,9 +205,7 @@ class PackWriter:
         for handle in self._handles.values():
             handle.close()
         with open(private_file(self._aside[1]), "wb") as handle:
-            np.savez(
-                handle, **{name: np.asarray(getattr(pack, name), np.int64) for name in _ARRAYS}
-            )
+            np.savez(handle, **{name: _narrow(getattr(pack, name)) for name in _ARRAYS})
         # The vectors file last: a reader finds it only with everything it needs beside it.
         for at in (*sorted(set(self._handles) - {0}, reverse=True), 1, 0):
             os.replace(self._aside[at], self._paths[at])
@@ -217,6 +223,14 @@ class PackWriter:
             for path in (*self._aside, *self._paths):
                 with contextlib.suppress(OSError):
                     path.unlink()
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """Index values as int32 when they fit (half the bytes; read back as int64)."""
+    values = np.asarray(values, dtype=np.int64)
+    if len(values) and (values.min() < -(2**31) or values.max() >= 2**31):
+        return values
+    return values.astype(np.int32)
 
 
 def write_pack(folder: Path, key: str, pack: VectorPack) -> str:

@@ -31,6 +31,7 @@ __all__ = [
     "StoreTables",
     "StoredVectors",
     "digests",
+    "find_rows",
     "hex_hashes",
     "in_pack",
     "merge_store",
@@ -52,12 +53,13 @@ class StoreTables:
         ``ORDER BY 1``, taking ``params``.
     :param embeddings: the table of waiting rows.
     :param pack_rows: the temporary table :func:`merge_store` fills with each merged
-        hash's row in the new pack (``text_hash``, ``row``).
+        hash's row in the new pack (``text_hash``, ``row``); ``None``: none (the
+        caller arranges from the new pack's hashes).
     """
 
     referenced: str
     embeddings: str
-    pack_rows: str
+    pack_rows: str | None
     params: tuple[Any, ...] = ()
 
 
@@ -113,14 +115,21 @@ def hex_hashes(pack: VectorPack, rows: slice) -> list[str]:
 
 def in_pack(pack: VectorPack | None, hashes: list[str]) -> np.ndarray:
     """For each hex hash, its row in ``pack`` (whose hashes are sorted), or -1."""
-    found = np.full(len(hashes), -1, dtype=np.int64)
-    if pack is None or pack.hashes is None or not len(pack.hashes) or not hashes:
+    if pack is None or pack.hashes is None or not hashes:
+        return np.full(len(hashes), -1, dtype=np.int64)
+    return find_rows(pack.hashes, digests(hashes))
+
+
+def find_rows(hashes: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """For each 32-byte digest of ``wanted``, its row in the sorted ``hashes`` (a store's
+    pack's), or -1."""
+    found = np.full(len(wanted), -1, dtype=np.int64)
+    if not len(hashes) or not len(wanted):
         return found
-    wanted = digests(hashes)
-    at = np.searchsorted(pack.hashes, wanted)
-    inside = at < len(pack.hashes)
+    at = np.searchsorted(hashes, wanted)
+    inside = at < len(hashes)
     hit = np.zeros(len(wanted), dtype=bool)
-    hit[inside] = pack.hashes[at[inside]] == wanted[inside]
+    hit[inside] = hashes[at[inside]] == wanted[inside]
     found[hit] = at[hit]
     return found
 
@@ -159,15 +168,16 @@ def merge_store(
     kind: tuple[str, int],
     form: str,
     recorded: str | None,
-    arrange: Callable[[], VectorPack],
+    arrange: Callable[[np.ndarray], VectorPack],
 ) -> str:
     """Merge the pack ``recorded`` (a token, or ``None``) and the waiting rows into a
     new pack of ``form`` in ``location`` (folder, key); returns its token. Call inside
     one transaction that also records the token, so the count, rows and vectors are one
     snapshot.
 
-    Each merged hash's row is put in ``tables.pack_rows``; ``arrange()`` then gives the
-    pack's index arrays from it.
+    Each merged hash's row is put in ``tables.pack_rows`` (when it names one);
+    ``arrange(hashes)`` then gives the pack's index arrays, from that table or from the
+    new pack's sorted 32-byte ``hashes`` (mapped from its file).
 
     :raises OSError: when the recorded pack cannot be read or the folder cannot be
         written (nothing is left behind).
@@ -180,11 +190,12 @@ def merge_store(
         if old is None:
             raise OSError(f"the vector pack {recorded} in {folder} cannot be read")
     count = _count(db, tables, kind, old)
-    db.execute(
-        f"CREATE TEMP TABLE IF NOT EXISTS {tables.pack_rows} "
-        "(text_hash TEXT PRIMARY KEY, row INTEGER NOT NULL)"
-    )
-    db.execute(f"DELETE FROM {tables.pack_rows}")
+    if tables.pack_rows is not None:
+        db.execute(
+            f"CREATE TEMP TABLE IF NOT EXISTS {tables.pack_rows} "
+            "(text_hash TEXT PRIMARY KEY, row INTEGER NOT NULL)"
+        )
+        db.execute(f"DELETE FROM {tables.pack_rows}")
     written = 0
     with PackWriter(folder, key, rows=count, dim=dim, form=form, with_hashes=True) as writer:
         for number, block in enumerate(_blocks(db, tables, kind), start=1):
@@ -205,16 +216,17 @@ def merge_store(
                 vectors[from_pack] = old.rows(rows[[kept[at] for at in from_pack]])
             kept_hashes = [hashes[n] for n in kept]
             writer.add(vectors, digests(kept_hashes))
-            db.executemany(
-                f"INSERT INTO {tables.pack_rows} VALUES (?, ?)",
-                [(h, written + at) for at, h in enumerate(kept_hashes)],
-            )
+            if tables.pack_rows is not None:
+                db.executemany(
+                    f"INSERT INTO {tables.pack_rows} VALUES (?, ?)",
+                    [(h, written + at) for at, h in enumerate(kept_hashes)],
+                )
             written += len(kept)
             if old is not None and not number % 16:
                 # The old pack's pages read so far leave the resident set (every 16
                 # blocks: its hashes' binary searches read their top pages again after).
                 release_mapped(old.vectors, old.scales, old.hashes)
-        return writer.finish(arrange())
+        return writer.finish(arrange(writer.written_hashes()))
 
 
 def unpack_rows(
