@@ -92,10 +92,14 @@ class LocalPath:
         query vector or one embedded locally (:func:`kairox.retrieval.embedding.
         embeds_locally`; another embedder may be remote or slow), and none has overrun
         its deadline on this path (nor is :attr:`local_path` switched off)."""
-        return self.local_path and not self._demoted and all(
-            callable(getattr(source, "retrieve_local", None))
-            and embeds_locally(getattr(source, "embedder", None))
-            for source in self._sources
+        return (
+            self.local_path
+            and not self._demoted
+            and all(
+                callable(getattr(source, "retrieve_local", None))
+                and embeds_locally(getattr(source, "embedder", None))
+                for source in self._sources
+            )
         )
 
     def _retrieve_here(self, query: Query) -> RetrievalResult:
