@@ -8,16 +8,19 @@ embedder makes locally, a retrieval asks them one after another:
 * a synchronous one (``retrieve_sync``: the CLI, ``kx.search``, a session turn) in the
   calling thread, with no event loop at all;
 * an ``async`` one (``await retrieve``: ``kx.asearch``) on the loop's own thread while the
-  group's last answer took at most ``loop_budget_ms``, else in one worker thread for the
-  whole group (the first one too, as its cost is not known yet).
+  group's answers take at most ``loop_budget_ms`` (a running average), else in one worker
+  thread for the whole group (the first one too, as its cost is not known yet).
 
 Why in turn: each such answer is a millisecond or two of SQLite and Python. A hand-off per
-source (an executor submit and a loop wake-up for each) costs about as much as the answer on
-a quiet machine and several times more on a busy one, and the overlap it buys is small: the
-Python half of every answer holds the GIL anyway. Why the loop may be held: for at most a
-few milliseconds (:data:`LOOP_BUDGET_MS`), a twentieth of the 100 ms after which asyncio's
-debug mode calls a callback slow, less than one thread hand-off costs under load; a group
-that costs more is asked in a worker thread instead.
+source (an executor submit and a loop wake-up for each) costs about as much as the answer,
+and the overlap it buys is small: the Python half of every answer holds the GIL. Two
+sqlite-fts knowledge bases of 1k-10k SciFact passages each, on a machine at load 4-6:
+1.19-1.26x the time asked concurrently (``benchmarks/facade_overhead.py --kbs 2``). Only
+when every core is contended (8 busy processes beside) do two threads finish sooner, as each
+competes for the CPU on its own. Why the loop may be held: for a few milliseconds
+(:data:`LOOP_BUDGET_MS`), a twentieth of the 100 ms after which asyncio's debug mode calls a
+callback slow, and less than other tasks on the loop would wait for the GIL while the same
+answer ran in a worker thread; a group that costs more is asked in a worker thread instead.
 
 Deadlines: a source asked in the calling thread cannot be abandoned at its deadline, which
 counts from the start of the retrieval as on the loop (the caller waited for the sources
@@ -54,8 +57,8 @@ if TYPE_CHECKING:
 
 __all__ = ["LOOP_BUDGET_MS", "LocalPath"]
 
-#: How long (ms) the local sources' last answer may have taken for an ``async`` retrieval
-#: to ask them on the event loop's thread rather than in one worker thread.
+#: How long (ms) the local sources' answers may take (a running average) for an ``async``
+#: retrieval to ask them on the event loop's thread rather than in one worker thread.
 LOOP_BUDGET_MS = 5.0
 
 _LATER = "later searches ask every source in a worker thread"
@@ -69,7 +72,7 @@ class LocalPath:
     #: sources that overran their deadline on this path: while any is here, every
     #: retrieval asks the sources concurrently in worker threads.
     _demoted: set[str]
-    #: how long (ms) the last asking of the local group took, or None before the first
+    #: how long (ms) asking the local group takes, a running average (None before the first)
     _local_cost_ms: float | None
     #: the most (ms) an ``async`` retrieval may hold its loop's thread (see the module)
     loop_budget_ms: float = LOOP_BUDGET_MS
@@ -123,6 +126,7 @@ class LocalPath:
         stop = threading.Event()
         started = time.perf_counter()
         work = asyncio.ensure_future(asyncio.to_thread(self._ask_here, query, outcomes, stop))
+        work.add_done_callback(consume_outcome)  # read below, unless the caller gave up
         longest = max((self.timeout_ms(s.name) for s in self._sources), default=0)
         try:
             await asyncio.wait([work], timeout=longest / 1000)
@@ -130,8 +134,6 @@ class LocalPath:
             stop.set()  # the caller stopped waiting (or gave up): ask no more
         if work.done():
             work.result()  # a fault of this path itself is raised, as on the loop
-        else:
-            work.add_done_callback(consume_outcome)
         answered = {outcome.report.source: outcome for outcome in list(outcomes)}
         waited_ms = (time.perf_counter() - started) * 1000
         reached = "the local sources asked in turn in one worker thread had not reached it"
@@ -159,7 +161,9 @@ class LocalPath:
                 outcomes.append(self._ask_one_here(source, asked, depth, begun, vectors))
         finally:
             FAN_OUT.reset(fan_out)
-        self._local_cost_ms = (time.perf_counter() - begun) * 1000
+        cost_ms, last = (time.perf_counter() - begun) * 1000, self._local_cost_ms
+        # A running average: one slow answer does not send the group off the loop's thread.
+        self._local_cost_ms = cost_ms if last is None else last + (cost_ms - last) / 4
 
     def _ask_one_here(
         self, source: Source, asked: Query, depth: int, begun: float, vectors: dict[str, Any]
