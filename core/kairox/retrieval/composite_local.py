@@ -19,8 +19,7 @@ sqlite-fts knowledge bases of 1k-10k SciFact passages each, on a machine at load
 when every core is contended (8 busy processes beside) do two threads finish sooner, as each
 competes for the CPU on its own. Why the loop may be held: for a few milliseconds
 (:data:`LOOP_BUDGET_MS`), a twentieth of the 100 ms after which asyncio's debug mode calls a
-callback slow, and less than other tasks on the loop would wait for the GIL while the same
-answer ran in a worker thread; a group that costs more is asked in a worker thread instead.
+callback slow; a group that costs more is asked in a worker thread instead.
 
 Deadlines: a source asked in the calling thread cannot be abandoned at its deadline, which
 counts from the start of the retrieval as on the loop (the caller waited for the sources
