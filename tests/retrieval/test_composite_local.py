@@ -163,6 +163,33 @@ def test_an_async_retrieval_of_a_costly_group_stays_in_one_worker_thread() -> No
     assert threads[0] is threads[2] and threads[1] is threads[3]
 
 
+@pytest.mark.parametrize("cheap", [True, False], ids=["cheap", "costly"])
+def test_beside_a_remote_source_local_ones_are_asked_on_the_loop_once_known_cheap(cheap) -> None:
+    first, remote, second = (
+        LocalSource("first", ["a"]),
+        StaticSource("remote", ["x"]),
+        LocalSource("second", ["b"]),
+    )
+    composite = CompositeWorkspaceRetriever([first, remote, second])
+    composite.loop_budget_ms = float("inf") if cheap else 0.0
+    try:
+        composite.retrieve_sync(Query("q"))  # their cost is not known yet: in tasks
+        assert first.local_calls == [] and first.loop_calls == 1
+        result = composite.retrieve_sync(Query("q"))
+    finally:
+        composite.close()
+    assert len(remote.received) == 2
+    if cheap:  # on the private loop, which runs in the calling thread
+        here = [(threading.current_thread(), True, 3)]
+        assert first.local_calls == here and second.local_calls == here
+        assert first.loop_calls == second.loop_calls == 1
+    else:
+        assert first.local_calls == second.local_calls == []
+        assert first.loop_calls == second.loop_calls == 2
+    assert [r.status for r in result.reports] == [SourceStatus.OK] * 3
+    assert {h.id for h in result.hits} == {"a", "x", "b"}
+
+
 def test_a_source_needing_a_vector_its_embedder_does_not_make_locally_is_asked_on_the_loop():
     dense = LocalSource("dense", ["x"], embedder=CountingEmbedder("e"))
     composite = CompositeWorkspaceRetriever([dense])
@@ -235,6 +262,21 @@ def test_a_local_source_past_its_deadline_times_out_and_moves_to_a_worker_thread
         assert slow.loop_calls == 1 and len(slow.local_calls) == 1
     finally:
         composite.close()
+
+
+def test_only_the_source_past_its_deadline_leaves_the_loop_s_thread() -> None:
+    slow, quick = OverrunningLocalSource("slow", ["s"]), LocalSource("quick", ["q"])
+    composite = CompositeWorkspaceRetriever([slow, quick], timeouts_ms={"slow": 1})
+    composite.loop_budget_ms = float("inf")
+    try:
+        composite.retrieve_sync(Query("q"))  # slow overruns its deadline
+        result = composite.retrieve_sync(Query("q"))
+    finally:
+        composite.close()
+    assert slow.loop_calls == 1 and len(slow.local_calls) == 1  # now in a worker thread
+    assert [c[0] for c in quick.local_calls] == [threading.current_thread()] * 2
+    assert quick.loop_calls == 0
+    assert report(result, "quick").status is SourceStatus.OK
 
 
 class BlockedLocalSource(LocalSource):
@@ -385,9 +427,11 @@ def _both_ways(sources: list, **options) -> tuple[CompositeWorkspaceRetriever, .
 def test_two_sqlite_knowledge_bases_rank_alike_in_turn_and_concurrently(
     two_knowledge_bases, filters
 ) -> None:
-    in_turn, concurrent = _both_ways(
-        two_knowledge_bases, source_filters={"notes": parse_filter({"lang": "en"})}
-    )
+    own_filters = {"notes": parse_filter({"lang": "en"})}
+    in_turn, concurrent = _both_ways(two_knowledge_bases, source_filters=own_filters)
+    papers, notes = two_knowledge_bases
+    mixed = CompositeWorkspaceRetriever([papers, LoopOnly(notes)], source_filters=own_filters)
+    mixed.loop_budget_ms = float("inf")
     try:
         for text in ["release train", "freeze canary", 'deploy "freeze" AND (train: -']:
             query = Query(text, k=5, filters=filters)
@@ -397,12 +441,15 @@ def test_two_sqlite_knowledge_bases_rank_alike_in_turn_and_concurrently(
             for budget in (0.0, float("inf")):  # one worker thread, then the loop's thread
                 in_turn.loop_budget_ms = budget
                 assert _outputs(run(in_turn.retrieve(query))) == expected
+            # Beside a source asked concurrently: in a task, then on the loop's thread.
+            assert _outputs(mixed.retrieve_sync(query)) == expected
+            assert _outputs(mixed.retrieve_sync(query)) == expected
         assert expected[0] and {r[1] for r in expected[1]} == {SourceStatus.OK}
         shared = concurrent.retrieve_sync(Query("freeze friday rollback", k=5, filters=filters))
         assert [len(hit.sources) for hit in shared.hits if hit.id == "p1"] == [2]
     finally:
-        concurrent.close()
-        in_turn.close()
+        for composite in (concurrent, in_turn, mixed):
+            composite.close()
 
 
 @pytest.mark.parametrize(

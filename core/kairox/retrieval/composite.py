@@ -172,24 +172,28 @@ class CompositeWorkspaceRetriever(LocalPath):
 
     async def _retrieve_concurrently(self, query: Query) -> RetrievalResult:
         """Ask every source at once, each in a task of its own under its deadline: a
-        source past its deadline is cancelled and not waited for."""
+        source past its deadline is cancelled and not waited for. Sources that answer
+        locally are asked on this loop's thread meanwhile, once known to be cheap
+        (:meth:`_asked_on_the_loop`)."""
         depth = self._depth(query)
+        here = self._asked_on_the_loop()
+        in_tasks = [source for source in self._sources if source.name not in here]
         # Tasks copy the context as they are made, and worker threads copy it from them:
         # every source (and query embedding) sees how many run next to it.
         fan_out = FAN_OUT.set(len(self._sources))
         try:
-            embeddings = self._start_embeddings(query)
+            embeddings = self._start_embeddings(query, in_tasks)
             # Every source that needs no query vector gets this same request.
             asked = dataclasses.replace(query, k=depth)
             started = time.perf_counter()
             answered_at: dict[str, float] = {}
             tasks: list[asyncio.Task[list[Hit]]] = []
-            refused: dict[str, SourceReport] = {}
-            for source in self._sources:
+            refused: dict[str, Outcome] = {}
+            for source in in_tasks:
                 mine = self._request(source, asked)
                 refusal = filter_refusal(source, mine.filter)
                 if refusal is not None:
-                    refused[source.name] = refusal
+                    refused[source.name] = Outcome(refusal, [])
                     continue
                 task = asyncio.create_task(
                     self._call(source, mine, embeddings, answered_at),
@@ -200,22 +204,26 @@ class CompositeWorkspaceRetriever(LocalPath):
                 tasks.append(task)
         finally:
             FAN_OUT.reset(fan_out)
-        asked_sources = [s for s in self._sources if s.name not in refused]
+        asked_sources = [s for s in in_tasks if s.name not in refused]
         expired: dict[asyncio.Task[list[Hit]], float] = {}
+        answered_here: dict[str, Outcome] = {}
         try:
+            if here:
+                await asyncio.sleep(0)  # the tasks start: their answers come meanwhile
+                answered_here = self._ask_on_the_loop(here, asked, depth, started)
             expired = await self._wait(tasks, started, asked_sources)
         finally:
             # Past every deadline, or the caller gave up: nobody waits for these any
             # more. A source (or an embedding) busy in a thread finishes on its own.
             for task in [*tasks, *embeddings.values()]:
                 task.cancel()
-        outcomes = [
-            self._outcome(source, task, depth, answered_at.get(source.name), started, expired)
-            for source, task in zip(asked_sources, tasks, strict=True)
-        ]
-        by_name = {o.report.source: o for o in outcomes}
-        outcomes = [by_name.get(s.name) or Outcome(refused[s.name], []) for s in self._sources]
-        return self._fused(query, outcomes)
+        if not here:
+            self._note_cost_in_tasks(asked_sources, answered_at, started)
+        by_name = {**refused, **answered_here}
+        for source, task in zip(asked_sources, tasks, strict=True):
+            answered = answered_at.get(source.name)
+            by_name[source.name] = self._outcome(source, task, depth, answered, started, expired)
+        return self._fused(query, [by_name[source.name] for source in self._sources])
 
     def _request(self, source: Source, asked: Query) -> Query:
         """``asked`` as ``source`` gets it: with its own ``filter`` ANDed in, if it has one."""
@@ -273,15 +281,17 @@ class CompositeWorkspaceRetriever(LocalPath):
         """Let the kept worker threads go (idle ones end at once; also done on exit)."""
         self._private_loop.close()
 
-    def _start_embeddings(self, query: Query) -> dict[str, asyncio.Task[Any]]:
-        """Start one query embedding per backend name that some source needs.
+    def _start_embeddings(
+        self, query: Query, sources: Sequence[Source]
+    ) -> dict[str, asyncio.Task[Any]]:
+        """Start one query embedding per backend name that one of ``sources`` needs.
 
         Backends are grouped by ``name`` because the name identifies the model: two
         sources over the same model share one vector. A name the caller already put in
         ``query.embeddings`` is not embedded again.
         """
         backends: dict[str, Any] = {}
-        for source in self._sources:
+        for source in sources:
             embedder = getattr(source, "embedder", None)
             if embedder is None:
                 continue

@@ -11,6 +11,10 @@ embedder makes locally, a retrieval asks them one after another:
   group's answers take at most ``loop_budget_ms`` (a running average), else in one worker
   thread for the whole group (the first one too, as its cost is not known yet).
 
+Beside sources that must be asked concurrently (a remote one, or one that overran its
+deadline), the local ones, once known to be that cheap, are asked on the loop's thread
+while the others' tasks run, instead of in worker threads of their own.
+
 Why in turn: each such answer is a millisecond or two of SQLite and Python. A hand-off per
 source (an executor submit and a loop wake-up for each) costs about as much as the answer,
 and the overlap it buys is small: the Python half of every answer holds the GIL. Two
@@ -25,8 +29,8 @@ Deadlines: a source asked in the calling thread cannot be abandoned at its deadl
 counts from the start of the retrieval as on the loop (the caller waited for the sources
 asked before it too). One that answers past it is reported ``timeout`` ("no answer within N
 ms"), its late answer dropped as the loop would have; one whose deadline passed before its
-turn is reported so without being asked; and from then on every retrieval of that composite
-asks its sources concurrently in worker threads, where deadlines hold. In the one worker
+turn is reported so without being asked; and from then on that source is asked in a worker
+thread of its own, where its deadline holds. In the one worker
 thread, the caller stops waiting at the longest deadline: the sources not answered by then
 are reported ``timeout`` and the thread asks no more. Unlike the loop's, a report's latency
 here is the source's own time (the sources before it excluded).
@@ -50,7 +54,7 @@ from kairox.retrieval.embedding import (
 from kairox.retrieval.model import FAN_OUT, SourceReport, SourceStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from kairox.retrieval.model import Query, RetrievalResult, Source
 
@@ -60,7 +64,7 @@ __all__ = ["LOOP_BUDGET_MS", "LocalPath"]
 #: retrieval to ask them on the event loop's thread rather than in one worker thread.
 LOOP_BUDGET_MS = 5.0
 
-_LATER = "later searches ask every source in a worker thread"
+_LATER = "later searches ask it in a worker thread"
 
 
 class LocalPath:
@@ -68,8 +72,8 @@ class LocalPath:
     mixed into it (the composite sets the attributes and provides the methods below)."""
 
     _sources: tuple[Source, ...]
-    #: sources that overran their deadline on this path: while any is here, every
-    #: retrieval asks the sources concurrently in worker threads.
+    #: sources that overran their deadline on this path: each is asked in a worker thread
+    #: of its own from then on (and the others beside it, concurrently).
     _demoted: set[str]
     #: how long (ms) asking the local group takes, a running average (None before the first)
     _local_cost_ms: float | None
@@ -97,12 +101,56 @@ class LocalPath:
         return (
             self.local_path
             and not self._demoted
-            and all(
-                callable(getattr(source, "retrieve_local", None))
-                and embeds_locally(getattr(source, "embedder", None))
-                for source in self._sources
-            )
+            and all(_answers_locally(source) for source in self._sources)
         )
+
+    def _asked_on_the_loop(self) -> frozenset[str]:
+        """In a retrieval that asks some sources concurrently (a remote one, or one that
+        overran its deadline): the local ones to ask on the loop's thread meanwhile, once
+        their cost is known and within ``loop_budget_ms``. Asked in worker threads of their
+        own, their GIL-holding half delays the remote answers' hand-back just as much, and
+        the hand-offs come on top."""
+        cost = self._local_cost_ms
+        if not self.local_path or cost is None or cost > self.loop_budget_ms:
+            return frozenset()
+        return frozenset(
+            source.name
+            for source in self._sources
+            if source.name not in self._demoted and _answers_locally(source)
+        )
+
+    def _ask_on_the_loop(
+        self, names: frozenset[str], asked: Query, depth: int, begun: float
+    ) -> dict[str, Outcome]:
+        """The sources named ``names`` asked in turn on this thread, while the others'
+        tasks run; their deadlines count from ``begun``, the start of the retrieval."""
+        vectors: dict[str, Any] = {}
+        outcomes: dict[str, Outcome] = {}
+        start = time.perf_counter()
+        fan_out = FAN_OUT.set(len(self._sources))
+        try:
+            for source in self._sources:
+                if source.name in names:
+                    outcome = self._ask_one_here(source, asked, depth, begun, vectors)
+                    outcomes[source.name] = outcome
+        finally:
+            FAN_OUT.reset(fan_out)
+        self._note_cost((time.perf_counter() - start) * 1000)
+        return outcomes
+
+    def _note_cost_in_tasks(
+        self, asked: Sequence[Source], answered_at: Mapping[str, float], started: float
+    ) -> None:
+        """Note what the local sources asked in tasks cost (the sum of their times, hand-offs
+        included: an upper bound of asking them in turn), once all of them answered."""
+        local = [source.name for source in asked if _answers_locally(source)]
+        if local and all(name in answered_at for name in local):
+            self._note_cost(sum(answered_at[name] - started for name in local) * 1000)
+
+    def _note_cost(self, cost_ms: float) -> None:
+        # A running average: one slow answer does not send the group off the loop's thread.
+        last = self._local_cost_ms
+        self._local_cost_ms = cost_ms if last is None else last + (cost_ms - last) / 4
 
     def _retrieve_here(self, query: Query) -> RetrievalResult:
         """The retrieval with every source asked in turn in the calling thread."""
@@ -160,9 +208,7 @@ class LocalPath:
                 outcomes.append(self._ask_one_here(source, asked, depth, begun, vectors))
         finally:
             FAN_OUT.reset(fan_out)
-        cost_ms, last = (time.perf_counter() - begun) * 1000, self._local_cost_ms
-        # A running average: one slow answer does not send the group off the loop's thread.
-        self._local_cost_ms = cost_ms if last is None else last + (cost_ms - last) / 4
+        self._note_cost((time.perf_counter() - begun) * 1000)
 
     def _ask_one_here(
         self, source: Source, asked: Query, depth: int, begun: float, vectors: dict[str, Any]
@@ -220,3 +266,12 @@ class LocalPath:
         self._demoted.add(name)
         error = f"no answer within {self.timeout_ms(name)} ms ({why}; {_LATER})"
         return Outcome(SourceReport(name, SourceStatus.TIMEOUT, latency_ms, error=error), [])
+
+
+def _answers_locally(source: Source) -> bool:
+    """Whether ``source`` can be asked in the calling thread: it has ``retrieve_local`` and
+    needs no query vector or one embedded locally (:func:`kairox.retrieval.embedding.
+    embeds_locally`; another embedder may be remote or slow)."""
+    return callable(getattr(source, "retrieve_local", None)) and embeds_locally(
+        getattr(source, "embedder", None)
+    )

@@ -212,8 +212,9 @@ class Source(Protocol):
     ``retrieve_local(query) -> list[Hit]``: the same answer as ``retrieve``, computed in
     the calling thread. A search whose sources are all such (needing no query vector, or
     one their embedder makes locally) asks them in turn with no thread hand-off each
-    (:mod:`kairox.retrieval.composite_local`); after a source overruns its deadline that
-    way, every source is asked in a worker thread.
+    (:mod:`kairox.retrieval.composite_local`); beside other sources, it is asked on the
+    event loop's thread while theirs run. A source that overruns its deadline that way is
+    asked in a worker thread from then on.
     """
 
     name: str
