@@ -15,6 +15,8 @@ every way below once per round, rotating which goes first:
 * ``engine_concurrent`` (several bases): that composite asking its sources concurrently in
   worker threads (``local_path = False``), as it did before sources that all answer
   locally were asked in turn;
+* ``engine_sync`` (several bases): that composite's ``retrieve_sync`` (in turn in the
+  calling thread, no event loop: the engine with nothing of the facade around it);
 * ``open_search``: ``kairox.open(workspace).search(text, k=10)`` (which asks each source
   for the same 100 candidates);
 * ``open_asearch``: ``await kx.asearch(text, k=10)`` on a kept event loop;
@@ -102,6 +104,7 @@ def measure(workspace: Path, bases: int, queries: list[str], rounds: int) -> dic
     else:
         ways["engine"] = on_loop(lambda text: composites[0].retrieve(Query(text, k=100)))
         ways["engine_concurrent"] = on_loop(lambda text: composites[1].retrieve(Query(text, k=100)))
+        ways["engine_sync"] = lambda text: composites[0].retrieve_sync(Query(text, k=100))
         ways["open_search_concurrent"] = lambda text: concurrent_kx.search(text, k=10)
     times: dict[str, list[float]] = {name: [] for name in ways}
     try:

@@ -8,8 +8,8 @@ embedder makes locally, a retrieval asks them one after another:
 * a synchronous one (``retrieve_sync``: the CLI, ``kx.search``, a session turn) in the
   calling thread, with no event loop at all;
 * an ``async`` one (``await retrieve``: ``kx.asearch``) on the loop's own thread while the
-  group's answers take at most ``loop_budget_ms`` (a running average), else in one worker
-  thread for the whole group (the first one too, as its cost is not known yet).
+  group's answers take less than ``loop_budget_ms`` of CPU time (a running average), else in
+  one worker thread for the whole group (the first one too, as its cost is not known yet).
 
 Beside sources that must be asked concurrently (a remote one, or one that overran its
 deadline), the local ones, once known to be that cheap, are asked on the loop's thread
@@ -60,8 +60,8 @@ if TYPE_CHECKING:
 
 __all__ = ["LOOP_BUDGET_MS", "LocalPath"]
 
-#: How long (ms) the local sources' answers may take (a running average) for an ``async``
-#: retrieval to ask them on the event loop's thread rather than in one worker thread.
+#: How long (ms of CPU time) the local sources' answers may take (a running average) for an
+#: ``async`` retrieval to ask them on the event loop's thread rather than in one worker thread.
 LOOP_BUDGET_MS = 5.0
 
 _LATER = "later searches ask it in a worker thread"
@@ -75,7 +75,8 @@ class LocalPath:
     #: sources that overran their deadline on this path: each is asked in a worker thread
     #: of its own from then on (and the others beside it, concurrently).
     _demoted: set[str]
-    #: how long (ms) asking the local group takes, a running average (None before the first)
+    #: what asking the local sources in turn costs (ms of CPU time), a running average
+    #: (None before the first)
     _local_cost_ms: float | None
     #: the most (ms) an ``async`` retrieval may hold its loop's thread (see the module)
     loop_budget_ms: float = LOOP_BUDGET_MS
@@ -107,11 +108,11 @@ class LocalPath:
     def _asked_on_the_loop(self) -> frozenset[str]:
         """In a retrieval that asks some sources concurrently (a remote one, or one that
         overran its deadline): the local ones to ask on the loop's thread meanwhile, once
-        their cost is known and within ``loop_budget_ms``. Asked in worker threads of their
+        their cost is known and under ``loop_budget_ms``. Asked in worker threads of their
         own, their GIL-holding half delays the remote answers' hand-back just as much, and
         the hand-offs come on top."""
         cost = self._local_cost_ms
-        if not self.local_path or cost is None or cost > self.loop_budget_ms:
+        if not self.local_path or cost is None or cost >= self.loop_budget_ms:
             return frozenset()
         return frozenset(
             source.name
@@ -126,7 +127,7 @@ class LocalPath:
         tasks run; their deadlines count from ``begun``, the start of the retrieval."""
         vectors: dict[str, Any] = {}
         outcomes: dict[str, Outcome] = {}
-        start = time.perf_counter()
+        cpu = time.thread_time()
         fan_out = FAN_OUT.set(len(self._sources))
         try:
             for source in self._sources:
@@ -135,7 +136,7 @@ class LocalPath:
                     outcomes[source.name] = outcome
         finally:
             FAN_OUT.reset(fan_out)
-        self._note_cost((time.perf_counter() - start) * 1000)
+        self._note_cost((time.thread_time() - cpu) * 1000)
         return outcomes
 
     def _note_cost_in_tasks(
@@ -148,6 +149,9 @@ class LocalPath:
             self._note_cost(sum(answered_at[name] - started for name in local) * 1000)
 
     def _note_cost(self, cost_ms: float) -> None:
+        """Note what asking the local sources in turn cost: the CPU time of the thread that
+        asked them, not the wall time, which on a busy machine stretches for everything on
+        it alike (a hand-off included) while the work holding the loop stays the same."""
         # A running average: one slow answer does not send the group off the loop's thread.
         last = self._local_cost_ms
         self._local_cost_ms = cost_ms if last is None else last + (cost_ms - last) / 4
@@ -162,7 +166,7 @@ class LocalPath:
         """The local group for an ``async`` caller: on the loop's thread while it is
         cheap (``loop_budget_ms``), else in one worker thread."""
         cost = self._local_cost_ms
-        if cost is not None and cost <= self.loop_budget_ms:
+        if cost is not None and cost < self.loop_budget_ms:
             return self._retrieve_here(query)
         return await self._retrieve_in_one_thread(query)
 
@@ -198,7 +202,7 @@ class LocalPath:
         ``stop`` is set."""
         depth = self._depth(query)
         asked = dataclasses.replace(query, k=depth)
-        begun = time.perf_counter()
+        begun, cpu = time.perf_counter(), time.thread_time()
         vectors: dict[str, Any] = {}
         fan_out = FAN_OUT.set(len(self._sources))  # as on the loop: answers stay the same
         try:
@@ -208,7 +212,7 @@ class LocalPath:
                 outcomes.append(self._ask_one_here(source, asked, depth, begun, vectors))
         finally:
             FAN_OUT.reset(fan_out)
-        self._note_cost((time.perf_counter() - begun) * 1000)
+        self._note_cost((time.thread_time() - cpu) * 1000)
 
     def _ask_one_here(
         self, source: Source, asked: Query, depth: int, begun: float, vectors: dict[str, Any]
