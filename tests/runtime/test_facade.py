@@ -374,11 +374,16 @@ def test_a_search_of_one_knowledge_base_keeps_its_own_ranking(indexed, pm):
     ] == [("notes", "ok", len(own))]
 
 
+def _threads_started(call):
+    """``call()``'s result, and the names of the threads it left running."""
+    before = {thread.ident for thread in threading.enumerate()}
+    result = call()
+    return result, [t.name for t in threading.enumerate() if t.ident not in before]
+
+
 def test_a_search_of_one_local_source_starts_no_thread(unindexed, pm):
     with AppFacade(cwd=unindexed, pm=pm) as facade:
-        before = {thread.ident for thread in threading.enumerate()}
-        result = facade.search_sync("release train", k=3)
-        started = [t.name for t in threading.enumerate() if t.ident not in before]
+        result, started = _threads_started(lambda: facade.search_sync("release train", k=3))
         composite = facade.sources.composite("default")
     assert started == []
     assert composite.answers_here()
@@ -398,9 +403,7 @@ def _outputs(result) -> tuple[list, list]:
 
 def test_local_sources_are_asked_in_turn_and_rank_as_when_asked_concurrently(indexed, pm):
     with AppFacade(cwd=indexed, pm=pm) as facade:
-        before = {thread.ident for thread in threading.enumerate()}
-        in_turn = facade.search_sync("release freeze", k=5)
-        started = [t.name for t in threading.enumerate() if t.ident not in before]
+        in_turn, started = _threads_started(lambda: facade.search_sync("release freeze", k=5))
         composite = facade.sources.composite("default")
         assert composite.answers_here()
         on_loop = run(facade.search("release freeze", k=5))
