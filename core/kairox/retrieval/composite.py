@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from kairox.retrieval.answers import Outcome, answer, consume_outcome, filter_refusal
-from kairox.retrieval.composite_local import LocalPath
+from kairox.retrieval.composite_local import LocalPath, TurnCosts
 from kairox.retrieval.embedding import QueryEmbeddingError, embed_query, embedding_failed
 from kairox.retrieval.filters import FilterExpr, all_of
 from kairox.retrieval.fusion import (
@@ -137,7 +137,7 @@ class CompositeWorkspaceRetriever(LocalPath):
         # One worker per source, one per query embedding, one spare.
         self._private_loop = PrivateLoop(workers=2 * len(self._sources) + 1)
         self._demoted: set[str] = set()
-        self._local_cost_ms: float | None = None
+        self._costs = TurnCosts()
 
     @property
     def sources(self) -> tuple[Source, ...]:
@@ -162,21 +162,22 @@ class CompositeWorkspaceRetriever(LocalPath):
         thread while that is cheap, else in one worker thread
         (:mod:`kairox.retrieval.composite_local`); otherwise concurrently.
         """
-        if self.answers_here():
+        in_turn = self._costs.take_turn()
+        if in_turn and self.answers_here():
             return await self._retrieve_local(query)
-        return await self._retrieve_concurrently(query)
+        return await self._retrieve_concurrently(query, in_turn)
 
     def _depth(self, query: Query) -> int:
         """How many hits each source is asked for (see ``candidates``)."""
         return max(query.k, self._candidates or CANDIDATE_DEPTH)
 
-    async def _retrieve_concurrently(self, query: Query) -> RetrievalResult:
+    async def _retrieve_concurrently(self, query: Query, in_turn: bool) -> RetrievalResult:
         """Ask every source at once, each in a task of its own under its deadline: a
         source past its deadline is cancelled and not waited for. Sources that answer
         locally are asked on this loop's thread meanwhile, once known to be cheap
         (:meth:`_asked_on_the_loop`)."""
         depth = self._depth(query)
-        here = self._asked_on_the_loop()
+        here = self._asked_on_the_loop(in_turn)
         in_tasks = [source for source in self._sources if source.name not in here]
         # Tasks copy the context as they are made, and worker threads copy it from them:
         # every source (and query embedding) sees how many run next to it.
@@ -267,9 +268,10 @@ class CompositeWorkspaceRetriever(LocalPath):
         than a fast local source's whole answer), at least one per source so that none
         waits for another.
         """
-        if self.answers_here():
+        in_turn = self._costs.take_turn()
+        if in_turn and self.answers_here():
             return self._retrieve_here(query)
-        return self.run_sync(lambda: self._retrieve_concurrently(query))
+        return self.run_sync(lambda: self._retrieve_concurrently(query, in_turn))
 
     def run_sync(self, work: Callable[[], Awaitable[RetrievalResult]]) -> RetrievalResult:
         """Run ``work()`` (one or more :meth:`retrieve` calls, e.g. a staged search) on a

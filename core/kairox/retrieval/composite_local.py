@@ -42,6 +42,7 @@ import asyncio
 import dataclasses
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kairox.retrieval.answers import Outcome, consume_outcome, filter_refusal
@@ -58,13 +59,60 @@ if TYPE_CHECKING:
 
     from kairox.retrieval.model import Query, RetrievalResult, Source
 
-__all__ = ["LOOP_BUDGET_MS", "LocalPath"]
+__all__ = ["LOOP_BUDGET_MS", "LocalPath", "TurnCosts"]
 
 #: How long (ms of CPU time) the local sources' answers may take (a running average) for an
 #: ``async`` retrieval to ask them on the event loop's thread rather than in one worker thread.
 LOOP_BUDGET_MS = 5.0
 
 _LATER = "later searches ask it in a worker thread"
+
+#: Asking in turn is left for threads of their own while, on average, the local sources' answers
+#: wait this long (ms) beyond their CPU time, and for more than twice it: a CPU every other
+#: process contends for (or a cold disk), where each thread of its own gets a share.
+WAITING_MS = 10.0
+#: Searches asked in turn before their waiting is judged; then, while it lasts, one search in
+#: this many is asked in turn again, to see whether it has passed.
+JUDGED_AFTER = 4
+PROBE_EVERY = 16
+
+
+@dataclass
+class TurnCosts:
+    """What asking the local sources in turn costs (running averages, in ms), and whether
+    to ask them in turn this time."""
+
+    cpu_ms: float | None = None
+    wall_ms: float = 0.0
+    samples: int = 0
+    passed: int = 0
+
+    def note(self, cpu_ms: float, wall_ms: float) -> None:
+        # Running averages: one slow answer changes nothing on its own.
+        if self.cpu_ms is None:
+            self.cpu_ms, self.wall_ms = cpu_ms, wall_ms
+        else:
+            self.cpu_ms += (cpu_ms - self.cpu_ms) / 4
+            self.wall_ms += (wall_ms - self.wall_ms) / 4
+        self.samples += 1
+
+    def waiting(self) -> bool:
+        """Whether the answers mostly wait (for a CPU or the disk) rather than compute."""
+        if self.cpu_ms is None or self.samples < JUDGED_AFTER:
+            return False
+        waited = self.wall_ms - self.cpu_ms
+        return waited > WAITING_MS and waited > 2 * self.cpu_ms
+
+    def take_turn(self) -> bool:
+        """Whether this search asks the local sources in turn (one call per search)."""
+        if not self.waiting():
+            self.passed = 0
+            return True
+        self.passed += 1
+        if self.passed >= PROBE_EVERY:
+            self.passed = 0
+            return True
+        return False
 
 
 class LocalPath:
@@ -75,9 +123,8 @@ class LocalPath:
     #: sources that overran their deadline on this path: each is asked in a worker thread
     #: of its own from then on (and the others beside it, concurrently).
     _demoted: set[str]
-    #: what asking the local sources in turn costs (ms of CPU time), a running average
-    #: (None before the first)
-    _local_cost_ms: float | None
+    #: what asking the local sources in turn costs
+    _costs: TurnCosts
     #: the most (ms) an ``async`` retrieval may hold its loop's thread (see the module)
     loop_budget_ms: float = LOOP_BUDGET_MS
     #: False: ask the sources concurrently even when all answer locally (what a benchmark
@@ -105,14 +152,15 @@ class LocalPath:
             and all(_answers_locally(source) for source in self._sources)
         )
 
-    def _asked_on_the_loop(self) -> frozenset[str]:
+    def _asked_on_the_loop(self, in_turn: bool) -> frozenset[str]:
         """In a retrieval that asks some sources concurrently (a remote one, or one that
         overran its deadline): the local ones to ask on the loop's thread meanwhile, once
         their cost is known and under ``loop_budget_ms``. Asked in worker threads of their
         own, their GIL-holding half delays the remote answers' hand-back just as much, and
-        the hand-offs come on top."""
-        cost = self._local_cost_ms
-        if not self.local_path or cost is None or cost >= self.loop_budget_ms:
+        the hand-offs come on top. None when ``in_turn`` is False (:meth:`TurnCosts.
+        take_turn`)."""
+        cost = self._costs.cpu_ms
+        if not (in_turn and self.local_path) or cost is None or cost >= self.loop_budget_ms:
             return frozenset()
         return frozenset(
             source.name
@@ -127,7 +175,7 @@ class LocalPath:
         tasks run; their deadlines count from ``begun``, the start of the retrieval."""
         vectors: dict[str, Any] = {}
         outcomes: dict[str, Outcome] = {}
-        cpu = time.thread_time()
+        cpu, wall = time.thread_time(), time.perf_counter()
         fan_out = FAN_OUT.set(len(self._sources))
         try:
             for source in self._sources:
@@ -136,25 +184,27 @@ class LocalPath:
                     outcomes[source.name] = outcome
         finally:
             FAN_OUT.reset(fan_out)
-        self._note_cost((time.thread_time() - cpu) * 1000)
+        self._note_cost(cpu, wall)
         return outcomes
 
     def _note_cost_in_tasks(
         self, asked: Sequence[Source], answered_at: Mapping[str, float], started: float
     ) -> None:
-        """Note what the local sources asked in tasks cost (the sum of their times, hand-offs
-        included: an upper bound of asking them in turn), once all of them answered."""
+        """Before anything else is known: note what the local sources asked in tasks cost
+        (the sum of their times, hand-offs included: an upper bound of asking them in
+        turn), once all of them answered."""
         local = [source.name for source in asked if _answers_locally(source)]
-        if local and all(name in answered_at for name in local):
-            self._note_cost(sum(answered_at[name] - started for name in local) * 1000)
+        if self._costs.cpu_ms is None and local and all(n in answered_at for n in local):
+            upper_ms = sum(answered_at[name] - started for name in local) * 1000
+            self._costs.note(upper_ms, upper_ms)  # says nothing of waiting
 
-    def _note_cost(self, cost_ms: float) -> None:
-        """Note what asking the local sources in turn cost: the CPU time of the thread that
-        asked them, not the wall time, which on a busy machine stretches for everything on
-        it alike (a hand-off included) while the work holding the loop stays the same."""
-        # A running average: one slow answer does not send the group off the loop's thread.
-        last = self._local_cost_ms
-        self._local_cost_ms = cost_ms if last is None else last + (cost_ms - last) / 4
+    def _note_cost(self, cpu: float, wall: float) -> None:
+        """Note what asking the local sources in turn since ``cpu`` (``time.thread_time``)
+        and ``wall`` (``time.perf_counter``) cost. The budget is on the CPU time: the wall
+        time stretches on a busy machine for everything on it alike (a hand-off included)
+        while the work holding the loop stays the same."""
+        now_cpu, now_wall = time.thread_time(), time.perf_counter()
+        self._costs.note((now_cpu - cpu) * 1000, (now_wall - wall) * 1000)
 
     def _retrieve_here(self, query: Query) -> RetrievalResult:
         """The retrieval with every source asked in turn in the calling thread."""
@@ -165,7 +215,7 @@ class LocalPath:
     async def _retrieve_local(self, query: Query) -> RetrievalResult:
         """The local group for an ``async`` caller: on the loop's thread while it is
         cheap (``loop_budget_ms``), else in one worker thread."""
-        cost = self._local_cost_ms
+        cost = self._costs.cpu_ms
         if cost is not None and cost < self.loop_budget_ms:
             return self._retrieve_here(query)
         return await self._retrieve_in_one_thread(query)
@@ -212,7 +262,7 @@ class LocalPath:
                 outcomes.append(self._ask_one_here(source, asked, depth, begun, vectors))
         finally:
             FAN_OUT.reset(fan_out)
-        self._note_cost((time.thread_time() - cpu) * 1000)
+        self._note_cost(cpu, begun)
 
     def _ask_one_here(
         self, source: Source, asked: Query, depth: int, begun: float, vectors: dict[str, Any]
