@@ -28,6 +28,13 @@ def test_waiting_is_judged_only_after_a_few_searches() -> None:
     assert costs.waiting()
 
 
+def test_one_search_that_waited_long_changes_nothing() -> None:
+    costs = TurnCosts()
+    for wall_ms in (1.0, 1.0, 200.0, 1.0, 1.0):  # preempted once
+        costs.note(cpu_ms=0.8, wall_ms=wall_ms)
+    assert not costs.waiting()
+
+
 def test_a_short_wait_is_no_reason_to_leave_the_turn() -> None:
     costs = TurnCosts()
     for _ in range(JUDGED_AFTER):

@@ -40,9 +40,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import statistics
 import threading
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kairox.retrieval.answers import Outcome, consume_outcome, filter_refusal
@@ -67,40 +69,41 @@ LOOP_BUDGET_MS = 5.0
 
 _LATER = "later searches ask it in a worker thread"
 
-#: Asking in turn is left for threads of their own while, on average, the local sources' answers
-#: wait this long (ms) beyond their CPU time, and for more than twice it: a CPU every other
-#: process contends for (or a cold disk), where each thread of its own gets a share.
+#: Asking in turn is left for threads of their own while the local sources' answers
+#: typically (the median of the last :data:`JUDGED_OVER` searches in turn) wait this long (ms)
+#: beyond their CPU time, and more than twice it: a CPU every other process contends for (or
+#: a cold disk), where each thread of its own gets a share.
 WAITING_MS = 10.0
-#: Searches asked in turn before their waiting is judged; then, while it lasts, one search in
-#: this many is asked in turn again, to see whether it has passed.
+#: How many searches in turn the waiting is judged over (at least :data:`JUDGED_AFTER`);
+#: while it lasts, one search in :data:`PROBE_EVERY` is asked in turn again, to see whether
+#: it has passed.
+JUDGED_OVER = 8
 JUDGED_AFTER = 4
 PROBE_EVERY = 16
 
 
 @dataclass
 class TurnCosts:
-    """What asking the local sources in turn costs (running averages, in ms), and whether
-    to ask them in turn this time."""
+    """What asking the local sources in turn costs (in ms), and whether to ask them in turn
+    this time."""
 
+    #: the CPU time, a running average (None before the first)
     cpu_ms: float | None = None
-    wall_ms: float = 0.0
-    samples: int = 0
+    #: the wall time beyond the CPU time, of the last searches in turn
+    waits: deque[float] = field(default_factory=lambda: deque(maxlen=JUDGED_OVER))
     passed: int = 0
 
     def note(self, cpu_ms: float, wall_ms: float) -> None:
-        # Running averages: one slow answer changes nothing on its own.
-        if self.cpu_ms is None:
-            self.cpu_ms, self.wall_ms = cpu_ms, wall_ms
-        else:
-            self.cpu_ms += (cpu_ms - self.cpu_ms) / 4
-            self.wall_ms += (wall_ms - self.wall_ms) / 4
-        self.samples += 1
+        # A running average: one slow answer does not send the group off the loop's thread.
+        self.cpu_ms = cpu_ms if self.cpu_ms is None else self.cpu_ms + (cpu_ms - self.cpu_ms) / 4
+        self.waits.append(max(0.0, wall_ms - cpu_ms))
 
     def waiting(self) -> bool:
-        """Whether the answers mostly wait (for a CPU or the disk) rather than compute."""
-        if self.cpu_ms is None or self.samples < JUDGED_AFTER:
+        """Whether the answers mostly wait (for a CPU or the disk) rather than compute; a
+        median, so that one preempted search changes nothing."""
+        if self.cpu_ms is None or len(self.waits) < JUDGED_AFTER:
             return False
-        waited = self.wall_ms - self.cpu_ms
+        waited = statistics.median(self.waits)
         return waited > WAITING_MS and waited > 2 * self.cpu_ms
 
     def take_turn(self) -> bool:
@@ -195,8 +198,8 @@ class LocalPath:
         turn), once all of them answered."""
         local = [source.name for source in asked if _answers_locally(source)]
         if self._costs.cpu_ms is None and local and all(n in answered_at for n in local):
-            upper_ms = sum(answered_at[name] - started for name in local) * 1000
-            self._costs.note(upper_ms, upper_ms)  # says nothing of waiting
+            # Says nothing of waiting: no sample of that.
+            self._costs.cpu_ms = sum(answered_at[name] - started for name in local) * 1000
 
     def _note_cost(self, cpu: float, wall: float) -> None:
         """Note what asking the local sources in turn since ``cpu`` (``time.thread_time``)
