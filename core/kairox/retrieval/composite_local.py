@@ -18,12 +18,15 @@ while the others' tasks run, instead of in worker threads of their own.
 Why in turn: each such answer is a millisecond or two of SQLite and Python. A hand-off per
 source (an executor submit and a loop wake-up for each) costs about as much as the answer,
 and the overlap it buys is small: the Python half of every answer holds the GIL. Two
-sqlite-fts knowledge bases of 1k-10k SciFact passages each, on a machine at load 4-6:
-1.19-1.26x the time asked concurrently (``benchmarks/facade_overhead.py --kbs 2``). Only
-when every core is contended (8 busy processes beside) do two threads finish sooner, as each
-competes for the CPU on its own. Why the loop may be held: for a few milliseconds
-(:data:`LOOP_BUDGET_MS`), a twentieth of the 100 ms after which asyncio's debug mode calls a
-callback slow; a group that costs more is asked in a worker thread instead.
+sqlite-fts knowledge bases of 1k or 10k SciFact passages each, asked concurrently: 1.3-1.9x
+the time of asking them in turn (``benchmarks/facade_overhead.py --kbs 2``). Where the
+answers mostly wait instead (every core busy with other processes, or a cold disk), threads
+of their own finish sooner, as each gets its share of the machine: then, judged by
+:class:`TurnCosts`, the sources are asked concurrently, and once in a while in turn again.
+
+Why the loop may be held: for a few milliseconds (:data:`LOOP_BUDGET_MS`), a twentieth of
+the 100 ms after which asyncio's debug mode calls a callback slow; a group that costs more
+is asked in a worker thread instead.
 
 Deadlines: a source asked in the calling thread cannot be abandoned at its deadline, which
 counts from the start of the retrieval as on the loop (the caller waited for the sources
