@@ -1,16 +1,31 @@
 """What `kairox.open().search` pays on top of the engine: interleaved p50s, quiet or under load.
 
     python benchmarks/facade_overhead.py [--dataset SCIFACT] [--sizes 1000,10000] [--rounds 3]
-        [--queries N] [--load 8]
+        [--kbs 1] [--queries N] [--load 8]
         [--out benchmarks/results/facade-overhead.json]
 
-For each size, builds a sqlite-fts knowledge base of that many SciFact passages (repeats
-get a distinct suffix) in a temporary workspace, then asks every SciFact query twice per
-round: once of the engine as `kairox bench` times it (``await source.retrieve(Query(text,
-k=100))`` on a kept event loop) and once through ``kairox.open(workspace).search(text,
-k=10)`` (which asks the source for the same 100 candidates), alternating which goes first.
+For each size, builds ``--kbs`` sqlite-fts knowledge bases of that many SciFact passages
+each (repeats get a distinct suffix; the second base starts where the first ends) in a
+temporary workspace whose default profile sees them all, then asks every SciFact query of
+every way below once per round, rotating which goes first:
+
+* ``engine``: the engine as `kairox bench` times it, on a kept event loop: ``await
+  source.retrieve(Query(text, k=100))`` for one base, ``await composite.retrieve(...)``
+  over the bases' sources (a composite with 100 candidates each) for several;
+* ``engine_concurrent`` (several bases): that composite asking its sources concurrently in
+  worker threads (``local_path = False``), as it did before sources that all answer
+  locally were asked in turn;
+* ``engine_sync`` (several bases): that composite's ``retrieve_sync`` (in turn in the
+  calling thread, no event loop: the engine with nothing of the facade around it);
+* ``open_search``: ``kairox.open(workspace).search(text, k=10)`` (which asks each source
+  for the same 100 candidates);
+* ``open_asearch``: ``await kx.asearch(text, k=10)`` on a kept event loop;
+* ``open_search_concurrent`` (several bases): ``search`` with the profile's composite
+  asking concurrently.
+
 ``--load N`` runs N busy Python processes for the duration of the timings (ended after).
-Prints one JSON line per size and writes them all to ``--out``.
+Prints one JSON line per size (p50s in ms, and each way's ratio to ``engine``) and writes
+them all to ``--out``.
 """
 
 from __future__ import annotations
@@ -24,75 +39,107 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import kairox
 from kairox.default_plugins.sqlite_fts import SqliteFtsSource
-from kairox.retrieval import Query
+from kairox.retrieval import CompositeWorkspaceRetriever, Query
 
 #: Where SciFact (BEIR layout) is read from unless --dataset says otherwise.
 SCIFACT = Path(os.environ.get("KAIROX_SCIFACT", "../shared/datasets/scifact"))
-CONFIG = '[knowledge_bases.docs]\nkind = "sqlite-fts"\npath = "docs.db"\n'
 
 
-def build(workspace: Path, size: int, dataset: Path) -> None:
-    """A workspace whose one knowledge base holds ``size`` passages."""
+def config(bases: int) -> str:
+    """A kairox.toml with ``bases`` sqlite-fts knowledge bases (``kb0.db``, ``kb1.db``...)."""
+    return "".join(
+        f'[knowledge_bases.kb{number}]\nkind = "sqlite-fts"\npath = "kb{number}.db"\n'
+        for number in range(bases)
+    )
+
+
+def build(workspace: Path, size: int, bases: int, dataset: Path) -> None:
+    """A workspace with ``bases`` knowledge bases of ``size`` passages each."""
     corpus = [json.loads(line) for line in (dataset / "corpus.jsonl").open()]
-    (workspace / "kairox.toml").write_text(CONFIG)
-    records = workspace / "docs.jsonl"
-    with records.open("w") as out:
-        for number in range(size):
-            passage = corpus[number % len(corpus)]
-            repeat = number // len(corpus)
-            text = passage["text"] + (f" variant{repeat}" if repeat else "")
-            record = {"id": f"{passage['_id']}-{repeat}", "title": passage["title"], "text": text}
-            out.write(json.dumps(record) + "\n")
+    (workspace / "kairox.toml").write_text(config(bases))
     with kairox.open(workspace) as kx:
-        kx.facade.ingest("docs", [records], chunk=False)
+        for base in range(bases):
+            records = workspace / f"kb{base}.jsonl"
+            with records.open("w") as out:
+                for number in range(base * size, (base + 1) * size):
+                    passage = corpus[number % len(corpus)]
+                    repeat = number // len(corpus)
+                    text = passage["text"] + (f" variant{repeat}" if repeat else "")
+                    record = {
+                        "id": f"{passage['_id']}-{repeat}",
+                        "title": passage["title"],
+                        "text": text,
+                    }
+                    out.write(json.dumps(record) + "\n")
+            kx.facade.ingest(f"kb{base}", [records], chunk=False)
 
 
-def measure(workspace: Path, queries: list[str], rounds: int) -> dict[str, float]:
-    engine = SqliteFtsSource("docs", workspace / "docs.db")
+def measure(workspace: Path, bases: int, queries: list[str], rounds: int) -> dict[str, Any]:
+    sources = [SqliteFtsSource(f"kb{n}", workspace / f"kb{n}.db") for n in range(bases)]
+    composites = [
+        CompositeWorkspaceRetriever(sources, default_timeout_ms=600_000, candidates=100)
+        for _ in range(2)
+    ]
+    composites[1].local_path = False
     loop = asyncio.new_event_loop()
 
-    async def engine_seconds(text: str) -> float:
-        started = time.perf_counter()
-        await engine.retrieve(Query(text, k=100))
-        return time.perf_counter() - started
+    def on_loop(make: Callable[[str], Awaitable[Any]]) -> Callable[[str], Any]:
+        return lambda text: loop.run_until_complete(make(text))
 
-    def search_seconds(text: str) -> float:
-        started = time.perf_counter()
-        kx.search(text, k=10)
-        return time.perf_counter() - started
-
-    engine_times: list[float] = []
-    search_times: list[float] = []
-    with kairox.open(workspace) as kx:
-        kx.search(queries[0], k=10)  # warm-up, untimed: opens the index, plans the profile
-        loop.run_until_complete(engine_seconds(queries[0]))
+    kx = kairox.open(workspace)
+    concurrent_kx = kairox.open(workspace)
+    concurrent_kx.facade.sources.composite(concurrent_kx.profile).local_path = False
+    ways: dict[str, Callable[[str], Any]] = {
+        "open_search": lambda text: kx.search(text, k=10),
+        "open_asearch": on_loop(lambda text: kx.asearch(text, k=10)),
+    }
+    if bases == 1:
+        ways["engine"] = on_loop(lambda text: sources[0].retrieve(Query(text, k=100)))
+    else:
+        ways["engine"] = on_loop(lambda text: composites[0].retrieve(Query(text, k=100)))
+        ways["engine_concurrent"] = on_loop(lambda text: composites[1].retrieve(Query(text, k=100)))
+        ways["engine_sync"] = lambda text: composites[0].retrieve_sync(Query(text, k=100))
+        ways["open_search_concurrent"] = lambda text: concurrent_kx.search(text, k=10)
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    try:
+        for ask in ways.values():  # warm-up, untimed: opens the indexes, plans the profile
+            ask(queries[0])
+        order = list(ways)
         for round_number in range(rounds):
             for number, text in enumerate(queries):
-                if (number + round_number) % 2:
-                    engine_times.append(loop.run_until_complete(engine_seconds(text)))
-                    search_times.append(search_seconds(text))
-                else:
-                    search_times.append(search_seconds(text))
-                    engine_times.append(loop.run_until_complete(engine_seconds(text)))
-    loop.close()
-    engine_ms = statistics.median(engine_times) * 1000
-    search_ms = statistics.median(search_times) * 1000
-    return {
-        "n": len(engine_times),
-        "engine_p50_ms": round(engine_ms, 3),
-        "open_search_p50_ms": round(search_ms, 3),
-        "ratio": round(search_ms / engine_ms, 3),
+                shift = (number + round_number) % len(order)
+                for name in order[shift:] + order[:shift]:
+                    started = time.perf_counter()
+                    ways[name](text)
+                    times[name].append(time.perf_counter() - started)
+    finally:
+        loop.close()
+        kx.close()
+        concurrent_kx.close()
+        for composite in composites:
+            composite.close()
+    p50 = {name: statistics.median(seconds) * 1000 for name, seconds in times.items()}
+    row: dict[str, Any] = {"n": len(times["engine"])}
+    row |= {f"{name}_p50_ms": round(ms, 3) for name, ms in p50.items()}
+    row |= {
+        f"{name}_ratio": round(ms / p50["engine"], 3)
+        for name, ms in p50.items()
+        if name != "engine"
     }
+    return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--kbs", type=int, default=1, help="knowledge bases in the profile")
     parser.add_argument("--queries", type=int, default=None, help="the first N queries only")
     parser.add_argument("--load", type=int, default=0, help="busy processes while timing")
     parser.add_argument("--out", type=Path, default=None)
@@ -106,14 +153,14 @@ def main() -> None:
         for size in [int(s) for s in args.sizes.split(",")]:
             workspace = Path(folder) / f"kb{size}"
             workspace.mkdir()
-            build(workspace, size, args.dataset)
+            build(workspace, size, args.kbs, args.dataset)
             busy = [
                 subprocess.Popen([sys.executable, "-c", "while True: pass"])
                 for _ in range(args.load)
             ]
             try:
-                row = {"passages": size, "busy_processes": args.load}
-                row |= measure(workspace, queries, args.rounds)
+                row = {"passages": size, "knowledge_bases": args.kbs, "busy_processes": args.load}
+                row |= measure(workspace, args.kbs, queries, args.rounds)
                 row["loadavg_1m"] = round(os.getloadavg()[0], 2)
             finally:
                 for process in busy:

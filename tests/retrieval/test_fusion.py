@@ -283,6 +283,18 @@ def test_a_text_several_sources_return_is_hashed_once(monkeypatch) -> None:
     assert len(calls) == 4
 
 
+def test_a_ranking_beside_sources_that_found_nothing_is_not_hashed(monkeypatch) -> None:
+    from kairox.retrieval import fusion
+
+    calls: list[str] = []
+    original = fusion._normalise
+    monkeypatch.setattr(fusion, "_normalise", lambda text: calls.append(text) or original(text))
+    fusion._text_key.cache_clear()  # nothing remembered from other tests
+    fused = fuse({"a": hits("a", "x", "y"), "b": [], "c": []}, method="convex")
+    assert ids(fused) == ["x", "y"]
+    assert calls == []  # nothing to merge with: no passage key is computed
+
+
 def test_empty_text_never_merges_on_text() -> None:
     ranked = {"A": [span_hit("A", "a", "", None)], "B": [span_hit("B", "b", "  ", None)]}
     assert sorted(ids(fuse(ranked, method="rrf"))) == ["a", "b"]
@@ -449,3 +461,5 @@ def test_a_single_ranking_fuses_as_it_would_next_to_an_unrelated_source(method) 
     assert ids(single) == ["d1", "d2", "d3"]
     assert single == both
     assert fuse({"a": alone, "b": other}, method=method, weights={"b": 0}) == single
+    # A source that found nothing leaves the ranking single: it is not merged either.
+    assert fuse({"a": alone, "b": []}, method=method) == single

@@ -374,11 +374,16 @@ def test_a_search_of_one_knowledge_base_keeps_its_own_ranking(indexed, pm):
     ] == [("notes", "ok", len(own))]
 
 
+def _threads_started(call):
+    """``call()``'s result, and the names of the threads it left running."""
+    before = {thread.ident for thread in threading.enumerate()}
+    result = call()
+    return result, [t.name for t in threading.enumerate() if t.ident not in before]
+
+
 def test_a_search_of_one_local_source_starts_no_thread(unindexed, pm):
     with AppFacade(cwd=unindexed, pm=pm) as facade:
-        before = {thread.ident for thread in threading.enumerate()}
-        result = facade.search_sync("release train", k=3)
-        started = [t.name for t in threading.enumerate() if t.ident not in before]
+        result, started = _threads_started(lambda: facade.search_sync("release train", k=3))
         composite = facade.sources.composite("default")
     assert started == []
     assert composite.answers_here()
@@ -388,6 +393,28 @@ def test_a_search_of_one_local_source_starts_no_thread(unindexed, pm):
         "workspace": "skipped",
         "workspace-fts": "skipped",
     }
+
+
+def _outputs(result) -> tuple[list, list]:
+    hits = [(hit.id, hit.score, hit.sources) for hit in result.hits]
+    reports = [(r.source, r.status.value, r.hit_count, r.error) for r in result.reports]
+    return hits, reports
+
+
+def test_local_sources_are_asked_in_turn_and_rank_as_when_asked_concurrently(indexed, pm):
+    with AppFacade(cwd=indexed, pm=pm) as facade:
+        in_turn, started = _threads_started(lambda: facade.search_sync("release freeze", k=5))
+        composite = facade.sources.composite("default")
+        assert composite.answers_here()
+        on_loop = run(facade.search("release freeze", k=5))
+        composite.local_path = False  # every source in a worker thread of its own
+        concurrent = facade.search_sync("release freeze", k=5)
+    assert started == []
+    assert [source.name for source in composite.sources] == ["workspace", "workspace-fts", "notes"]
+    expected = _outputs(concurrent)
+    assert expected[0] and {report[1] for report in expected[1]} == {"ok"}
+    assert _outputs(in_turn) == expected == _outputs(on_loop)
+    assert in_turn.groups == concurrent.groups
 
 
 def test_a_profile_is_planned_once_until_a_source_becomes_available(unindexed, pm):

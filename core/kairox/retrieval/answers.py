@@ -8,6 +8,7 @@ a filter the source cannot apply is reported alike whichever way it was asked.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from kairox.retrieval.filters import FilterExpr, FilterUnsupportedError, describ
 from kairox.retrieval.model import Hit, Source, SourceReport, SourceStatus
 from kairox.support.secrets import scrub
 
-__all__ = ["Outcome", "answer", "filter_refusal"]
+__all__ = ["Outcome", "answer", "consume_outcome", "filter_refusal"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,3 +100,10 @@ def filter_refusal(source: Source, expr: FilterExpr | None) -> SourceReport | No
         return None
     error = FilterUnsupportedError(source.name, missing, support)
     return SourceReport(source.name, SourceStatus.ERROR, error=f"{type(error).__name__}: {error}")
+
+
+def consume_outcome(future: asyncio.Future[Any]) -> None:
+    """Mark a task's (or future's) exception as seen: its outcome is reported another way or
+    not needed (else asyncio logs "exception was never retrieved")."""
+    if not future.cancelled():
+        future.exception()

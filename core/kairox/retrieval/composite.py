@@ -2,7 +2,9 @@
 
 One slow or broken source costs at most its own deadline and shows up as a report; it never
 fails the retrieval or holds it up. The query is embedded once per embedding backend in
-use, not once per source, and handed to dense sources in ``Query.embeddings``.
+use, not once per source, and handed to dense sources in ``Query.embeddings``. Sources
+that all answer locally are asked in turn instead, with no thread hand-off each
+(:mod:`kairox.retrieval.composite_local`).
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from kairox.retrieval.answers import Outcome, answer, filter_refusal
-from kairox.retrieval.embedding import embeds_locally
+from kairox.retrieval.answers import Outcome, answer, consume_outcome, filter_refusal
+from kairox.retrieval.composite_local import LocalPath, TurnCosts
+from kairox.retrieval.embedding import QueryEmbeddingError, embed_query, embedding_failed
 from kairox.retrieval.filters import FilterExpr, all_of
 from kairox.retrieval.fusion import (
     DEFAULT_FUSION,
@@ -48,11 +51,7 @@ CANDIDATE_DEPTH = 100
 Rescore = Callable[[str, list[FusedHit]], list[FusedHit]]
 
 
-class QueryEmbeddingError(RuntimeError):
-    """The query could not be embedded, so the sources that need the vector cannot run."""
-
-
-class CompositeWorkspaceRetriever:
+class CompositeWorkspaceRetriever(LocalPath):
     """Fans a query out to several sources concurrently and fuses their hits.
 
     :param sources: the retrievers to ask (workspace retrievers and knowledge bases
@@ -137,9 +136,8 @@ class CompositeWorkspaceRetriever:
         self._rescore = rescore
         # One worker per source, one per query embedding, one spare.
         self._private_loop = PrivateLoop(workers=2 * len(self._sources) + 1)
-        #: sources that overran their deadline in the calling thread: from then on they
-        #: are asked in a worker thread, where the deadline holds.
         self._demoted: set[str] = set()
+        self._costs = TurnCosts()
 
     @property
     def sources(self) -> tuple[Source, ...]:
@@ -156,54 +154,77 @@ class CompositeWorkspaceRetriever:
         return self._timeouts_ms.get(name, self._default_timeout_ms)
 
     async def retrieve(self, query: Query) -> RetrievalResult:
-        """Ask every source concurrently and return the fused hits plus one report each.
+        """Ask every source and return the fused hits plus one report each.
 
         Returns within the largest source deadline (plus scheduling noise), whatever the
-        sources do: a source past its deadline is cancelled and not waited for.
+        sources do: a source past its deadline is not waited for. When every source
+        answers locally (:meth:`answers_here`) they are asked in turn, on this loop's
+        thread while that is cheap, else in one worker thread
+        (:mod:`kairox.retrieval.composite_local`); otherwise concurrently.
         """
-        depth = max(query.k, self._candidates or CANDIDATE_DEPTH)
+        in_turn = self._costs.take_turn()
+        if in_turn and self.answers_here():
+            return await self._retrieve_local(query)
+        return await self._retrieve_concurrently(query, in_turn)
+
+    def _depth(self, query: Query) -> int:
+        """How many hits each source is asked for (see ``candidates``)."""
+        return max(query.k, self._candidates or CANDIDATE_DEPTH)
+
+    async def _retrieve_concurrently(self, query: Query, in_turn: bool) -> RetrievalResult:
+        """Ask every source at once, each in a task of its own under its deadline: a
+        source past its deadline is cancelled and not waited for. Sources that answer
+        locally are asked on this loop's thread meanwhile, once known to be cheap
+        (:meth:`_asked_on_the_loop`)."""
+        depth = self._depth(query)
+        here = self._asked_on_the_loop(in_turn)
+        in_tasks = [source for source in self._sources if source.name not in here]
         # Tasks copy the context as they are made, and worker threads copy it from them:
         # every source (and query embedding) sees how many run next to it.
         fan_out = FAN_OUT.set(len(self._sources))
         try:
-            embeddings = self._start_embeddings(query)
+            embeddings = self._start_embeddings(query, in_tasks)
             # Every source that needs no query vector gets this same request.
             asked = dataclasses.replace(query, k=depth)
             started = time.perf_counter()
             answered_at: dict[str, float] = {}
             tasks: list[asyncio.Task[list[Hit]]] = []
-            refused: dict[str, SourceReport] = {}
-            for source in self._sources:
+            refused: dict[str, Outcome] = {}
+            for source in in_tasks:
                 mine = self._request(source, asked)
                 refusal = filter_refusal(source, mine.filter)
                 if refusal is not None:
-                    refused[source.name] = refusal
+                    refused[source.name] = Outcome(refusal, [])
                     continue
                 task = asyncio.create_task(
                     self._call(source, mine, embeddings, answered_at),
                     name=f"kairox-source-{source.name}",
                 )
                 # A source past its deadline is cancelled and its outcome never read.
-                task.add_done_callback(_consume_outcome)
+                task.add_done_callback(consume_outcome)
                 tasks.append(task)
         finally:
             FAN_OUT.reset(fan_out)
-        asked_sources = [s for s in self._sources if s.name not in refused]
+        asked_sources = [s for s in in_tasks if s.name not in refused]
         expired: dict[asyncio.Task[list[Hit]], float] = {}
+        answered_here: dict[str, Outcome] = {}
         try:
+            if here:
+                await asyncio.sleep(0)  # the tasks start: their answers come meanwhile
+                answered_here = self._ask_on_the_loop(here, asked, depth, started)
             expired = await self._wait(tasks, started, asked_sources)
         finally:
             # Past every deadline, or the caller gave up: nobody waits for these any
             # more. A source (or an embedding) busy in a thread finishes on its own.
             for task in [*tasks, *embeddings.values()]:
                 task.cancel()
-        outcomes = [
-            self._outcome(source, task, depth, answered_at.get(source.name), started, expired)
-            for source, task in zip(asked_sources, tasks, strict=True)
-        ]
-        by_name = {o.report.source: o for o in outcomes}
-        outcomes = [by_name.get(s.name) or Outcome(refused[s.name], []) for s in self._sources]
-        return self._fused(query, outcomes)
+        if not here:
+            self._note_cost_in_tasks(asked_sources, answered_at, started)
+        by_name = {**refused, **answered_here}
+        for source, task in zip(asked_sources, tasks, strict=True):
+            answered = answered_at.get(source.name)
+            by_name[source.name] = self._outcome(source, task, depth, answered, started, expired)
+        return self._fused(query, [by_name[source.name] for source in self._sources])
 
     def _request(self, source: Source, asked: Query) -> Query:
         """``asked`` as ``source`` gets it: with its own ``filter`` ANDed in, if it has one."""
@@ -237,110 +258,20 @@ class CompositeWorkspaceRetriever:
             hits = self._rescore(query.text, hits)[: query.k]
         return RetrievalResult(hits=hits, reports=reports)
 
-    def answers_here(self) -> bool:
-        """Whether the one source answers in the calling thread: it has ``retrieve_local``
-        (its answer is local disk and CPU work, :class:`~kairox.retrieval.model.Source`),
-        needs no query vector or one embedded locally (:func:`kairox.retrieval.embedding.
-        embeds_locally`; another embedder may be remote or slow), and has never overrun
-        its deadline that way. Several sources are asked at once in worker threads: one
-        after the other, a search would take the sum of their times, not the longest."""
-        if len(self._sources) != 1:
-            return False
-        (source,) = self._sources
-        return (
-            callable(getattr(source, "retrieve_local", None))
-            and embeds_locally(getattr(source, "embedder", None))
-            and source.name not in self._demoted
-        )
-
-    def _retrieve_here(self, query: Query) -> RetrievalResult:
-        """:meth:`retrieve` with the sources asked in turn in the calling thread.
-
-        A source cannot be abandoned there at its deadline: one that overruns it is
-        reported ``timeout`` (its late answer dropped, as the event loop would have) and
-        is asked in a worker thread from then on (:meth:`answers_here`).
-        """
-        depth = max(query.k, self._candidates or CANDIDATE_DEPTH)
-        asked = dataclasses.replace(query, k=depth)
-        outcomes: list[Outcome] = []
-        begun = time.perf_counter()
-        vectors: dict[str, Any] = {}
-        fan_out = FAN_OUT.set(len(self._sources))  # as on the loop
-        try:
-            for source in self._sources:
-                mine = self._request(source, asked)
-                refusal = filter_refusal(source, mine.filter)
-                if refusal is not None:
-                    outcomes.append(Outcome(refusal, []))
-                    continue
-                started = time.perf_counter()
-                hits: Any = None
-                failure: BaseException | None = None
-                try:
-                    mine = self._with_vector_here(source, mine, vectors)
-                    hits = source.retrieve_local(mine)  # type: ignore[attr-defined]
-                except Exception as exc:  # reported like an answer that raised
-                    failure = exc
-                now = time.perf_counter()
-                # The deadline counts from the start of the retrieval, as on the loop: the
-                # caller waited for the sources asked before this one too.
-                late = (now - begun) * 1000 > self.timeout_ms(source.name)
-                latency_ms = (now - started) * 1000
-                outcomes.append(
-                    self._answer_here(source.name, latency_ms, late, depth, hits, failure)
-                )
-        finally:
-            FAN_OUT.reset(fan_out)
-        return self._fused(query, outcomes)
-
-    def _with_vector_here(self, source: Source, query: Query, vectors: dict[str, Any]) -> Query:
-        """``query`` with the vector ``source`` needs, embedded in this thread once per
-        backend (``vectors`` keeps each backend's vector, or why it could not embed)."""
-        embedder = getattr(source, "embedder", None)
-        if embedder is None or embedder.name in query.embeddings:
-            return query
-        backend = embedder.name
-        if backend not in vectors:
-            try:
-                vectors[backend] = _embed_query(embedder, query.embed_text or query.text)
-            except Exception as exc:
-                vectors[backend] = _embedding_failed(backend, exc)
-        vector = vectors[backend]
-        if isinstance(vector, QueryEmbeddingError):
-            raise vector
-        return dataclasses.replace(query, embeddings={**query.embeddings, backend: vector})
-
-    def _answer_here(
-        self,
-        name: str,
-        latency_ms: float,
-        late: bool,
-        depth: int,
-        hits: Any,
-        failure: BaseException | None,
-    ) -> Outcome:
-        if not late:
-            return self._answer(name, latency_ms, depth, hits, failure)
-        self._demoted.add(name)
-        error = (
-            f"no answer within {self.timeout_ms(name)} ms (asked in the calling thread, it "
-            f"took {latency_ms:.0f} ms; later searches ask it in a worker thread)"
-        )
-        return Outcome(SourceReport(name, SourceStatus.TIMEOUT, latency_ms, error=error), [])
-
     def retrieve_sync(self, query: Query) -> RetrievalResult:
         """:meth:`retrieve` for synchronous callers (the CLI, a session turn).
 
-        When the one source answers locally (:meth:`answers_here`), it is asked in the
-        calling thread: no event loop, no thread hand-off. Otherwise the
+        When every source answers locally (:meth:`answers_here`), they are asked in turn
+        in the calling thread: no event loop, no thread hand-off. Otherwise the
         retrieval runs on a private event loop (:meth:`run_sync`) whose worker threads are
         kept from one call to the next (starting a thread per source per call costs more
         than a fast local source's whole answer), at least one per source so that none
         waits for another.
         """
-        if self.answers_here():
+        in_turn = self._costs.take_turn()
+        if in_turn and self.answers_here():
             return self._retrieve_here(query)
-        return self.run_sync(lambda: self.retrieve(query))
+        return self.run_sync(lambda: self._retrieve_concurrently(query, in_turn))
 
     def run_sync(self, work: Callable[[], Awaitable[RetrievalResult]]) -> RetrievalResult:
         """Run ``work()`` (one or more :meth:`retrieve` calls, e.g. a staged search) on a
@@ -352,15 +283,17 @@ class CompositeWorkspaceRetriever:
         """Let the kept worker threads go (idle ones end at once; also done on exit)."""
         self._private_loop.close()
 
-    def _start_embeddings(self, query: Query) -> dict[str, asyncio.Task[Any]]:
-        """Start one query embedding per backend name that some source needs.
+    def _start_embeddings(
+        self, query: Query, sources: Sequence[Source]
+    ) -> dict[str, asyncio.Task[Any]]:
+        """Start one query embedding per backend name that one of ``sources`` needs.
 
         Backends are grouped by ``name`` because the name identifies the model: two
         sources over the same model share one vector. A name the caller already put in
         ``query.embeddings`` is not embedded again.
         """
         backends: dict[str, Any] = {}
-        for source in self._sources:
+        for source in sources:
             embedder = getattr(source, "embedder", None)
             if embedder is None:
                 continue
@@ -370,12 +303,12 @@ class CompositeWorkspaceRetriever:
         tasks: dict[str, asyncio.Task[Any]] = {}
         for name, backend in backends.items():
             task = asyncio.create_task(
-                asyncio.to_thread(_embed_query, backend, query.embed_text or query.text),
+                asyncio.to_thread(embed_query, backend, query.embed_text or query.text),
                 name=f"kairox-embed-{name}",
             )
             # If every source needing it timed out, no one reads the outcome; say so, or
             # asyncio logs "exception was never retrieved".
-            task.add_done_callback(_consume_outcome)
+            task.add_done_callback(consume_outcome)
             tasks[name] = task
         return tasks
 
@@ -459,31 +392,8 @@ class CompositeWorkspaceRetriever:
                     # other sources on the same backend are still waiting for.
                     vector = await asyncio.shield(embeddings[backend])
                 except Exception as exc:
-                    raise _embedding_failed(backend, exc) from exc
+                    raise embedding_failed(backend, exc) from exc
                 query = dataclasses.replace(query, embeddings={**query.embeddings, backend: vector})
             return await source.retrieve(query)
         finally:
             answered_at[source.name] = time.perf_counter()
-
-
-def _embedding_failed(backend: str, exc: Exception) -> QueryEmbeddingError:
-    """The error of every source that needed ``backend``'s vector of the query."""
-    error = QueryEmbeddingError(
-        f"could not embed the query with backend {backend!r}: {type(exc).__name__}: {exc}"
-    )
-    error.__cause__ = exc
-    return error
-
-
-def _embed_query(backend: Any, text: str) -> Any:
-    """Embed one query text with ``backend`` and return its single row."""
-    vectors = backend.embed([text])
-    if len(vectors) != 1:
-        raise ValueError(f"embed() returned {len(vectors)} rows for 1 text")
-    return vectors[0]
-
-
-def _consume_outcome(task: asyncio.Task[Any]) -> None:
-    """Mark a task's exception as seen; its outcome is reported another way or not needed."""
-    if not task.cancelled():
-        task.exception()

@@ -1,12 +1,17 @@
-"""The ``EmbeddingBackend`` protocol every embedding plugin implements."""
+"""The ``EmbeddingBackend`` protocol every embedding plugin implements, and embedding one
+query with it (what every source that needs the query's vector shares)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
+
+
+class QueryEmbeddingError(RuntimeError):
+    """The query could not be embedded, so the sources that need the vector cannot run."""
 
 
 @runtime_checkable
@@ -70,3 +75,20 @@ def release_model(embedder: object) -> None:
     release = getattr(embedder, "release", None)
     if callable(release):
         release()
+
+
+def embed_query(backend: Any, text: str) -> Any:
+    """Embed one query text with ``backend`` and return its single row."""
+    vectors = backend.embed([text])
+    if len(vectors) != 1:
+        raise ValueError(f"embed() returned {len(vectors)} rows for 1 text")
+    return vectors[0]
+
+
+def embedding_failed(backend: str, exc: Exception) -> QueryEmbeddingError:
+    """The error of every source that needed ``backend``'s vector of the query."""
+    error = QueryEmbeddingError(
+        f"could not embed the query with backend {backend!r}: {type(exc).__name__}: {exc}"
+    )
+    error.__cause__ = exc
+    return error

@@ -180,9 +180,10 @@ def fuse(
     # One entry per (source, hit), in parallel lists ordered by source name, then rank:
     # fusing runs on every retrieval, and building an object per hit costs more than
     # everything else it does.
-    active = [name for name in sorted(ranked) if float(weights.get(name, 1.0)) != 0]
-    # A single ranking has nothing to merge with: its ids are unique once de-duplicated,
-    # so no passage key (text fingerprint, uri) links or orders anything.
+    active = [name for name in sorted(ranked) if ranked[name] and weights.get(name, 1.0) != 0]
+    # A single ranking (the others empty or weighed 0) has nothing to merge with: its ids
+    # are unique once de-duplicated, so no passage key (text fingerprint, uri) links or
+    # orders anything.
     entries = _Entries(method, rrf_k, merging=len(active) > 1)
     for name in active:  # source-name order: nothing depends on mapping order
         entries.add_source(name, ranked[name], float(weights.get(name, 1.0)), kinds.get(name))

@@ -210,10 +210,11 @@ class Source(Protocol):
     A source whose answer is local disk and CPU work only (no network, no lock another
     process may hold for long), well inside its deadline, may also define
     ``retrieve_local(query) -> list[Hit]``: the same answer as ``retrieve``, computed in
-    the calling thread. A synchronous search of one such source (needing no query vector,
-    or one its embedder makes locally) asks it there, with no event loop and no thread
-    hand-off; a source that overruns its deadline that way is asked in a worker thread
-    from then on.
+    the calling thread. A search whose sources are all such (needing no query vector, or
+    one their embedder makes locally) asks them in turn with no thread hand-off each
+    (:mod:`kairox.retrieval.composite_local`); beside other sources, it is asked on the
+    event loop's thread while theirs run. A source that overruns its deadline that way is
+    asked in a worker thread from then on.
     """
 
     name: str

@@ -402,7 +402,8 @@ class AppFacade(RecallVerbs, KnowledgeBaseVerbs, ClosedOnExit):
 
         ``options`` are :class:`SearchOptions`. The result's ``groups`` say which group
         (``workspace`` or ``knowledge_base``) each source belongs to, as its spec declared.
-        Blocking sources run on the event loop's default executor. ``rerank`` and
+        Blocking sources run on the event loop's default executor; sources that all answer
+        locally are asked in turn, on the loop's thread while that is cheap. ``rerank`` and
         ``query_transform`` name a search stage instead of the profile's (``"none"``: no
         stage); ``result.stages`` reports them.
         """
@@ -413,9 +414,9 @@ class AppFacade(RecallVerbs, KnowledgeBaseVerbs, ClosedOnExit):
     def search_sync(self, text: str, **options: Unpack[SearchOptions]) -> RetrievalResult:
         """:meth:`search` for synchronous callers; never waits on a source past its deadline.
 
-        A search of one source that answers locally (a sqlite-fts knowledge base, the
-        workspace index) asks it in the calling thread; otherwise the search runs on the
-        composite's own worker threads, kept between calls.
+        A search whose sources all answer locally (sqlite-fts knowledge bases, the
+        workspace index) asks them in turn in the calling thread; otherwise the search runs
+        on the composite's own worker threads, kept between calls.
         """
         composite, query, groups = self._prepared(text, **checked_options(options))
         return self._finished(composite.retrieve_sync(query), groups, options)

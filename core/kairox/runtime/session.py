@@ -323,10 +323,11 @@ class Session(RecordingMixin):
 
     async def _assemble(self, prompt: str, history: History | None = None) -> Assembly:
         history = history or self._read()
-        # Search and recall run side by side; recall's SQLite and numpy work in a thread.
-        result, (recalled, recall_stage) = await asyncio.gather(
-            self.facade.search(prompt, profile=self.profile_name, k=self.retrieval_k),
+        # Search and recall run side by side; recall's SQLite and numpy work in a thread,
+        # started first: a search of local sources may run on this loop's thread meanwhile.
+        (recalled, recall_stage), result = await asyncio.gather(
             asyncio.to_thread(self._recall, prompt),
+            self.facade.search(prompt, profile=self.profile_name, k=self.retrieval_k),
         )
         data = AssemblyInput(
             system_prompt=self.profile.system_prompt,
