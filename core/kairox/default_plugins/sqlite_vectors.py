@@ -51,7 +51,13 @@ from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.retrieval.vectors import EMBED_BATCH, SentenceVectors, embed_unit, top_k
 from kairox.store.sqlite import immediate_transaction
 from kairox.workspace.chunking import split_sentences
-from kairox.workspace.vector_pack import VectorPack, pack_key, read_pack, remove_packs
+from kairox.workspace.vector_pack import (
+    VectorPack,
+    adopt_pack,
+    pack_key,
+    read_pack,
+    remove_packs,
+)
 from kairox.workspace.vector_store import digests, find_rows, search_arrays
 
 _SCHEMA = (
@@ -71,10 +77,15 @@ _NO_VECTORS = np.empty((0, 0), dtype=np.float32)
 
 def pack_location(path: Path, embedder: EmbeddingBackend) -> tuple[Path, str]:
     """The folder and key of the packs (and approximate indexes) of the knowledge-base
-    file ``path`` for ``embedder``."""
-    return path.parent / f"{path.name}.vectors", pack_key(
-        str(path.resolve()), embedder.name, embedder.dim
-    )
+    file ``path`` for ``embedder``: the folder beside the file, named after it, and a key
+    of the embedder alone (the folder is the file's), so a knowledge base moved or
+    copied with its folder finds its vectors."""
+    return path.parent / f"{path.name}.vectors", pack_key("", embedder.name, embedder.dim)
+
+
+def _path_key(path: Path, embedder: EmbeddingBackend) -> str:
+    """The key packs had before :func:`pack_location`'s: of the file's absolute path."""
+    return pack_key(str(path.resolve()), embedder.name, embedder.dim)
 
 
 def passage_text(document: Document) -> str:
@@ -126,6 +137,23 @@ class DocumentVectors:
         with self._lock, self._db:
             for statement in _SCHEMA:
                 self._db.execute(statement)
+        with self._lock:
+            self._adopt_packs(path)
+
+    def _adopt_packs(self, path: Path) -> None:
+        """Packs written when their names came from the file's absolute path, renamed to
+        :func:`pack_location`'s key: found by the tokens the database records, wherever
+        the knowledge base was when they were written (nothing is embedded again)."""
+        recorded = [
+            row[0]
+            for table in ("kb_vector_store", "kb_vector_packs")
+            for row in self._db.execute(
+                f"SELECT token FROM {table} WHERE embedder = ? AND dim = ?", self._kind
+            )
+        ]
+        adopted = [adopt_pack(self._pack_folder, self._pack_key, token) for token in recorded]
+        if any(adopted):  # older packs left under the old key go (not moved since)
+            remove_packs(self._pack_folder, _path_key(path, self.embedder))
 
     # -- writing ------------------------------------------------------------------
 
