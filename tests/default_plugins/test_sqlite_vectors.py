@@ -14,6 +14,7 @@ from kairox.default_plugins import sqlite_fts, sqlite_vectors
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.retrieval import Document, Query
 from kairox.retrieval.ann import ANN_THRESHOLD
+from kairox.retrieval.vectors import embed_unit
 from kairox.runtime.ingest import ingest
 from kairox.testing import CORPUS, SourceConformance, build_source, run
 from kairox.workspace import vector_store
@@ -451,3 +452,29 @@ def test_packs_named_after_the_old_absolute_path_are_adopted(tmp_path, moved):
     # Not moved, the older pack under the old key goes too (moved, it is not found).
     assert names == ({vectors._pack_key, old_key} if moved else {vectors._pack_key})
 
+
+def test_a_write_cut_short_leaves_a_document_and_its_vector_both_old(tmp_path):
+    """A changed document's text and the record of its vector are one transaction: a
+    failure injected between the two writes (a trigger on the vectors' rows, which run
+    after the documents') leaves both as they were, and the next ingest embeds it."""
+    embedder = ConceptEmbedder()
+    source, _ = _ingested(tmp_path, embedder)
+    db = source._open()._db
+    db.execute(
+        "CREATE TEMP TRIGGER cut AFTER INSERT ON kb_texts "
+        "BEGIN SELECT RAISE(ABORT, 'cut short here'); END"
+    )
+    changed = Document("d3", "Everyone was glad.", title="Commute")
+    records = _records(tmp_path, [*DOCS[:2], changed])
+    with pytest.raises(apsw.ConstraintError, match="cut short here"):
+        ingest(source, [records], root=tmp_path)
+    assert source.documents(["d3"])[0].text == DOCS[2].text  # not new text, old vector
+    db.execute("DROP TRIGGER cut")
+    embedder.embedded.clear()
+    assert ingest(source, [records], root=tmp_path).updated == 1
+    assert embedder.embedded == [sqlite_vectors.passage_text(changed)]
+    rowid = db.execute("SELECT rowid FROM documents WHERE id = 'd3'").fetchone()[0]
+    ids, matrix, _, _ = source._vectors._arrays()
+    expected = embed_unit(ConceptEmbedder(), [sqlite_vectors.passage_text(changed)])[0]
+    np.testing.assert_allclose(matrix[list(ids).index(rowid)], expected, atol=1e-3)
+    assert run(source.retrieve(Query("happy", k=1)))[0].id == "d3"

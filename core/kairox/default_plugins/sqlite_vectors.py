@@ -236,29 +236,33 @@ class DocumentVectors:
         return prepared
 
     def write(self, prepared: Sequence[_Prepared]) -> None:
-        """Store prepared documents' vectors, replacing what their ids had."""
-        with self._lock, self._db:
-            self._db.execute("DELETE FROM kb_vector_packs")
-            unarrange(self._db)
-            self._db.executemany(
-                "INSERT OR REPLACE INTO kb_texts VALUES (?, ?, ?)",
-                [(item.id, item.text_hash, b"".join(item.sentences)) for item in prepared],
-            )
-            self._db.executemany(
-                "INSERT OR REPLACE INTO kb_embeddings VALUES (?, ?, ?, ?)",
-                [(h.hex(), *self._kind, v) for item in prepared for h, v in item.vectors],
-            )
+        """Store prepared documents' vectors, replacing what their ids had. Called with
+        the connection's lock held, inside the transaction that writes the documents
+        themselves (``SqliteFtsIndex.upsert``'s ``also``): a document's text and the
+        record of its vectors change together, or a run killed between two transactions
+        would leave a changed text marked as embedded, with its old vector."""
+        self._db.execute("DELETE FROM kb_vector_packs")
+        unarrange(self._db)
+        self._db.executemany(
+            "INSERT OR REPLACE INTO kb_texts VALUES (?, ?, ?)",
+            [(item.id, item.text_hash, b"".join(item.sentences)) for item in prepared],
+        )
+        self._db.executemany(
+            "INSERT OR REPLACE INTO kb_embeddings VALUES (?, ?, ?, ?)",
+            [(h.hex(), *self._kind, v) for item in prepared for h, v in item.vectors],
+        )
 
     def delete(self, ids: Sequence[str]) -> None:
-        with self._lock, self._db:
-            self._db.execute("DELETE FROM kb_vector_packs")
-            unarrange(self._db)
-            self._db.executemany("DELETE FROM kb_texts WHERE id = ?", [(doc_id,) for doc_id in ids])
-            # Waiting vectors no passage or sentence uses any more (of any embedder) go
-            # too; the pack's go when the next ingest's end writes a new one.
-            if self._db.execute("SELECT 1 FROM kb_embeddings LIMIT 1").fetchone():
-                prepare_split(self._db)
-                self._db.execute(f"DELETE FROM kb_embeddings WHERE text_hash NOT IN ({REFERENCED})")
+        """Forget the documents ``ids``' vectors; like :meth:`write`, inside the
+        transaction that deletes the documents, the lock held."""
+        self._db.execute("DELETE FROM kb_vector_packs")
+        unarrange(self._db)
+        self._db.executemany("DELETE FROM kb_texts WHERE id = ?", [(doc_id,) for doc_id in ids])
+        # Waiting vectors no passage or sentence uses any more (of any embedder) go
+        # too; the pack's go when the next ingest's end writes a new one.
+        if self._db.execute("SELECT 1 FROM kb_embeddings LIMIT 1").fetchone():
+            prepare_split(self._db)
+            self._db.execute(f"DELETE FROM kb_embeddings WHERE text_hash NOT IN ({REFERENCED})")
 
     def unfinished(self) -> bool:
         """Vectors wait in the database for :meth:`finish`, or the pack's index arrays
