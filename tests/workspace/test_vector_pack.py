@@ -212,4 +212,8 @@ def test_a_pack_under_another_key_is_adopted_by_its_token(tmp_path, pack) -> Non
     assert not list(tmp_path.glob(f"{old}-{token}.*"))
     assert read_pack(tmp_path, old, other, DIM) is not None  # left as it was
     assert not adopt_pack(tmp_path, new, token)  # already named so: nothing to do
+    # A run cut short between two renames: the next finds the rest.
+    (tmp_path / f"{new}-{token}.index.npz").rename(tmp_path / f"{old}-{token}.index.npz")
+    assert read_pack(tmp_path, new, token, DIM) is None
+    assert adopt_pack(tmp_path, new, token) and read_pack(tmp_path, new, token, DIM) is not None
     assert not adopt_pack(tmp_path / "missing", new, token)

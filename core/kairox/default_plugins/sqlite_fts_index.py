@@ -186,9 +186,9 @@ class SqliteFtsIndex:
                 "uri=excluded.uri, metadata=excluded.metadata, fingerprint=excluded.fingerprint",
                 rows,
             )
-            self._written += len(rows)
             if also is not None:
                 also()
+            self._written += len(rows)
         return len(rows)
 
     def fingerprints(self) -> dict[str, str]:
@@ -204,9 +204,9 @@ class SqliteFtsIndex:
             for doc_id in ids:
                 self._db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
                 deleted += self._db.changes()  # the row itself, not the trigger's FTS rows
-            self._written += deleted
             if also is not None:
                 also()
+            self._written += deleted
         return deleted
 
     def compact(self) -> bool:

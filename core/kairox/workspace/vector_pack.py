@@ -306,7 +306,7 @@ def adopt_pack(folder: Path, key: str, token: str) -> bool:
     The token is random, so its files are this pack's whatever their key. Best effort,
     one rename a file: a run cut short leaves the rest for the next. Whether any file
     was renamed."""
-    if not folder.is_dir() or (folder / f"{key}-{token}.vectors.npy").exists():
+    if not folder.is_dir():
         return False
     renamed = False
     for path in folder.glob(f"*-{token}.*"):
