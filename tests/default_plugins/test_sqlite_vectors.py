@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sys
 
 import apsw
@@ -13,6 +14,7 @@ from kairox.default_plugins import sqlite_fts, sqlite_vectors
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.retrieval import Document, Query
 from kairox.retrieval.ann import ANN_THRESHOLD
+from kairox.retrieval.vectors import embed_unit
 from kairox.runtime.ingest import ingest
 from kairox.testing import CORPUS, SourceConformance, build_source, run
 from kairox.workspace import vector_store
@@ -384,3 +386,95 @@ def test_sentence_vectors_follow_the_embedder_unless_configured(tmp_path):
     other = build(tmp_path / "c", ConceptEmbedder())  # declares nothing: the default 0.5
     other.upsert([long])
     assert other._vectors.sentence_weight == 0.5 and waiting_rows(other) == 4
+
+
+def _records(folder, docs):
+    folder.mkdir(exist_ok=True)
+    records = folder / "docs.jsonl"
+    lines = (f'{{"id": "{d.id}", "title": "{d.title}", "text": "{d.text}"}}' for d in docs)
+    records.write_text("\n".join(lines))
+    return records
+
+
+def _ingested(folder, embedder, docs=DOCS):
+    """A knowledge base ``folder/kb.db`` with ``docs`` ingested, and the records file."""
+    records = _records(folder, docs)
+    source = build(folder, embedder)
+    ingest(source, [records], root=folder)
+    return source, records
+
+
+def test_a_moved_or_copied_knowledge_base_keeps_its_vectors(tmp_path):
+    query = Query("automobile physician", k=3)
+    source, _ = _ingested(tmp_path / "a", ConceptEmbedder())
+    before = run(source.retrieve(query))
+    source._open().close()
+    (tmp_path / "a").rename(tmp_path / "b")  # the folder renamed: db, .vectors, .words
+    embedder = ConceptEmbedder()
+    moved = build(tmp_path / "b", embedder)
+    assert run(moved.retrieve(query)) == before
+    assert moved._vectors._search_pack()[0] is not None  # from the pack, not rows
+    assert embedder.embedded == [query.text]  # nothing re-embedded
+    assert set(moved.fingerprints()) == {"d1", "d2", "d3"}  # nor by the next ingest
+    moved._open().close()
+    shutil.copytree(tmp_path / "b", tmp_path / "c")
+    changed = [*DOCS[:2], Document("d3", "Everyone was glad.", title="Commute")]
+    copy, _ = _ingested(tmp_path / "c", ConceptEmbedder(), changed)
+    assert run(copy.retrieve(Query("happy", k=1)))[0].id == "d3"
+    assert run(copy.retrieve(query)) != before
+    # The original is untouched by the copy's write: same hits, from its own pack.
+    original = build(tmp_path / "b", ConceptEmbedder())
+    assert run(original.retrieve(query)) == before
+    assert original._vectors._search_pack()[0] != copy._vectors._search_pack()[0]
+
+
+@pytest.mark.parametrize("moved", [False, True])
+def test_packs_named_after_the_old_absolute_path_are_adopted(tmp_path, moved):
+    """Packs were named after the file's absolute path: renamed at the next open, found
+    by the token the database records even when the folder moved since."""
+    query = Query("automobile physician", k=3)
+    source, _ = _ingested(tmp_path / "a", ConceptEmbedder())
+    before = run(source.retrieve(query))
+    vectors = source._vectors
+    old_key = sqlite_vectors._path_key(tmp_path / "a" / "kb.db", vectors.embedder)
+    folder = vectors._pack_folder
+    for path in folder.iterdir():  # as the code before named them
+        path.rename(folder / path.name.replace(vectors._pack_key, old_key))
+    (folder / f"{old_key}-0123456789abcdef.vectors.npy").write_bytes(b"an older pack")
+    source._open().close()
+    if moved:
+        (tmp_path / "a").rename(tmp_path / "b")
+    embedder = ConceptEmbedder()
+    reader = build(tmp_path / ("b" if moved else "a"), embedder)
+    assert run(reader.retrieve(query)) == before and embedder.embedded == [query.text]
+    assert reader._vectors._search_pack()[0] is not None
+    names = {p.name.split("-")[0] for p in reader._vectors._pack_folder.iterdir()}
+    # Not moved, the older pack under the old key goes too (moved, it is not found).
+    assert names == ({vectors._pack_key, old_key} if moved else {vectors._pack_key})
+
+
+def test_a_write_cut_short_leaves_a_document_and_its_vector_both_old(tmp_path):
+    """A changed document's text and the record of its vector are one transaction: a
+    failure injected between the two writes (a trigger on the vectors' rows, which run
+    after the documents') leaves both as they were, and the next ingest embeds it."""
+    embedder = ConceptEmbedder()
+    source, _ = _ingested(tmp_path, embedder)
+    db = source._open()._db
+    db.execute(
+        "CREATE TEMP TRIGGER cut AFTER INSERT ON kb_texts "
+        "BEGIN SELECT RAISE(ABORT, 'cut short here'); END"
+    )
+    changed = Document("d3", "Everyone was glad.", title="Commute")
+    records = _records(tmp_path, [*DOCS[:2], changed])
+    with pytest.raises(apsw.ConstraintError, match="cut short here"):
+        ingest(source, [records], root=tmp_path)
+    assert source.documents(["d3"])[0].text == DOCS[2].text  # not new text, old vector
+    db.execute("DROP TRIGGER cut")
+    embedder.embedded.clear()
+    assert ingest(source, [records], root=tmp_path).updated == 1
+    assert embedder.embedded == [sqlite_vectors.passage_text(changed)]
+    rowid = db.execute("SELECT rowid FROM documents WHERE id = 'd3'").fetchone()[0]
+    ids, matrix, _, _ = source._vectors._arrays()
+    expected = embed_unit(ConceptEmbedder(), [sqlite_vectors.passage_text(changed)])[0]
+    np.testing.assert_allclose(matrix[list(ids).index(rowid)], expected, atol=1e-3)
+    assert run(source.retrieve(Query("happy", k=1)))[0].id == "d3"

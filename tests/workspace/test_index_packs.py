@@ -257,3 +257,19 @@ def test_a_pack_of_another_format_is_rewritten_and_int8_is_close(
     assert stores(database)[0][3] == "int8"
     same_ranking(ranked(compact, essay_query), exact, tolerance=2e-2)
     compact.close()
+
+
+def test_a_moved_state_folder_keeps_its_vectors(tmp_path, essay_project, embedder, essay_query):
+    """The packs' key is the workspace the rows are recorded under, not where the
+    database is: the state folder moved (kairox.db with vectors/), nothing is embedded."""
+    database = tmp_path / "state" / "kairox.db"
+    index = open_index(database, essay_project, embedder)
+    index.index()
+    before = ranked(index, essay_query)
+    index.close()
+    (tmp_path / "state").rename(tmp_path / "moved")
+    embedder.calls.clear()
+    moved = open_index(tmp_path / "moved" / "kairox.db", essay_project, embedder)
+    assert moved._stored_pack() is not None
+    same_ranking(ranked(moved, essay_query), before, tolerance=0)
+    assert moved.index().chunks_embedded == 0 and embedder.calls == []

@@ -9,6 +9,7 @@ from kairox.workspace.vector_pack import (
     FORMATS,
     PackWriter,
     VectorPack,
+    adopt_pack,
     decode,
     encode,
     pack_key,
@@ -197,3 +198,22 @@ def test_the_hashes_written_are_read_back_before_the_pack_is_finished(tmp_path) 
     with PackWriter(tmp_path, "k", rows=3, dim=DIM, with_hashes=True) as writer:
         writer.add(np.eye(3, DIM, dtype=np.float32), hashes)
         assert np.array_equal(writer.written_hashes(), hashes)
+
+
+def test_a_pack_under_another_key_is_adopted_by_its_token(tmp_path, pack) -> None:
+    old, new = pack_key("/was/here", "e", DIM), pack_key("", "e", DIM)
+    token = write_pack(tmp_path, old, pack)
+    (tmp_path / f"{old}-{token}.ann-keys.npy").write_bytes(b"beside it")
+    other = write_pack(tmp_path, old, pack)  # another pack: not this token's
+    assert adopt_pack(tmp_path, new, token)
+    adopted = read_pack(tmp_path, new, token, DIM)
+    assert adopted is not None and same(adopted, pack)
+    assert (tmp_path / f"{new}-{token}.ann-keys.npy").read_bytes() == b"beside it"
+    assert not list(tmp_path.glob(f"{old}-{token}.*"))
+    assert read_pack(tmp_path, old, other, DIM) is not None  # left as it was
+    assert not adopt_pack(tmp_path, new, token)  # already named so: nothing to do
+    # A run cut short between two renames: the next finds the rest.
+    (tmp_path / f"{new}-{token}.index.npz").rename(tmp_path / f"{old}-{token}.index.npz")
+    assert read_pack(tmp_path, new, token, DIM) is None
+    assert adopt_pack(tmp_path, new, token) and read_pack(tmp_path, new, token, DIM) is not None
+    assert not adopt_pack(tmp_path / "missing", new, token)

@@ -101,14 +101,15 @@ class SqliteFtsSource:
         if self._vectors is None:
             index.upsert(documents)
             return
-        prepared = self._vectors.prepare(documents)  # embed before writing anything
-        index.upsert(documents)
-        self._vectors.write(prepared)
+        vectors = self._vectors
+        prepared = vectors.prepare(documents)  # embed before writing anything
+        # The documents and their vectors' rows in one transaction (see write).
+        index.upsert(documents, also=lambda: vectors.write(prepared))
 
     def delete(self, ids: Sequence[str]) -> None:
-        self._open(create=True).delete(ids)
-        if self._vectors is not None:
-            self._vectors.delete(ids)
+        index = self._open(create=True)
+        vectors = self._vectors
+        index.delete(ids, also=None if vectors is None else lambda: vectors.delete(ids))
 
     def fingerprints(self) -> dict[str, str]:
         if self._index is None and not self.path.exists():

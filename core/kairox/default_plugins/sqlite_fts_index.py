@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -160,7 +160,11 @@ class SqliteFtsIndex:
         with self._lock:
             self._db.close()
 
-    def upsert(self, documents: Iterable[Document]) -> int:
+    def upsert(
+        self, documents: Iterable[Document], *, also: Callable[[], None] | None = None
+    ) -> int:
+        """Write ``documents`` (new or replacing their ids') in one transaction, ``also``
+        run inside it, the lock held (their vectors' rows); how many were written."""
         rows = [
             (
                 d.id,
@@ -182,6 +186,8 @@ class SqliteFtsIndex:
                 "uri=excluded.uri, metadata=excluded.metadata, fingerprint=excluded.fingerprint",
                 rows,
             )
+            if also is not None:
+                also()
             self._written += len(rows)
         return len(rows)
 
@@ -189,13 +195,17 @@ class SqliteFtsIndex:
         with self._lock:
             return dict(self._db.execute("SELECT id, fingerprint FROM documents"))
 
-    def delete(self, ids: Iterable[str]) -> int:
+    def delete(self, ids: Iterable[str], *, also: Callable[[], None] | None = None) -> int:
+        """Delete the documents ``ids`` (``also`` run in the same transaction, as by
+        :meth:`upsert`); how many there were."""
         deleted = 0
         with self._lock, self._db:
             self._db.execute(INVALIDATE)
             for doc_id in ids:
                 self._db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
                 deleted += self._db.changes()  # the row itself, not the trigger's FTS rows
+            if also is not None:
+                also()
             self._written += deleted
         return deleted
 

@@ -51,7 +51,13 @@ from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.retrieval.vectors import EMBED_BATCH, SentenceVectors, embed_unit, top_k
 from kairox.store.sqlite import immediate_transaction
 from kairox.workspace.chunking import split_sentences
-from kairox.workspace.vector_pack import VectorPack, pack_key, read_pack, remove_packs
+from kairox.workspace.vector_pack import (
+    VectorPack,
+    adopt_pack,
+    pack_key,
+    read_pack,
+    remove_packs,
+)
 from kairox.workspace.vector_store import digests, find_rows, search_arrays
 
 _SCHEMA = (
@@ -71,10 +77,15 @@ _NO_VECTORS = np.empty((0, 0), dtype=np.float32)
 
 def pack_location(path: Path, embedder: EmbeddingBackend) -> tuple[Path, str]:
     """The folder and key of the packs (and approximate indexes) of the knowledge-base
-    file ``path`` for ``embedder``."""
-    return path.parent / f"{path.name}.vectors", pack_key(
-        str(path.resolve()), embedder.name, embedder.dim
-    )
+    file ``path`` for ``embedder``: the folder beside the file, named after it, and a key
+    of the embedder alone (the folder is the file's), so a knowledge base moved or
+    copied with its folder finds its vectors."""
+    return path.parent / f"{path.name}.vectors", pack_key("", embedder.name, embedder.dim)
+
+
+def _path_key(path: Path, embedder: EmbeddingBackend) -> str:
+    """The key packs had before :func:`pack_location`'s: of the file's absolute path."""
+    return pack_key(str(path.resolve()), embedder.name, embedder.dim)
 
 
 def passage_text(document: Document) -> str:
@@ -126,6 +137,23 @@ class DocumentVectors:
         with self._lock, self._db:
             for statement in _SCHEMA:
                 self._db.execute(statement)
+        with self._lock:
+            self._adopt_packs(path)
+
+    def _adopt_packs(self, path: Path) -> None:
+        """Packs written when their names came from the file's absolute path, renamed to
+        :func:`pack_location`'s key: found by the tokens the database records, wherever
+        the knowledge base was when they were written (nothing is embedded again)."""
+        recorded = [
+            row[0]
+            for table in ("kb_vector_store", "kb_vector_packs")
+            for row in self._db.execute(
+                f"SELECT token FROM {table} WHERE embedder = ? AND dim = ?", self._kind
+            )
+        ]
+        adopted = [adopt_pack(self._pack_folder, self._pack_key, token) for token in recorded]
+        if any(adopted):  # older packs left under the old key go (not moved since)
+            remove_packs(self._pack_folder, _path_key(path, self.embedder))
 
     # -- writing ------------------------------------------------------------------
 
@@ -208,29 +236,33 @@ class DocumentVectors:
         return prepared
 
     def write(self, prepared: Sequence[_Prepared]) -> None:
-        """Store prepared documents' vectors, replacing what their ids had."""
-        with self._lock, self._db:
-            self._db.execute("DELETE FROM kb_vector_packs")
-            unarrange(self._db)
-            self._db.executemany(
-                "INSERT OR REPLACE INTO kb_texts VALUES (?, ?, ?)",
-                [(item.id, item.text_hash, b"".join(item.sentences)) for item in prepared],
-            )
-            self._db.executemany(
-                "INSERT OR REPLACE INTO kb_embeddings VALUES (?, ?, ?, ?)",
-                [(h.hex(), *self._kind, v) for item in prepared for h, v in item.vectors],
-            )
+        """Store prepared documents' vectors, replacing what their ids had. Called with
+        the connection's lock held, inside the transaction that writes the documents
+        themselves (``SqliteFtsIndex.upsert``'s ``also``): a document's text and the
+        record of its vectors change together, or a run killed between two transactions
+        would leave a changed text marked as embedded, with its old vector."""
+        self._db.execute("DELETE FROM kb_vector_packs")
+        unarrange(self._db)
+        self._db.executemany(
+            "INSERT OR REPLACE INTO kb_texts VALUES (?, ?, ?)",
+            [(item.id, item.text_hash, b"".join(item.sentences)) for item in prepared],
+        )
+        self._db.executemany(
+            "INSERT OR REPLACE INTO kb_embeddings VALUES (?, ?, ?, ?)",
+            [(h.hex(), *self._kind, v) for item in prepared for h, v in item.vectors],
+        )
 
     def delete(self, ids: Sequence[str]) -> None:
-        with self._lock, self._db:
-            self._db.execute("DELETE FROM kb_vector_packs")
-            unarrange(self._db)
-            self._db.executemany("DELETE FROM kb_texts WHERE id = ?", [(doc_id,) for doc_id in ids])
-            # Waiting vectors no passage or sentence uses any more (of any embedder) go
-            # too; the pack's go when the next ingest's end writes a new one.
-            if self._db.execute("SELECT 1 FROM kb_embeddings LIMIT 1").fetchone():
-                prepare_split(self._db)
-                self._db.execute(f"DELETE FROM kb_embeddings WHERE text_hash NOT IN ({REFERENCED})")
+        """Forget the documents ``ids``' vectors; like :meth:`write`, inside the
+        transaction that deletes the documents, the lock held."""
+        self._db.execute("DELETE FROM kb_vector_packs")
+        unarrange(self._db)
+        self._db.executemany("DELETE FROM kb_texts WHERE id = ?", [(doc_id,) for doc_id in ids])
+        # Waiting vectors no passage or sentence uses any more (of any embedder) go
+        # too; the pack's go when the next ingest's end writes a new one.
+        if self._db.execute("SELECT 1 FROM kb_embeddings LIMIT 1").fetchone():
+            prepare_split(self._db)
+            self._db.execute(f"DELETE FROM kb_embeddings WHERE text_hash NOT IN ({REFERENCED})")
 
     def unfinished(self) -> bool:
         """Vectors wait in the database for :meth:`finish`, or the pack's index arrays

@@ -32,6 +32,7 @@ __all__ = [
     "FORMATS",
     "PackWriter",
     "VectorPack",
+    "adopt_pack",
     "decode",
     "encode",
     "pack_key",
@@ -296,6 +297,25 @@ def pack_size(folder: Path, key: str, token: str) -> int:
         with contextlib.suppress(OSError):
             total += path.stat().st_size
     return total
+
+
+def adopt_pack(folder: Path, key: str, token: str) -> bool:
+    """Name ``key`` the files of pack ``token`` (and the files beside it, such as its
+    approximate index) found in ``folder`` under another key: a pack written when keys
+    were made from something that has changed since (a knowledge base's absolute path).
+    The token is random, so its files are this pack's whatever their key. Best effort,
+    one rename a file: a run cut short leaves the rest for the next. Whether any file
+    was renamed."""
+    if not folder.is_dir():
+        return False
+    renamed = False
+    for path in folder.glob(f"*-{token}.*"):
+        other, rest = path.name.split("-", 1)
+        if other != key and rest.startswith(f"{token}."):
+            with contextlib.suppress(OSError):
+                os.replace(path, folder / f"{key}-{rest}")
+                renamed = True
+    return renamed
 
 
 def remove_packs(folder: Path, key: str, *, keep: str | None = None) -> None:
