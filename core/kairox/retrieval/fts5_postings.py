@@ -1,0 +1,132 @@
+"""An FTS5 table's postings read back from its own index, for the BM25 pack.
+
+FTS5 already tokenized every row when it was written; its ``fts5vocab`` tables hand those
+tokens back (``row``: each term and how many instances it has; ``instance``: one row per
+instance, by term, then rowid, then column). Reading them costs a fifth of tokenizing the
+text again in Python (10k SciFact-built passages: 0.06 s to walk the instances, against
+0.32 s for the tokenizer's calls alone) and gives exactly the terms FTS5 ranks by.
+
+Rows reach Python as one comma-separated string of ``rowid * 2 + column`` per range of
+terms (SQLite builds it, numpy parses it), not as a Python object per instance; a range
+holds about :data:`CHUNK_INSTANCES` instances, so memory does not grow with the table.
+Each range is checked against the ``row`` counts and for its order, so a reply that is not
+what this reading expects is a ``ValueError`` (the caller then keeps to FTS5), never a
+wrong pack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CHUNK_INSTANCES", "Postings", "read_postings", "row_ids"]
+
+#: Instances read per range of terms (1M passages of SciFact-built text: ~226M in all).
+CHUNK_INSTANCES = 4_000_000
+
+
+@dataclass(frozen=True)
+class Postings:
+    """The postings of a range of terms, in term order then rowid order.
+
+    ``counts[i]`` postings belong to ``terms[i]``; each posting is one row holding the term,
+    with how often it holds it in the first (title) and second (body) column.
+    """
+
+    terms: list[str]
+    counts: np.ndarray
+    rowids: np.ndarray
+    title_tf: np.ndarray
+    body_tf: np.ndarray
+
+
+def row_ids(db: Any, sql: str) -> np.ndarray:
+    """The rowids ``sql`` selects (one column, ascending), as int64."""
+    text = db.execute(f"SELECT group_concat(rowid, ',') FROM ({sql})").fetchone()[0]
+    ids = _integers(text)
+    if len(ids) > 1 and bool(np.any(ids[1:] <= ids[:-1])):
+        raise ValueError("rowids not in ascending order")
+    return ids
+
+
+def _integers(text: str | None) -> np.ndarray:
+    return np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, np.int64)
+
+
+def read_postings(
+    db: Any, table: str, second_column: str, *, schema: str = "main"
+) -> Iterator[Postings]:
+    """The postings of FTS5 table ``table`` (a trusted identifier) of two columns, the
+    second named ``second_column``, a range of terms at a time; run inside one read
+    transaction so the ranges agree.
+
+    :raises ValueError: when a range's instances are not the ones its counts announce, or
+        not in (term, rowid, column) order.
+    """
+    rows, instances = _vocab_tables(db, table, schema)
+    terms: list[str] = []
+    counts: list[int] = []
+    held = 0
+    ranged = False
+    for term, count in db.execute(f"SELECT term, cnt FROM {rows}"):
+        if held and held + count > CHUNK_INSTANCES:
+            yield _range(db, instances, second_column, terms, counts, whole=False)
+            terms, counts, held, ranged = [], [], 0, True
+        terms.append(term)
+        counts.append(count)
+        held += count
+    if terms:
+        yield _range(db, instances, second_column, terms, counts, whole=not ranged)
+
+
+def _vocab_tables(db: Any, table: str, schema: str) -> tuple[str, str]:
+    names = []
+    for kind in ("row", "instance"):
+        name = f"temp.kairox_{table}_{kind}"
+        db.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5vocab({schema}, {table}, {kind})"
+        )
+        names.append(name)
+    return names[0], names[1]
+
+
+def _range(
+    db: Any,
+    instances: str,
+    second_column: str,
+    terms: list[str],
+    counts: list[int],
+    *,
+    whole: bool,
+) -> Postings:
+    sql = f"SELECT group_concat(doc * 2 + (col = ?), ',') FROM {instances}"
+    # (SQLite checks a term bound on every instance: left out when every term is read)
+    bounds = () if whole else (terms[0], terms[-1])
+    if bounds:
+        sql += " WHERE term >= ? AND term <= ?"
+    values = _integers(db.execute(sql, (second_column, *bounds)).fetchone()[0])
+    per_term = np.asarray(counts, dtype=np.int64)
+    if len(values) != int(per_term.sum()):
+        raise ValueError(f"terms {terms[0]!r}..{terms[-1]!r}: instances and counts differ")
+    docs = values >> 1
+    term_starts = np.cumsum(per_term) - per_term
+    new_term = np.zeros(len(values), dtype=bool)
+    new_term[term_starts] = True
+    step = np.diff(docs)
+    if bool(np.any((step < 0) & ~new_term[1:])):
+        raise ValueError(f"terms {terms[0]!r}..{terms[-1]!r}: instances out of rowid order")
+    # One posting per (term, row): a run of its instances.
+    new_term[1:] |= step != 0
+    starts = np.flatnonzero(new_term)
+    body_tf = np.add.reduceat(values & 1, starts) if len(starts) else np.zeros(0, np.int64)
+    first_postings = np.searchsorted(starts, term_starts)
+    return Postings(
+        terms=terms,
+        counts=np.diff(first_postings, append=len(starts)),
+        rowids=docs[starts],
+        title_tf=np.diff(starts, append=len(values)) - body_tf,
+        body_tf=body_tf,
+    )
