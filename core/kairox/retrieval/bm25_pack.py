@@ -48,7 +48,7 @@ B = 0.75
 _MIN_IDF = 1e-6
 
 #: Postings turned into impacts at a time.
-_BLOCK_POSTINGS = 4_000_000
+_BLOCK_POSTINGS = 500_000
 
 #: name -> dtype of the arrays a pack stores (``terms`` is a text file beside them).
 _ARRAYS = {
@@ -219,6 +219,20 @@ class _Spill:
         self.spans: list[np.ndarray] = []
         self.terms = 0
         self.written = 0
+        # Postings' tokens not yet added into ``lengths``: added once they outnumber the
+        # rows, so the additions cost O(postings), not O(rows) per range.
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self._pending_count = 0
+
+    def count_tokens(self) -> None:
+        """Add the pending postings' tokens into :attr:`lengths`."""
+        if self._pending:
+            positions = np.concatenate([positions for positions, _ in self._pending])
+            tokens = np.concatenate([tokens for _, tokens in self._pending])
+            self.lengths += np.bincount(
+                positions, weights=tokens, minlength=len(self.rowids)
+            ).astype(np.int64)
+        self._pending, self._pending_count = [], 0
 
     def file(self, name: str) -> Path:
         return self.folder / f"spill.{name}"
@@ -226,9 +240,10 @@ class _Spill:
     def add(self, postings: Postings, terms_out: TextIO) -> None:
         """Append one range of terms' postings."""
         positions = self._positions(postings.rowids)
-        self.lengths += np.bincount(
-            positions, weights=postings.title_tf + postings.body_tf, minlength=len(self.rowids)
-        ).astype(np.int64)
+        self._pending.append((positions, postings.title_tf + postings.body_tf))
+        self._pending_count += len(positions)
+        if self._pending_count >= len(self.rowids):
+            self.count_tokens()
         for name, array in (
             ("docs", positions),
             ("title_tf", postings.title_tf),
@@ -269,6 +284,7 @@ class _Spill:
 
 def _write_postings(spill: _Spill, weights: Weights, paths: dict[str, Path]) -> None:
     """Write ``docs`` and ``impacts`` from the spilled postings."""
+    spill.count_tokens()
     lengths = spill.lengths
     average = float(lengths.sum()) / len(lengths) if len(lengths) else 1.0
     norms = K1 * (1 - B + B * lengths / average)

@@ -24,8 +24,9 @@ import numpy as np
 
 __all__ = ["CHUNK_INSTANCES", "Postings", "read_postings", "row_ids"]
 
-#: Instances read per range of terms (1M passages of SciFact-built text: ~226M in all).
-CHUNK_INSTANCES = 4_000_000
+#: Instances read per range of terms (1M passages of SciFact-built text: ~226M in all):
+#: at 100k passages, 500k a range took no more CPU than 4M, and 60 MB against 280 MB.
+CHUNK_INSTANCES = 500_000
 
 
 @dataclass(frozen=True)
