@@ -55,7 +55,7 @@ def fts5(db, words, k, weights):
 
 def write(folder, db, weights):
     rowids = row_ids(db, "SELECT rowid FROM t ORDER BY rowid")
-    return write_pack(folder, rowids, read_postings(db, "t", "body"), weights)
+    return write_pack(folder, rowids, read_postings(db, "t", "body", rowids), weights)
 
 
 def packed(tmp_path, db, weights):
@@ -96,15 +96,21 @@ def test_ranges_and_blocks_do_not_change_the_pack(tmp_path, table, monkeypatch):
     db, _ = table
     weights = Weights(3.0, 1.0)
     whole = packed(tmp_path / "whole", db, weights)
-    monkeypatch.setattr(fts5_postings, "CHUNK_INSTANCES", 4)
-    monkeypatch.setattr(bm25_pack, "_BLOCK_POSTINGS", 3)
-    split = packed(tmp_path / "split", db, weights)
+    for chunk in (4, 1):  # (1: every term read in parts, by ranges of rows)
+        monkeypatch.setattr(fts5_postings, "CHUNK_INSTANCES", chunk)
+        monkeypatch.setattr(bm25_pack, "_BLOCK_POSTINGS", 3)
+        split = packed(tmp_path / f"split{chunk}", db, weights)
+        assert_same(split, whole)
+
+
+def assert_same(split, whole):
     assert split.terms == whole.terms
     for term, position in whole.terms.items():
         start, end = whole.spans[position]
         other_start, other_end = split.spans[position]
         assert list(split.docs[other_start:other_end]) == list(whole.docs[start:end]), term
         assert list(split.impacts[other_start:other_end]) == list(whole.impacts[start:end])
+    assert list(split.rowids) == list(whole.rowids)
 
 
 def test_sparse_rowids_and_rows_without_tokens_rank_as_fts5(tmp_path, table):
@@ -132,13 +138,14 @@ def test_a_failed_build_leaves_nothing_behind(tmp_path, table, monkeypatch):
     db, _ = table
     monkeypatch.setattr(fts5_postings, "CHUNK_INSTANCES", 4)
 
+    rowids = row_ids(db, "SELECT rowid FROM t ORDER BY rowid")
+
     def failing():
-        for number, postings in enumerate(read_postings(db, "t", "body")):
+        for number, postings in enumerate(read_postings(db, "t", "body", rowids)):
             if number == 2:
                 raise RuntimeError("reading failed")
             yield postings
 
-    rowids = row_ids(db, "SELECT rowid FROM t ORDER BY rowid")
     with pytest.raises(RuntimeError, match="reading failed"):
         write_pack(tmp_path / "words", rowids, failing(), Weights(1.0, 1.0))
     assert list((tmp_path / "words").iterdir()) == []
@@ -148,7 +155,8 @@ def test_postings_of_rows_the_rowids_lack_are_refused(tmp_path, table):
     db, _ = table
     rowids = row_ids(db, "SELECT rowid FROM t WHERE rowid > 10 ORDER BY rowid")
     with pytest.raises(ValueError, match="rows the documents do not"):
-        write_pack(tmp_path / "words", rowids, read_postings(db, "t", "body"), Weights(1, 1))
+        postings = read_postings(db, "t", "body", row_ids(db, "SELECT rowid FROM t"))
+        write_pack(tmp_path / "words", rowids, postings, Weights(1, 1))
     assert list((tmp_path / "words").iterdir()) == []
 
 

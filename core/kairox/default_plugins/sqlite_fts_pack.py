@@ -75,12 +75,9 @@ class WordsPacks:
                 return False  # (files gone or damaged are written again)
             try:
                 with self._db:
-                    token = write_pack(
-                        self.folder,
-                        row_ids(self._db, "SELECT rowid FROM documents ORDER BY rowid"),
-                        read_postings(self._db, "documents_fts", "body"),
-                        weights,
-                    )
+                    rowids = row_ids(self._db, "SELECT rowid FROM documents ORDER BY rowid")
+                    postings = read_postings(self._db, "documents_fts", "body", rowids)
+                    token = write_pack(self.folder, rowids, postings, weights)
                     self._db.execute(INVALIDATE)
                     self._db.execute(
                         "INSERT INTO kb_words_packs VALUES (?, ?, ?)",

@@ -48,7 +48,7 @@ B = 0.75
 _MIN_IDF = 1e-6
 
 #: Postings turned into impacts at a time.
-_BLOCK_POSTINGS = 500_000
+_BLOCK_POSTINGS = 250_000
 
 #: name -> dtype of the arrays a pack stores (``terms`` is a text file beside them).
 _ARRAYS = {
@@ -217,7 +217,7 @@ class _Spill:
             self.table[rowids - self.first] = np.arange(len(rowids))
         self.lengths = np.zeros(len(rowids), dtype=np.int64)
         self.spans: list[np.ndarray] = []
-        self.terms = 0
+        self.last_term: str | None = None
         self.written = 0
         # Postings' tokens not yet added into ``lengths``: added once they outnumber the
         # rows, so the additions cost O(postings), not O(rows) per range.
@@ -252,11 +252,18 @@ class _Spill:
             with open(self.file(name), "ab") as handle:
                 handle.write(np.ascontiguousarray(array, dtype="<i4").data)
         ends = self.written + np.cumsum(postings.counts)
-        self.spans.append(np.stack([ends - postings.counts, ends], axis=1))
+        spans = np.stack([ends - postings.counts, ends], axis=1)
+        terms = postings.terms
+        if terms and terms[0] == self.last_term:  # a common term's next part
+            self.spans[-1][-1, 1] = spans[0, 1]
+            spans, terms = spans[1:], terms[1:]
+        if len(spans):
+            self.spans.append(spans)
         self.written = int(ends[-1]) if len(ends) else self.written
-        # (newline-separated, none after the last: the terms file's form)
-        terms_out.write(("\n" if self.terms else "") + "\n".join(postings.terms))
-        self.terms += len(postings.terms)
+        if terms:
+            # (newline-separated, none after the last: the terms file's form)
+            terms_out.write(("\n" if self.last_term is not None else "") + "\n".join(terms))
+            self.last_term = terms[-1]
 
     def _positions(self, rowids: np.ndarray) -> np.ndarray:
         """Where ``rowids`` are in :attr:`rowids`; all must be there."""

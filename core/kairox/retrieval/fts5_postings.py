@@ -25,8 +25,8 @@ import numpy as np
 __all__ = ["CHUNK_INSTANCES", "Postings", "read_postings", "row_ids"]
 
 #: Instances read per range of terms (1M passages of SciFact-built text: ~226M in all):
-#: at 100k passages, 500k a range took no more CPU than 4M, and 60 MB against 280 MB.
-CHUNK_INSTANCES = 500_000
+#: at 100k passages, 250k a range took no more CPU than 4M, and 45 MB against 280 MB.
+CHUNK_INSTANCES = 250_000
 
 
 @dataclass(frozen=True)
@@ -58,13 +58,16 @@ def _integers(text: str | None) -> np.ndarray:
 
 
 def read_postings(
-    db: Any, table: str, second_column: str, *, schema: str = "main"
+    db: Any, table: str, second_column: str, rowids: np.ndarray, *, schema: str = "main"
 ) -> Iterator[Postings]:
     """The postings of FTS5 table ``table`` (a trusted identifier) of two columns, the
-    second named ``second_column``, a range of terms at a time; run inside one read
-    transaction so the ranges agree.
+    second named ``second_column``, whose rows are ``rowids`` (:func:`row_ids`), a range
+    of terms at a time; run inside one read transaction so the ranges agree.
 
-    :raises ValueError: when a range's instances are not the ones its counts announce, or
+    A term with more instances than a range holds comes in several parts, by ranges of
+    rows, each a :class:`Postings` of that one term (its later parts continue it).
+
+    :raises ValueError: when the instances read are not the ones the counts announce, or
         not in (term, rowid, column) order.
     """
     rows, instances = _vocab_tables(db, table, schema)
@@ -76,6 +79,10 @@ def read_postings(
         if held and held + count > CHUNK_INSTANCES:
             yield _range(db, instances, second_column, terms, counts, whole=False)
             terms, counts, held, ranged = [], [], 0, True
+        if count > CHUNK_INSTANCES:
+            yield from _parts(db, instances, second_column, term, count, rowids)
+            ranged = True
+            continue
         terms.append(term)
         counts.append(count)
         held += count
@@ -109,9 +116,40 @@ def _range(
     if bounds:
         sql += " WHERE term >= ? AND term <= ?"
     values = _integers(db.execute(sql, (second_column, *bounds)).fetchone()[0])
-    per_term = np.asarray(counts, dtype=np.int64)
+    return _postings(terms, np.asarray(counts, dtype=np.int64), values)
+
+
+def _parts(
+    db: Any, instances: str, second_column: str, term: str, count: int, rowids: np.ndarray
+) -> Iterator[Postings]:
+    """A term too common for one range, by ranges of rows of about as many instances
+    each (the memory of a range, not of the term; FTS5 cannot seek to a row here, so each
+    part walks the term's instances: at 100k passages no term is that common)."""
+    parts = -(-count // CHUNK_INSTANCES)
+    cuts = [int(rowids[n * len(rowids) // parts]) for n in range(1, parts)]
+    sql = (
+        f"SELECT group_concat(doc * 2 + (col = ?), ',') FROM {instances} "
+        "WHERE term = ? AND doc >= ? AND doc < ?"
+    )
+    lows = [-(2**63), *cuts]
+    highs = [*cuts, 2**63 - 1]
+    read = 0
+    for low, high in zip(lows, highs, strict=True):
+        values = _integers(db.execute(sql, (second_column, term, low, high)).fetchone()[0])
+        read += len(values)
+        yield _postings([term], np.asarray([len(values)], dtype=np.int64), values)
+    if read != count:
+        raise ValueError(f"term {term!r}: instances and counts differ")
+
+
+def _postings(terms: list[str], per_term: np.ndarray, values: np.ndarray) -> Postings:
+    """The postings in ``values`` (``rowid * 2 + column`` per instance, ``per_term[i]``
+    of them for ``terms[i]``)."""
     if len(values) != int(per_term.sum()):
         raise ValueError(f"terms {terms[0]!r}..{terms[-1]!r}: instances and counts differ")
+    if not len(values):
+        empty = np.zeros(0, dtype=np.int64)
+        return Postings(terms, np.zeros(len(terms), np.int64), empty, empty, empty)
     docs = values >> 1
     term_starts = np.cumsum(per_term) - per_term
     new_term = np.zeros(len(values), dtype=bool)
@@ -122,7 +160,7 @@ def _range(
     # One posting per (term, row): a run of its instances.
     new_term[1:] |= step != 0
     starts = np.flatnonzero(new_term)
-    body_tf = np.add.reduceat(values & 1, starts) if len(starts) else np.zeros(0, np.int64)
+    body_tf = np.add.reduceat(values & 1, starts)
     first_postings = np.searchsorted(starts, term_starts)
     return Postings(
         terms=terms,
