@@ -8,8 +8,8 @@ least :data:`MERGE_SHARE` of it: the merges' cost stays proportional to what was
 Rankings do not change (bm25 reads no segment structure); only their speed does.
 
 A bulk write that ends in that merge need not merge as it goes: with FTS5's automerge
-off (:func:`defer_merges`) 100k SciFact-built passages were written in 12 % less CPU, the
-final merge costing the same. FTS5's crisis merge still bounds the segments meanwhile
+off (:func:`defer_merges`) 100k SciFact-built passages were written and merged in 11.2 s
+of CPU instead of 12.6 (500 a transaction), the final merge costing the same. FTS5's crisis merge still bounds the segments meanwhile
 (16 on a level), and :func:`resume_merges` puts the automerge back.
 """
 
