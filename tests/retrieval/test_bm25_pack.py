@@ -98,6 +98,7 @@ def test_ranges_and_blocks_do_not_change_the_pack(tmp_path, table, monkeypatch):
     whole = packed(tmp_path / "whole", db, weights)
     for chunk in (4, 1):  # (1: every term read in parts, by ranges of rows)
         monkeypatch.setattr(fts5_postings, "CHUNK_INSTANCES", chunk)
+        monkeypatch.setattr(fts5_postings, "TERM_PART_INSTANCES", chunk)
         monkeypatch.setattr(bm25_pack, "_BLOCK_POSTINGS", 3)
         split = packed(tmp_path / f"split{chunk}", db, weights)
         assert_same(split, whole)

@@ -73,6 +73,7 @@ def read(db) -> tuple[list[str], dict[tuple[str, int], tuple[int, int]]]:
 @pytest.mark.parametrize("chunk", [fts5_postings.CHUNK_INSTANCES, 1, 2, 5])
 def test_postings_are_the_tokenizers_counts_per_row_and_column(db, chunk, monkeypatch):
     monkeypatch.setattr(fts5_postings, "CHUNK_INSTANCES", chunk)
+    monkeypatch.setattr(fts5_postings, "TERM_PART_INSTANCES", chunk)
     terms, found = read(db)
     assert found == expected(db)
     assert terms == sorted(terms, key=str.encode)  # FTS5's byte order, each term once

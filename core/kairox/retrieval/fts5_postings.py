@@ -27,6 +27,11 @@ __all__ = ["CHUNK_INSTANCES", "Postings", "read_postings", "row_ids"]
 #: Instances read per range of terms (1M passages of SciFact-built text: ~226M in all):
 #: at 100k passages, 250k a range took no more CPU than 4M, and 45 MB against 280 MB.
 CHUNK_INSTANCES = 250_000
+#: A term with more instances is read in parts of at most this many (about 100 MB). FTS5
+#: cannot seek to a row here, so each part walks all of the term's instances: parts of
+#: 250k made 1M passages' build as slow as tokenizing again (the commonest terms, 9M
+#: instances each, walked 38 times).
+TERM_PART_INSTANCES = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -64,8 +69,9 @@ def read_postings(
     second named ``second_column``, whose rows are ``rowids`` (:func:`row_ids`), a range
     of terms at a time; run inside one read transaction so the ranges agree.
 
-    A term with more instances than a range holds comes in several parts, by ranges of
-    rows, each a :class:`Postings` of that one term (its later parts continue it).
+    A term with more instances than a range holds comes alone; one with more than
+    :data:`TERM_PART_INSTANCES` in several parts, by ranges of rows, each a
+    :class:`Postings` of that one term (its later parts continue it).
 
     :raises ValueError: when the instances read are not the ones the counts announce, or
         not in (term, rowid, column) order.
@@ -79,7 +85,7 @@ def read_postings(
         if held and held + count > CHUNK_INSTANCES:
             yield _range(db, instances, second_column, terms, counts, whole=False)
             terms, counts, held, ranged = [], [], 0, True
-        if count > CHUNK_INSTANCES:
+        if count > TERM_PART_INSTANCES:
             yield from _parts(db, instances, second_column, term, count, rowids)
             ranged = True
             continue
@@ -122,10 +128,9 @@ def _range(
 def _parts(
     db: Any, instances: str, second_column: str, term: str, count: int, rowids: np.ndarray
 ) -> Iterator[Postings]:
-    """A term too common for one range, by ranges of rows of about as many instances
-    each (the memory of a range, not of the term; FTS5 cannot seek to a row here, so each
-    part walks the term's instances: at 100k passages no term is that common)."""
-    parts = -(-count // CHUNK_INSTANCES)
+    """A term too common to be read at once, by ranges of rows of about
+    :data:`TERM_PART_INSTANCES` instances each (at 100k passages no term is that common)."""
+    parts = -(-count // TERM_PART_INSTANCES)
     cuts = [int(rowids[n * len(rowids) // parts]) for n in range(1, parts)]
     sql = (
         f"SELECT group_concat(doc * 2 + (col = ?), ',') FROM {instances} "
