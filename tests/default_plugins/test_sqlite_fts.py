@@ -143,6 +143,40 @@ def test_compact_waits_until_a_share_of_the_documents_was_written(tmp_path):
     index.close()
 
 
+def _automerge(index: SqliteFtsIndex):
+    row = index._db.execute("SELECT v FROM documents_fts_config WHERE k = 'automerge'")
+    return (row.fetchone() or [None])[0]
+
+
+def test_a_bulk_run_leaves_fts5s_merging_to_compact(tmp_path):
+    indexes = {bulk: SqliteFtsIndex(tmp_path / f"{bulk}.db", create=True) for bulk in (0, 1)}
+    for bulk, index in indexes.items():
+        for batch in _batches(90, 10):
+            index.upsert(batch, bulk=bool(bulk))
+    assert _automerge(indexes[1]) == 0
+    assert _automerge(indexes[0]) is None  # FTS5's default (4)
+    # Without automerge, nothing folded the batches' segments together.
+    assert _segments(indexes[1]) > _segments(indexes[0])
+    for index in indexes.values():
+        assert index.compact() is True
+        assert _segments(index) == 1
+    assert _automerge(indexes[1]) == 4
+    for index in indexes.values():
+        index.close()
+
+
+def test_compact_resumes_merges_a_run_cut_short_deferred(tmp_path):
+    index = SqliteFtsIndex(tmp_path / "kb.db", create=True)
+    (batch,) = _batches(40, 40)
+    index.upsert(batch, bulk=True)
+    index.close()  # cut short: no compact
+    reopened = SqliteFtsIndex(tmp_path / "kb.db")
+    assert _automerge(reopened) == 0
+    assert reopened.compact() is False  # nothing written by this one...
+    assert _automerge(reopened) == 4  # ...but FTS5 merges again
+    reopened.close()
+
+
 def test_match_expression_quotes_every_term():
     assert (
         match_expression('title:"saturn" AND -rings*') == '"title" OR "saturn" OR "and" OR "rings"'

@@ -135,3 +135,30 @@ def test_finish_rewrites_a_pack_whose_files_are_gone(packed, tmp_path):
     assert ranking(fresh, "saturn")
     fresh.finish()
     assert uses_pack(fresh)
+
+
+def test_a_pack_over_replaced_and_deleted_rows_ranks_as_fts5(tmp_path):
+    source = build(tmp_path)
+    filler = [Document(f"filler{n}", f"ocean tide comet {n}") for n in range(30)]
+    source.upsert(documents() + filler)
+    source.finish()
+    # A small run (under an eighth: no merge): the old versions of the replaced and
+    # deleted rows stay in FTS5's older segment, and the pack must not read them.
+    first, second = documents()[:2]
+    source.upsert([Document(first.id, "volcano lava basalt", title="Replaced")])
+    source.delete([second.id])
+    # Their old words too: a pack that read the old entries would find them.
+    texts = [*QUERIES, first.text, second.text]
+    expected = {text: ranking(source, text) for text in texts}  # FTS5 answers
+    source.finish()
+    assert uses_pack(source)
+    segments = source._open()._db.execute(
+        "SELECT count(DISTINCT id >> 37) FROM documents_fts_data WHERE id > 10"
+    )
+    assert segments.fetchone()[0] > 1  # (not merged)
+    for text, hits in expected.items():
+        got = ranking(source, text)
+        assert [i for i, _ in got] == [i for i, _ in hits], text
+        assert [s for _, s in got] == pytest.approx([s for _, s in hits], rel=1e-6)
+    assert second.id not in {i for hits in expected.values() for i, _ in hits}
+    assert expected[first.text][0][0] != first.id  # (its old text is not its own now)

@@ -7,6 +7,7 @@ import os
 import threading
 from pathlib import Path
 
+import apsw
 import pytest
 
 from kairox.default_plugins.sqlite_fts import SqliteFtsSource
@@ -299,9 +300,21 @@ class RecordingTarget(SqliteFtsSource):
         super().__init__("kb", path)
         self.events = events
 
+    def begin_run(self):
+        self.events.append(("begin_run", 0))
+        super().begin_run()
+
     def upsert(self, documents):
         self.events.append(("upsert", len(documents)))
         super().upsert(documents)
+
+    def finish(self):
+        self.events.append(("finish", 0))
+        super().finish()
+
+
+def _index_db(path: Path) -> apsw.Connection:
+    return apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
 
 
 def _records(path: Path, count: int, prefix: str = "p") -> Path:
@@ -342,6 +355,11 @@ def test_inputs_are_checked_whole_then_written_in_batches_with_progress(tmp_path
     assert len(writes) == 3 and max(writes) <= BATCH_SIZE and sum(writes) == total
     assert sum(n for kind, n in events if kind == "progress") == total
     assert (stats.added, stats.chunks_written) == (total, total)
+    # The run is framed for the target: sqlite-fts defers FTS5's merging to its finish.
+    run_events = [kind for kind in kinds if kind in ("begin_run", "upsert", "finish")]
+    assert run_events == ["begin_run", "upsert", "upsert", "upsert", "finish"]
+    automerge = "SELECT v FROM documents_fts_config WHERE k = 'automerge'"
+    assert _index_db(tmp_path / "kb.db").execute(automerge).fetchone() == (4,)
 
 
 def test_the_last_copy_of_an_id_wins_and_the_first_leaves_no_chunks(tmp_path):

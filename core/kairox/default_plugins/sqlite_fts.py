@@ -76,6 +76,8 @@ class SqliteFtsSource:
         }
         self._vectors: DocumentVectors | None = None
         self._index: SqliteFtsIndex | None = None
+        #: in an ingest run (:meth:`begin_run` to :meth:`finish`)
+        self._bulk = False
         # Concurrent first queries run in several worker threads; they must share one
         # index rather than each open (and leak) a connection of its own.
         self._open_lock = threading.Lock()
@@ -96,15 +98,20 @@ class SqliteFtsSource:
 
     # -- IngestableSource: `kairox kb ingest` creates the file on first write ----------
 
+    def begin_run(self) -> None:
+        """Before an ingest run's first write: the run ends in :meth:`finish`, so its
+        writes leave FTS5's merging to the end (:meth:`SqliteFtsIndex.compact`)."""
+        self._bulk = True
+
     def upsert(self, documents: Sequence[Document]) -> None:
         index = self._open(create=True)
         if self._vectors is None:
-            index.upsert(documents)
+            index.upsert(documents, bulk=self._bulk)
             return
         vectors = self._vectors
         prepared = vectors.prepare(documents)  # embed before writing anything
         # The documents and their vectors' rows in one transaction (see write).
-        index.upsert(documents, also=lambda: vectors.write(prepared))
+        index.upsert(documents, bulk=self._bulk, also=lambda: vectors.write(prepared))
 
     def delete(self, ids: Sequence[str]) -> None:
         index = self._open(create=True)
@@ -125,6 +132,7 @@ class SqliteFtsSource:
     def finish(self) -> None:
         """After an ingest run: merge the index's segments after a large run
         (:meth:`SqliteFtsIndex.compact`), pack the word postings and the vectors."""
+        self._bulk = False
         if self._index is not None:
             self._index.compact()
             if self.words_pack:

@@ -27,7 +27,13 @@ from kairox.retrieval.filters import FilterExpr, parse_filter
 from kairox.retrieval.filters.sql import compile_sql, register_functions
 from kairox.retrieval.fts5 import match_terms
 from kairox.retrieval.fts5_common import CommonTerms
-from kairox.retrieval.fts5_merge import merge_segments, worth_merging
+from kairox.retrieval.fts5_merge import (
+    defer_merges,
+    merge_segments,
+    merges_deferred,
+    resume_merges,
+    worth_merging,
+)
 from kairox.retrieval.sqlite_engine import connect, enable_wal
 from kairox.store.sqlite import immediate_transaction
 from kairox.support.errors import KairoxError
@@ -105,6 +111,8 @@ class SqliteFtsIndex:
         self._lock = threading.Lock()
         #: documents written (added, replaced, deleted) since opened or last compacted.
         self._written = 0
+        #: whether a bulk upsert switched FTS5's automerge off (until compact).
+        self._merges_deferred = False
         self._common = CommonTerms("documents_fts")
         try:
             self._db = connect(self.path, create=create)
@@ -161,23 +169,33 @@ class SqliteFtsIndex:
             self._db.close()
 
     def upsert(
-        self, documents: Iterable[Document], *, also: Callable[[], None] | None = None
+        self,
+        documents: Iterable[Document],
+        *,
+        bulk: bool = False,
+        also: Callable[[], None] | None = None,
     ) -> int:
-        """Write ``documents`` (new or replacing their ids') in one transaction, ``also``
-        run inside it, the lock held (their vectors' rows); how many were written."""
+        """Add or replace ``documents`` by id in one transaction, ``also`` run inside it,
+        the lock held (their vectors' rows); how many were written. ``bulk``: part of a
+        run that ends in :meth:`compact`, so FTS5 need not merge its segments meanwhile
+        (:func:`~kairox.retrieval.fts5_merge.defer_merges`)."""
         rows = [
             (
                 d.id,
                 d.title,
                 d.text,
                 d.uri,
-                json.dumps(dict(d.metadata), sort_keys=True, default=str),
+                # (most documents carry no metadata: no encoder for them)
+                json.dumps(dict(d.metadata), sort_keys=True, default=str) if d.metadata else "{}",
                 d.fingerprint,
             )
             for d in documents
         ]
         # One transaction per batch: a crash leaves every document old or new, never torn.
         with self._lock, self._db:
+            if bulk and not self._merges_deferred:
+                defer_merges(self._db, "documents_fts")
+                self._merges_deferred = True
             self._db.execute(INVALIDATE)
             self._db.executemany(
                 "INSERT INTO documents(id, title, body, uri, metadata, fingerprint) "
@@ -212,8 +230,12 @@ class SqliteFtsIndex:
     def compact(self) -> bool:
         """Merge the full-text index into one segment when enough of its documents were
         written since this object opened or last compacted
-        (:func:`~kairox.retrieval.fts5_merge.worth_merging`); whether it did."""
+        (:func:`~kairox.retrieval.fts5_merge.worth_merging`); whether it did. FTS5's own
+        merging, deferred by a bulk :meth:`upsert` (this run's or one cut short), resumes."""
         with self._lock:
+            if self._merges_deferred or merges_deferred(self._db, "documents_fts"):
+                resume_merges(self._db, "documents_fts")
+                self._merges_deferred = False
             total = self._db.execute("SELECT count(*) FROM documents").fetchone()[0]
             if not worth_merging(self._written, total):
                 return False

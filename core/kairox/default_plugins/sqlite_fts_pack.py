@@ -12,12 +12,13 @@ into a phrase). The ranking is FTS5's own, term for term: the same tokenizer, th
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import apsw
 
 from kairox.retrieval.bm25_pack import Bm25Pack, Weights, read_pack, remove_packs, write_pack
+from kairox.retrieval.fts5_postings import read_postings, row_ids
 
 __all__ = ["INVALIDATE", "SCHEMA", "WordsPacks"]
 
@@ -59,8 +60,9 @@ class WordsPacks:
         """Pack the documents with ``weights`` unless such a pack is current and
         readable; whether one was written.
 
-        The documents are read in one transaction, and the token recorded in it: if
-        another connection wrote meanwhile, recording fails and the pack is not used.
+        The postings are FTS5's own (:mod:`kairox.retrieval.fts5_postings`), read in one
+        transaction with the documents' rowids, and the token recorded in it: if another
+        connection wrote meanwhile, recording fails and the pack is not used.
         """
         if weights.title <= 0 or weights.body <= 0:
             # FTS5 returns a row matched in a column weighted 0 with a score of 0; the
@@ -73,9 +75,9 @@ class WordsPacks:
                 return False  # (files gone or damaged are written again)
             try:
                 with self._db:
-                    token = write_pack(
-                        self.folder, self._documents(), self._document_tokens, weights
-                    )
+                    rowids = row_ids(self._db, "SELECT rowid FROM documents ORDER BY rowid")
+                    postings = read_postings(self._db, "documents_fts", "body", rowids)
+                    token = write_pack(self.folder, rowids, postings, weights)
                     self._db.execute(INVALIDATE)
                     self._db.execute(
                         "INSERT INTO kb_words_packs VALUES (?, ?, ?)",
@@ -91,12 +93,6 @@ class WordsPacks:
         with self._lock, self._db:
             self._db.execute(INVALIDATE)
         remove_packs(self.folder)
-
-    def _documents(self) -> Iterator[tuple[int, str, str]]:
-        yield from self._db.execute("SELECT rowid, title, body FROM documents ORDER BY rowid")
-
-    def _document_tokens(self, text: str) -> list[str]:
-        return self._tokens(text, apsw.FTS5_TOKENIZE_DOCUMENT)
 
     def top(self, terms: Sequence[str], k: int, weights: Weights) -> list[tuple[int, float]] | None:
         """``(rowid, -bm25)`` of the best ``k`` rows for the OR of the quoted ``terms``

@@ -15,10 +15,11 @@ contents, and the caller drops that record in every transaction that changes the
 so a stale or half-written pack is never read. :func:`read_pack` returns ``None`` for
 files that are missing or inconsistent; the caller then asks FTS5.
 
-The build reads the documents once, a block at a time, spilling each block's postings
-to scratch files sorted by bucket (a term's id modulo :data:`_BUCKETS`) then term; the
-pack is then written bucket by bucket, so memory holds one block or one bucket (not the
-corpus's postings) at any time, and what it keeps per block is its buckets' offsets.
+The build takes the postings FTS5 already holds, a range of terms at a time and in
+their final order (:mod:`kairox.retrieval.fts5_postings`: no text is tokenized again),
+spilling each range to scratch files while it sums each row's tokens; the impacts, which
+need every row's length, are then written a block of postings at a time. Memory holds
+one range or one block (not the corpus's postings) and an int64 per row.
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ import os
 import secrets
 import shutil
 import threading
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
+from kairox.retrieval.fts5_postings import Postings
 from kairox.support.paths import private_file, private_folder
 
 __all__ = ["Bm25Pack", "Weights", "read_pack", "remove_packs", "write_pack"]
@@ -45,12 +47,8 @@ K1 = 1.2
 B = 0.75
 _MIN_IDF = 1e-6
 
-#: Documents tokenized and spilled at a time; buckets the postings are merged by
-#: (1M SciFact-sized passages: ~100M postings, 800k a bucket).
-_BLOCK_DOCS = 2_000
-_BUCKETS = 128
-#: Term ids fit 24 bits of the build's sort key (16.7M distinct terms).
-_MAX_TERMS = 1 << 24
+#: Postings turned into impacts at a time.
+_BLOCK_POSTINGS = 250_000
 
 #: name -> dtype of the arrays a pack stores (``terms`` is a text file beside them).
 _ARRAYS = {
@@ -60,10 +58,7 @@ _ARRAYS = {
     "rowids": "<i8",  # ascending, so a position's order is its rowid's order
 }
 #: The scratch arrays of the build, per posting (int32 each).
-_SPILLED = ("terms", "docs", "title_tf", "body_tf")
-
-#: The tokens of one column's text, as the FTS5 table's tokenizer gives them.
-Tokenize = Callable[[str], list[str]]
+_SPILLED = ("docs", "title_tf", "body_tf")
 
 
 @dataclass(frozen=True)
@@ -205,123 +200,116 @@ def remove_packs(folder: Path, *, keep: str | None = None) -> None:
 
 
 class _Spill:
-    """The postings of the documents read so far, a block at a time, sorted by bucket
-    then term within each block, in scratch files."""
+    """The postings read so far, in their final order (term, then rowid), in scratch
+    files: each one's row position and its counts in the two columns; and each row's
+    tokens, which the impacts need before any can be written."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, rowids: np.ndarray) -> None:
         self.folder = folder
-        self.terms: dict[str, int] = defaultdict(self._next_term)
-        self.buckets: list[np.ndarray] = []  # per block: where each bucket starts, and its end
-        self.offsets: list[int] = []  # per block: its first posting in the files
-        self.rowids: list[np.ndarray] = []
-        self.lengths: list[np.ndarray] = []  # per block: each row's tokens
+        self.rowids = rowids
+        # rowid - first -> position, when the rowids are dense enough for a table
+        # (searchsorted took a sixth of the build at 100k passages).
+        self.first = int(rowids[0]) if len(rowids) else 0
+        span = int(rowids[-1]) - self.first + 1 if len(rowids) else 0
+        self.table: np.ndarray | None = None
+        if span <= 4 * len(rowids) + 1024:
+            self.table = np.full(span, -1, dtype=np.int64)
+            self.table[rowids - self.first] = np.arange(len(rowids))
+        self.lengths = np.zeros(len(rowids), dtype=np.int64)
+        self.spans: list[np.ndarray] = []
+        self.last_term: str | None = None
         self.written = 0
+        # Postings' tokens not yet added into ``lengths``: added once they outnumber the
+        # rows, so the additions cost O(postings), not O(rows) per range.
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self._pending_count = 0
 
-    def _next_term(self) -> int:
-        return len(self.terms)
+    def count_tokens(self) -> None:
+        """Add the pending postings' tokens into :attr:`lengths`."""
+        if self._pending:
+            positions = np.concatenate([positions for positions, _ in self._pending])
+            tokens = np.concatenate([tokens for _, tokens in self._pending])
+            self.lengths += np.bincount(
+                positions, weights=tokens, minlength=len(self.rowids)
+            ).astype(np.int64)
+        self._pending, self._pending_count = [], 0
 
     def file(self, name: str) -> Path:
         return self.folder / f"spill.{name}"
 
-    def add(self, block: Sequence[tuple[int, str, str]], tokenize: Tokenize) -> None:
-        """Tokenize ``(rowid, title, body)`` rows and append their postings."""
-        lookup = self.terms.__getitem__
-        first = sum(len(rowids) for rowids in self.rowids)
-        ids: list[int] = []
-        sizes = np.zeros((len(block), 2), dtype=np.int64)
-        for offset, (_, title, body) in enumerate(block):
-            for column, text in enumerate((title, body)):
-                tokens = tokenize(text) if text else []
-                ids.extend(map(lookup, tokens))  # (one list per block: a third faster)
-                sizes[offset, column] = len(tokens)
-        flat = sizes.ravel()
-        docs = np.repeat(np.repeat(np.arange(first, first + len(block)), 2), flat)
-        columns = np.repeat(np.tile([0, 1], len(block)), flat)
-        terms = np.array(ids, dtype=np.int64)
-        if len(self.terms) > _MAX_TERMS:
-            raise ValueError(f"more than {_MAX_TERMS:,} distinct terms: too many for a pack")
-        # (bucket, term, doc, column) in one sortable key: 7, 24, 31 and 1 bits.
-        keys = ((terms % _BUCKETS) << 56) | (terms << 32) | (docs << 1) | columns
-        unique, counts = np.unique(keys, return_counts=True)
-        # One posting per (term, doc), with its count in each column.
-        pairs = unique >> 1
-        starts = np.ones(len(pairs), dtype=bool)
-        starts[1:] = pairs[1:] != pairs[:-1]
-        slot = np.cumsum(starts) - 1
-        in_body = (unique & 1).astype(bool)
-        title_tf = np.zeros(int(starts.sum()), dtype=np.int64)
-        body_tf = np.zeros_like(title_tf)
-        title_tf[slot[~in_body]] = counts[~in_body]
-        body_tf[slot[in_body]] = counts[in_body]
-        pairs = pairs[starts]
-        spilled = {
-            "terms": (pairs >> 31) & ((1 << 24) - 1),
-            "docs": pairs & ((1 << 31) - 1),
-            "title_tf": title_tf,
-            "body_tf": body_tf,
-        }
-        for name, array in spilled.items():
+    def add(self, postings: Postings, terms_out: TextIO) -> None:
+        """Append one range of terms' postings."""
+        positions = self._positions(postings.rowids)
+        self._pending.append((positions, postings.title_tf + postings.body_tf))
+        self._pending_count += len(positions)
+        if self._pending_count >= len(self.rowids):
+            self.count_tokens()
+        for name, array in (
+            ("docs", positions),
+            ("title_tf", postings.title_tf),
+            ("body_tf", postings.body_tf),
+        ):
             with open(self.file(name), "ab") as handle:
                 handle.write(np.ascontiguousarray(array, dtype="<i4").data)
-        self.offsets.append(self.written)
-        bucket_of = pairs >> 55
-        self.buckets.append(np.searchsorted(bucket_of, np.arange(_BUCKETS + 1)))
-        self.rowids.append(np.asarray([row[0] for row in block], dtype=np.int64))
-        self.lengths.append(sizes.sum(axis=1))
-        self.written += len(pairs)
+        ends = self.written + np.cumsum(postings.counts)
+        spans = np.stack([ends - postings.counts, ends], axis=1)
+        terms = postings.terms
+        if terms and terms[0] == self.last_term:  # a common term's next part
+            self.spans[-1][-1, 1] = spans[0, 1]
+            spans, terms = spans[1:], terms[1:]
+        if len(spans):
+            self.spans.append(spans)
+        self.written = int(ends[-1]) if len(ends) else self.written
+        if terms:
+            # (newline-separated, none after the last: the terms file's form)
+            terms_out.write(("\n" if self.last_term is not None else "") + "\n".join(terms))
+            self.last_term = terms[-1]
 
-    def bucket(self, bucket: int) -> dict[str, np.ndarray]:
-        """Every block's postings in ``bucket``, in block order (so in rowid order)."""
-        pieces: dict[str, list[np.ndarray]] = {name: [] for name in _SPILLED}
-        for block, offset in enumerate(self.offsets):
-            start, stop = (int(bound) for bound in self.buckets[block][bucket : bucket + 2])
-            for name in _SPILLED:
-                pieces[name].append(
-                    np.fromfile(
-                        self.file(name),
-                        dtype="<i4",
-                        count=stop - start,
-                        offset=(offset + start) * 4,
-                    )
-                )
-        return {
-            name: np.concatenate(parts) if parts else np.zeros(0, dtype="<i4")
-            for name, parts in pieces.items()
-        }
+    def _positions(self, rowids: np.ndarray) -> np.ndarray:
+        """Where ``rowids`` are in :attr:`rowids`; all must be there."""
+        if self.table is not None:
+            offsets = rowids - self.first
+            inside = (offsets >= 0) & (offsets < len(self.table))
+            positions = self.table[np.where(inside, offsets, 0)] if len(self.table) else offsets
+            found = inside & (positions >= 0)
+        else:
+            positions = np.minimum(np.searchsorted(self.rowids, rowids), len(self.rowids) - 1)
+            found = self.rowids[positions] == rowids if len(self.rowids) else positions < 0
+        if not bool(np.all(found)):
+            raise ValueError("the index holds rows the documents do not")
+        return positions
+
+    def blocks(self) -> Iterator[dict[str, np.ndarray]]:
+        """The spilled postings, :data:`_BLOCK_POSTINGS` at a time."""
+        for start in range(0, self.written, _BLOCK_POSTINGS):
+            count = min(_BLOCK_POSTINGS, self.written - start)
+            yield {
+                name: np.fromfile(self.file(name), dtype="<i4", count=count, offset=start * 4)
+                for name in _SPILLED
+            }
 
 
-def _write_postings(spill: _Spill, weights: Weights, paths: dict[str, Path]) -> np.ndarray:
-    """Write ``docs`` and ``impacts`` bucket by bucket (in each, by term, then by rowid:
-    the order of the blocks); returns each term's span."""
-    lengths = np.concatenate(spill.lengths) if spill.lengths else np.zeros(0, np.int64)
+def _write_postings(spill: _Spill, weights: Weights, paths: dict[str, Path]) -> None:
+    """Write ``docs`` and ``impacts`` from the spilled postings."""
+    spill.count_tokens()
+    lengths = spill.lengths
     average = float(lengths.sum()) / len(lengths) if len(lengths) else 1.0
     norms = K1 * (1 - B + B * lengths / average)
-    total = spill.written
-    spans = np.zeros((len(spill.terms), 2), dtype=np.int64)
     with (
         open(private_file(paths["docs"]), "wb") as docs_out,
         open(private_file(paths["impacts"]), "wb") as impacts_out,
     ):
         for handle, name in ((docs_out, "docs"), (impacts_out, "impacts")):
-            header = {"descr": _ARRAYS[name], "fortran_order": False, "shape": (total,)}
+            header = {"descr": _ARRAYS[name], "fortran_order": False, "shape": (spill.written,)}
             np.lib.format.write_array_header_1_0(handle, header)
-        written = 0
-        for bucket in range(_BUCKETS):
-            postings = spill.bucket(bucket)
-            order = np.argsort(postings["terms"], kind="stable")
-            terms = postings["terms"][order]
-            docs = postings["docs"][order]
-            frequency = weights.title * postings["title_tf"][order] + weights.body * postings[
-                "body_tf"
-            ][order].astype(np.float64)
+        for block in spill.blocks():
+            docs = block["docs"]
+            frequency = weights.title * block["title_tf"] + weights.body * block["body_tf"].astype(
+                np.float64
+            )
             impacts = (frequency * (K1 + 1.0)) / (frequency + norms[docs])
             docs_out.write(np.ascontiguousarray(docs, dtype="<i4").data)
             impacts_out.write(np.ascontiguousarray(impacts, dtype="<f4").data)
-            present, first, count = np.unique(terms, return_index=True, return_counts=True)
-            spans[present, 0] = written + first
-            spans[present, 1] = written + first + count
-            written += len(terms)
-    return spans
 
 
 def _write_array(path: Path, array: np.ndarray, dtype: str) -> None:
@@ -331,15 +319,16 @@ def _write_array(path: Path, array: np.ndarray, dtype: str) -> None:
 
 def write_pack(
     folder: Path,
-    documents: Iterable[tuple[int, str, str]],
-    tokenize: Tokenize,
+    rowids: np.ndarray,
+    postings: Iterable[Postings],
     weights: Weights,
 ) -> str:
-    """Pack ``(rowid, title, body)`` rows (ascending rowids) tokenized by ``tokenize``
-    (the FTS5 table's own tokenizer) with ``weights``, under a new token; returns it.
+    """Pack a table's postings (:func:`kairox.retrieval.fts5_postings.read_postings`:
+    ranges of terms in term order) over its rows ``rowids`` (ascending, every row, with
+    tokens or not) with ``weights``, under a new token; returns it.
 
     :raises OSError: when the folder cannot be written; nothing is left behind.
-    :raises ValueError: when the documents hold more distinct terms than a pack can.
+    :raises ValueError: when the postings name rows ``rowids`` lacks.
     """
     private_folder(folder)
     token = secrets.token_hex(8)
@@ -349,21 +338,14 @@ def write_pack(
     done = False
     try:
         private_folder(scratch)
-        spill = _Spill(scratch)
-        block: list[tuple[int, str, str]] = []
-        for row in documents:
-            block.append(row)
-            if len(block) >= _BLOCK_DOCS:
-                spill.add(block, tokenize)
-                block = []
-        if block:
-            spill.add(block, tokenize)
-        spans = _write_postings(spill, weights, aside)
+        spill = _Spill(scratch, np.asarray(rowids, dtype=np.int64))
+        with open(private_file(aside["terms"]), "w", encoding="utf-8", newline="") as terms:
+            for part in postings:
+                spill.add(part, terms)
+        _write_postings(spill, weights, aside)
+        spans = np.concatenate(spill.spans) if spill.spans else np.zeros((0, 2), np.int64)
         _write_array(aside["spans"], spans, "<i8")
-        rowids = np.concatenate(spill.rowids) if spill.rowids else np.zeros(0, np.int64)
-        _write_array(aside["rowids"], rowids, "<i8")
-        with open(private_file(aside["terms"]), "w", encoding="utf-8") as handle:
-            handle.write("\n".join(spill.terms))  # insertion order is id order
+        _write_array(aside["rowids"], spill.rowids, "<i8")
         for name, path in paths.items():
             os.replace(aside[name], path)
         done = True

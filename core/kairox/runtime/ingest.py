@@ -412,6 +412,9 @@ def _write(
     batches = _Batches(target, stats, progress, ledger if stored else None, embedder, stage)
     repeated = ledger.repeated()
     stale: list[str] = []
+    begin = getattr(target, "begin_run", None)
+    if callable(begin):
+        begin()  # the run ends in finish(): sqlite-fts leaves FTS5's merging until then
     for doc_id, item in inputs:
         if doc_id in repeated:
             repeated[doc_id] -= 1

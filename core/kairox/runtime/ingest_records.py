@@ -61,6 +61,10 @@ def _check_value(value: Any, where: str, name: str, depth: int = 0) -> None:
             _check_value(item, where, name, depth + 1)
 
 
+# One decoder for every line (json.loads with an option builds a new one per call).
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+
+
 def _text_field(record: dict[str, Any], key: str, where: str, *, required: bool) -> str | None:
     value = record.get(key)
     if value is None and not required:
@@ -94,7 +98,7 @@ def _record(line: bytes, where: str) -> IngestInput | None:
     if not decoded.strip():
         return None
     try:
-        record = json.loads(decoded, parse_constant=_no_constant)
+        record = _DECODER.decode(decoded)
     except json.JSONDecodeError as exc:
         raise IngestError(f"{where}: not valid JSON ({exc.msg})") from exc
     except ValueError as exc:  # NaN / Infinity, from _no_constant
