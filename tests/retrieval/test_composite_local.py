@@ -258,6 +258,9 @@ def test_a_local_source_past_its_deadline_times_out_and_moves_to_a_worker_thread
         assert first.hits == []
         assert not composite.answers_here()
 
+        # A deadline the next search cannot miss: a loaded machine may take more than 1 ms
+        # to reach the source's thread, and then it would rightly not be asked at all.
+        composite._timeouts_ms["slow"] = 60_000
         composite.retrieve_sync(Query("q"))
         assert slow.loop_calls == 1 and len(slow.local_calls) == 1
     finally:
@@ -270,6 +273,7 @@ def test_only_the_source_past_its_deadline_leaves_the_loop_s_thread() -> None:
     composite.loop_budget_ms = float("inf")
     try:
         composite.retrieve_sync(Query("q"))  # slow overruns its deadline
+        composite._timeouts_ms["slow"] = 60_000  # one the next search cannot miss (as above)
         result = composite.retrieve_sync(Query("q"))
     finally:
         composite.close()
