@@ -73,3 +73,38 @@ def test_the_python_api_imports_no_heavy_backend(workspace):
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.rsplit("HEAVY=", 1)[1]) == []
+
+
+# The same script, listing whole module names.
+OTHER_COMMANDS = SCRIPT.replace('m.split(".")[0] in', "m in")
+
+
+@pytest.mark.parametrize("args", [["kb", "--help"], ["kb", "ingest", "--help"]])
+def test_a_command_imports_no_other_command(args, workspace):
+    """Built-in commands are imported when they run: ``kb ingest`` pays for none of the others."""
+    others = {
+        f"kairox.cli.{name}_cmd"
+        for name in ("index", "search", "memory", "chat", "bench", "serve", "mcp", "tui")
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", OTHER_COMMANDS.format(heavy=others), *args],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Usage:" in result.stdout
+    assert json.loads(result.stdout.rsplit("HEAVY=", 1)[1]) == []
+
+
+def test_help_still_lists_every_command(workspace):
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(heavy=set()), "--help"],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    for name in ("config", "index", "search", "kb", "memory", "chat", "mcp", "tui", "plugins"):
+        assert f"  {name} " in result.stdout

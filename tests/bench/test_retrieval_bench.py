@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -431,6 +432,7 @@ def test_convex_counts_a_last_hit_above_a_missing_one_and_survives_nan():
 
 
 def test_search_defaults_to_convex_and_still_offers_rrf():
-    search = build_cli(build_plugin_manager(entry_points=False)).commands["search"]
+    root = build_cli(build_plugin_manager(entry_points=False))
+    search = root.get_command(click.Context(root), "search")
     option = next(p for p in search.params if p.name == "fusion")
     assert option.default == "convex" and "rrf" in option.type.choices

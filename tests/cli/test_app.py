@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import click
 from click.testing import CliRunner
 
 from kairox.cli import build_cli
@@ -34,4 +35,5 @@ def test_the_root_group_carries_the_builder_the_daemon_builds_its_cli_with():
     root = build_cli()
     assert root.build is build_cli
     daemon = Daemon(pm=None, build_cli=root.build)
-    assert {"search", "context", "daemon"} <= set(daemon.cli().commands)
+    built = daemon.cli()
+    assert {"search", "context", "daemon"} <= set(built.list_commands(click.Context(built)))

@@ -11,6 +11,24 @@ import click
 
 from kairox.cli.app import AppContext, KairoxGroup, console_err
 
+#: The built-in commands but ``plugins``/``install`` (plugin commands are checked against
+#: them), each imported when it runs: a command does not pay for the others' imports.
+BUILT_IN_COMMANDS = {
+    "config": "kairox.cli.config_cmd:config",
+    "index": "kairox.cli.index_cmd:index",
+    "search": "kairox.cli.search_cmd:search",
+    "kb": "kairox.cli.kb_cmd:kb",
+    "bench": "kairox.cli.bench_cmd:bench",
+    "memory": "kairox.cli.memory_cmd:memory",
+    "context": "kairox.cli.context_cmd:context",
+    "chat": "kairox.cli.chat_cmd:chat",
+    "session": "kairox.cli.session_cmd:session",
+    "serve": "kairox.cli.serve_cmd:serve",
+    "daemon": "kairox.cli.daemon_cmd:daemon",
+    "mcp": "kairox.cli.mcp_cmd:mcp",
+    "tui": "kairox.cli.tui_cmd:tui",
+}
+
 
 def build_cli(
     pm: Any = None, app: Callable[[Path | None], AppContext] | None = None
@@ -21,22 +39,7 @@ def build_cli(
         hands out its warm facades this way); a plain one by default.
     """
     from kairox import __version__
-    from kairox.cli import (
-        bench_cmd,
-        chat_cmd,
-        config_cmd,
-        context_cmd,
-        daemon_cmd,
-        index_cmd,
-        kb_cmd,
-        mcp_cmd,
-        memory_cmd,
-        plugins_cmd,
-        search_cmd,
-        serve_cmd,
-        session_cmd,
-        tui_cmd,
-    )
+    from kairox.cli import plugins_cmd
     from kairox.support.secrets import install_log_scrubbing
 
     @click.group(cls=KairoxGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -59,19 +62,8 @@ def build_cli(
     install_log_scrubbing()
     cli.add_command(plugins_cmd.plugins)
     cli.add_command(plugins_cmd.install)
-    cli.add_command(config_cmd.config)
-    cli.add_command(index_cmd.index)
-    cli.add_command(search_cmd.search)
-    cli.add_command(kb_cmd.kb)
-    cli.add_command(bench_cmd.bench)
-    cli.add_command(memory_cmd.memory)
-    cli.add_command(context_cmd.context)
-    cli.add_command(chat_cmd.chat)
-    cli.add_command(session_cmd.session)
-    cli.add_command(serve_cmd.serve)
-    cli.add_command(daemon_cmd.daemon)
-    cli.add_command(mcp_cmd.mcp)
-    cli.add_command(tui_cmd.tui)
+    for name, target in BUILT_IN_COMMANDS.items():
+        cli.add_lazy_command(name, target)  # type: ignore[attr-defined]  # a KairoxGroup
     plugins_cmd.add_plugin_commands(cli, pm)
     return cli
 

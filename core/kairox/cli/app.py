@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import math
 import os
@@ -100,6 +101,28 @@ class KairoxGroup(click.Group):
     """
 
     build: Callable[..., click.Group] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: Commands imported when first looked up, ``name -> "module:attribute"``: a run of
+        #: ``kairox kb ingest`` does not import what ``kairox chat`` or ``kairox index`` needs.
+        self.lazy_commands: dict[str, str] = {}
+
+    def add_lazy_command(self, name: str, target: str) -> None:
+        """Register command ``name``, the ``attribute`` of ``module`` (``target`` is
+        ``"module:attribute"``), imported only when it is looked up."""
+        self.lazy_commands[name] = target
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = self.lazy_commands.get(cmd_name)
+        if target is not None:
+            module, _, attribute = target.partition(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+            del self.lazy_commands[cmd_name]
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         from kairox.config.errors import ConfigError

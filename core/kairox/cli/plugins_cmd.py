@@ -169,7 +169,7 @@ def add_plugin_commands(cli: click.Group, pm: Any = None) -> None:
         from kairox.plugin_host.manager import get_plugin_manager
 
         pm = get_plugin_manager()
-    owners = {name: "kairox" for name in cli.commands}
+    owners = {name: "kairox" for name in cli.list_commands(click.Context(cli))}
     for impl in pm.hook.kairox_register_commands.get_hookimpls():
         # Each plugin writes into a scratch group first, so a clash or an exception
         # half-way through leaves none of its commands behind.
