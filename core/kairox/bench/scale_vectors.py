@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from kairox.bench.scale_corpus import source_passages
+from kairox.default_plugins.sqlite_vectors import passage_text
 from kairox.plugin_host.manager import get_plugin_manager
 from kairox.retrieval.documents import Document
 from kairox.retrieval.vectors import EMBED_BATCH, embed_unit
@@ -37,9 +38,6 @@ def base_texts(source: Path) -> list[str]:
     """Every text a knowledge base of the source's passages embeds (each passage as
     :func:`~kairox.default_plugins.sqlite_vectors.passage_text` makes it, and its
     sentences), then the source's queries; each once, in order."""
-    # Imported from the plugin: the text embedded for a passage is the plugin's to say.
-    from kairox.default_plugins.sqlite_vectors import passage_text
-
     texts: dict[str, None] = {}
     for doc_id, title, text in source_passages(source):
         texts[passage_text(Document(id=doc_id, title=title, text=text))] = None
@@ -67,10 +65,12 @@ def embed_source(source: Path, out: Path, backend: str = CACHED_BACKEND) -> Path
     texts = base_texts(source)
     embedder = get_plugin_manager().registry.embedding_backends[backend].factory()
     vectors = np.empty((len(texts), embedder.dim), dtype=np.float16)
+    # Batches of texts of alike lengths: a batch is padded to its longest text (a
+    # passage among sentences would make every sentence cost a passage).
+    by_length = np.argsort([len(text) for text in texts], kind="stable")
     for start in range(0, len(texts), EMBED_BATCH):
-        vectors[start : start + EMBED_BATCH] = embed_unit(
-            embedder, texts[start : start + EMBED_BATCH]
-        )
+        batch = by_length[start : start + EMBED_BATCH]
+        vectors[batch] = embed_unit(embedder, [texts[n] for n in batch])
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + ".partial.npz")
     np.savez(partial, texts=np.array(json.dumps(texts)), vectors=vectors)
