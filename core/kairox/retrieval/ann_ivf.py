@@ -81,12 +81,22 @@ def train_centroids(
     clusters: int,
     *,
     seed: int = 0,
+    mapped: Sequence[np.ndarray | None] = (),
 ) -> np.ndarray:
     """Unit centroids of spherical k-means on a sample of ``count`` rows (read with
-    ``vectors_of(sorted positions)``, at most :data:`SAMPLE_PER_CLUSTER` per cluster)."""
+    ``vectors_of(sorted positions)`` a block at a time, handing back the ``mapped``
+    arrays' pages after each: at most :data:`SAMPLE_PER_CLUSTER` rows per cluster)."""
     rng = np.random.default_rng(seed)
     size = min(count, clusters * SAMPLE_PER_CLUSTER)
-    sample = normalise(vectors_of(np.sort(rng.choice(count, size, replace=False))))
+    positions = np.sort(rng.choice(count, size, replace=False))
+    sample = np.empty((0, 0), dtype=np.float32)
+    for start in range(0, size, _ROWS):
+        block = normalise(vectors_of(positions[start : start + _ROWS]))
+        if not start:
+            sample = np.empty((size, block.shape[1]), dtype=np.float32)
+        sample[start : start + len(block)] = block
+        # A sampled row's page is read whole: the pages go back with each block.
+        release_mapped(*mapped)
     clusters = min(clusters, len(sample))
     centroids = sample[rng.choice(len(sample), clusters, replace=False)].copy()
     for _ in range(_ITERATIONS):
@@ -362,9 +372,9 @@ def build_ivf(
     if old is not None:
         centroids, trained = np.asarray(old.centroids), old.trained
     else:
-        centroids = train_centroids(vectors_of, count, clusters or cluster_count(count))
+        clusters = clusters or cluster_count(count)
+        centroids = train_centroids(vectors_of, count, clusters, mapped=mapped)
         trained = count
-        release_mapped(*mapped)
     missing = positions[found < 0]
     found[missing] = assign(centroids, vectors_of, missing, mapped)
     # Cluster by cluster, ascending rows within one (a stable sort).
