@@ -42,9 +42,7 @@ def store(folder, vectors: np.ndarray, form: str) -> str:
         sentence_rows=np.arange(passages, 2 * passages),
         vectors=np.zeros((0, DIM)),
     )
-    with PackWriter(
-        folder, KEY, rows=len(vectors), dim=DIM, form=form, with_hashes=True
-    ) as writer:
+    with PackWriter(folder, KEY, rows=len(vectors), dim=DIM, form=form, with_hashes=True) as writer:
         writer.add(vectors, digests)
         return writer.finish(index)
 
