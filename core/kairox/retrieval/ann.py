@@ -54,6 +54,7 @@ __all__ = [
     "NUMKONG",
     "AnnIndex",
     "CandidateIndex",
+    "blend",
     "candidates_for",
     "key_of",
     "keys_of",
@@ -218,8 +219,7 @@ class AnnIndex:
         passages = estimates[chunk_rows]
         if sentences is not None:
             best = sentences.best_from(estimates, len(passages))
-            blended = (1 - sentence_weight) * passages + sentence_weight * best
-            passages = np.where(np.isnan(best), passages, blended)
+            passages = blend(passages, best, sentence_weight)
         return np.sort(np.argpartition(-passages, count - 1)[:count])
 
 
@@ -344,6 +344,13 @@ class CandidateIndex(Protocol):
     ) -> np.ndarray: ...
 
 
+def blend(scores: np.ndarray, best: np.ndarray, sentence_weight: float) -> np.ndarray:
+    """Passage scores blended with their best sentence's (``best``; NaN: a passage without
+    sentences keeps its own) as exact search blends them, float32."""
+    blended = (1 - sentence_weight) * scores + sentence_weight * best
+    return np.where(np.isnan(best), scores, blended).astype(np.float32)
+
+
 def candidates_for(k: int) -> int:
     """How many passages a search for ``k`` scores exactly: :data:`CANDIDATES_PER_RESULT`
     per result wanted, at least :data:`MIN_CANDIDATES`."""
@@ -380,8 +387,7 @@ def rescored_top_k(
     scores = np.asarray(matrix[rows], dtype=np.float32) @ query
     if aware:
         best = sentences.best_of(query, rows)
-        blended = (1 - sentence_weight) * scores + sentence_weight * best
-        scores = np.where(np.isnan(best), scores, blended).astype(np.float32)
+        scores = blend(scores, best, sentence_weight)
     order = np.lexsort((rows, -scores))[:k]
     best_rows, best_scores = rows[order], scores[order]
     keep = best_scores > 0

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kairox.retrieval.ann import NUMKONG, quantise, write_array
+from kairox.retrieval.ann import NUMKONG, blend, quantise, write_array
 from kairox.retrieval.vectors import SentenceVectors, normalise
 from kairox.support.native_memory import release_mapped
 
@@ -219,8 +219,7 @@ class IvfIndex:
         scores = estimates[np.asarray(chunk_rows)[passages]]
         if sentences is not None:
             best = users.best_sentence(estimates, passages)
-            blended = (1 - sentence_weight) * scores + sentence_weight * best
-            scores = np.where(np.isnan(best), scores, blended)
+            scores = blend(scores, best, sentence_weight)
         count = min(count, len(passages))
         return np.sort(passages[np.argpartition(-scores, count - 1)[:count]])
 
