@@ -9,7 +9,7 @@ index's build time (wall and CPU, every core) and its rebuild time when nothing 
 index's rescored top-k, both sentence-aware as the knowledge base searches, with
 recall@k of the latter against the former: with the shipped number of rescored
 candidates (``ann_*``) and with twice as many (``ann_wide_*``), what more would buy; the
-partition's with :data:`PROBE_SWEEP` clusters probed (``ivf_p<probes>_*``, its build and
+partition's with :data:`PROBE_SWEEP` clusters probed (``ivf_p<probes>[_r<rows>]_*``, its build and
 rebuild times ``ivf_build_s``, ``ivf_rebuild_s``); and recall counting a passage that
 ties the k-th exact score as found (``recall_ties``).
 """
@@ -29,7 +29,7 @@ from kairox.bench.report import percentile
 from kairox.default_plugins.sqlite_vector_store import current_store
 from kairox.default_plugins.sqlite_vectors import pack_location
 from kairox.retrieval.ann import AnnIndex, CandidateIndex, candidates_for, rescored_top_k
-from kairox.retrieval.ann_ivf import build_ivf
+from kairox.retrieval.ann_ivf import ROWS_PER_CANDIDATE, build_ivf
 from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.retrieval.vectors import SENTENCE_WEIGHT, embed_unit, top_k
 from kairox.workspace.vector_pack import VectorPack, read_pack
@@ -37,8 +37,10 @@ from kairox.workspace.vector_store import pack_keys, search_arrays
 
 # Exact scores this close are a tie (float32 products over different row subsets).
 _TIE = 1e-5
-#: Clusters probed per query in the partition's measurements.
-PROBE_SWEEP = (8, 16, 32, 64)
+#: Clusters probed per query in the partition's measurements, and how many of the best
+#: scanned rows per candidate give candidates (``ivf_p<probes>_r<rows>``; the shipped
+#: number of rows unnamed).
+PROBE_SWEEP = ((8, None), (16, None), (32, None), (64, None), (32, 16), (64, 16))
 
 
 def stored_pack(kb_path: Path, embedder: EmbeddingBackend) -> VectorPack:
@@ -87,7 +89,11 @@ def measure_ann(
         "ann": (index, candidates_for(k)),
         "ann_wide": (index, 2 * candidates_for(k)),
     }
-    ways.update((f"ivf_p{probes}", (ivf, candidates_for(k))) for probes in PROBE_SWEEP)
+    settings = {
+        f"ivf_p{probes}" + (f"_r{rows}" if rows else ""): (probes, rows or ROWS_PER_CANDIDATE)
+        for probes, rows in PROBE_SWEEP
+    }
+    ways.update((name, (ivf, candidates_for(k))) for name in settings)
     exact_ms: list[float] = []
     spent: dict[str, list[float]] = {name: [] for name in ways}
     recall: dict[str, list[float]] = {name: [] for name in ways}
@@ -99,8 +105,8 @@ def measure_ann(
         )
         exact_ms.append((time.perf_counter() - began) * 1000)
         for name, (way, width) in ways.items():
-            if name.startswith("ivf_p"):
-                ivf.probes = int(name.removeprefix("ivf_p"))
+            if name in settings:
+                ivf.probes, ivf.rows_per_candidate = settings[name]
             began = time.perf_counter()
             found, scores = rescored_top_k(
                 way,

@@ -162,6 +162,8 @@ class IvfIndex:
         self._users: tuple[np.ndarray, SentenceVectors | None, RowUsers] | None = None
         #: Clusters scanned per query.
         self.probes = PROBES
+        #: Best scanned rows whose passages are candidates, per candidate wanted.
+        self.rows_per_candidate = ROWS_PER_CANDIDATE
 
     def __len__(self) -> int:
         return len(self.order)
@@ -211,7 +213,7 @@ class IvfIndex:
         best sentence's as exact search blends them."""
         estimates, scanned = self.scan(unit_query)
         users = self._users_of(chunk_rows, sentences)
-        wanted = min(len(scanned), ROWS_PER_CANDIDATE * count)
+        wanted = min(len(scanned), self.rows_per_candidate * count)
         if wanted < 1:
             return np.zeros(0, dtype=np.int64)
         best_rows = scanned[np.argpartition(-estimates[scanned], wanted - 1)[:wanted]]
