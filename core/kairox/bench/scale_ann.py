@@ -41,8 +41,6 @@ _TIE = 1e-5
 #: scanned rows per candidate give candidates (``ivf_p<probes>_r<rows>``; the shipped
 #: number of rows unnamed).
 PROBE_SWEEP = ((8, None), (16, None), (32, None), (64, None), (32, 16), (64, 16))
-#: ... and with unscanned rows left out rather than estimated by their centroid.
-STRICT_SWEEP = (32, 64)
 
 
 def stored_pack(kb_path: Path, embedder: EmbeddingBackend) -> VectorPack:
@@ -92,12 +90,9 @@ def measure_ann(
         "ann_wide": (index, 2 * candidates_for(k)),
     }
     settings = {
-        f"ivf_p{probes}" + (f"_r{rows}" if rows else ""): (probes, rows or ROWS_PER_CANDIDATE, True)
+        f"ivf_p{probes}" + (f"_r{rows}" if rows else ""): (probes, rows or ROWS_PER_CANDIDATE)
         for probes, rows in PROBE_SWEEP
     }
-    settings.update(
-        (f"ivf_p{probes}_strict", (probes, ROWS_PER_CANDIDATE, False)) for probes in STRICT_SWEEP
-    )
     ways.update((name, (ivf, candidates_for(k))) for name in settings)
     exact_ms: list[float] = []
     spent: dict[str, list[float]] = {name: [] for name in ways}
@@ -111,7 +106,7 @@ def measure_ann(
         exact_ms.append((time.perf_counter() - began) * 1000)
         for name, (way, width) in ways.items():
             if name in settings:
-                ivf.probes, ivf.rows_per_candidate, ivf.centroid_estimates = settings[name]
+                ivf.probes, ivf.rows_per_candidate = settings[name]
             began = time.perf_counter()
             found, scores = rescored_top_k(
                 way,

@@ -164,8 +164,6 @@ class IvfIndex:
         self.probes = PROBES
         #: Best scanned rows whose passages are candidates, per candidate wanted.
         self.rows_per_candidate = ROWS_PER_CANDIDATE
-        #: Unscanned rows estimated by their centroid's cosine (else -1: left out).
-        self.centroid_estimates = True
 
     def __len__(self) -> int:
         return len(self.order)
@@ -184,10 +182,7 @@ class IvfIndex:
         the :attr:`probes` clusters nearest it, the centroid's cosine for the others),
         and the rows scanned."""
         central = (self.centroids @ unit_query).astype(np.float32)
-        if self.centroid_estimates:
-            estimates = central[self.cluster_of()]
-        else:  # only scanned rows count
-            estimates = np.full(len(self.order), -1.0, dtype=np.float32)
+        estimates = central[self.cluster_of()]
         probes = min(self.probes, len(central))
         probed = np.argpartition(-central, probes - 1)[:probes]
         kernels, code = NUMKONG.load(), quantise(unit_query)
