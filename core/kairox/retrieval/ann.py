@@ -20,7 +20,9 @@ recall@10 against exact 1.000 at 10,000 passages and 0.985-0.987 at 100,000, p50
 exact's (``kairox bench scale --vectors``). The passages missed there tie the 10th exact
 score (the corpus repeats passages; a product over the candidate rows can order copies
 otherwise than one over every row): counting those, recall is 1.000, and rescoring twice
-the candidates finds no more, so the number stays.
+the candidates finds no more, so the number stays. Past a size the scan is partitioned
+(:mod:`kairox.retrieval.ann_ivf`): both pick candidates through
+:meth:`CandidateIndex.candidates`, rescored alike by :func:`rescored_top_k`.
 
 Rows are keyed by their text hash (:func:`key_of`), so a rebuild after an ingest quantises
 only the vectors it has not seen (:meth:`AnnIndex.build` with the previous index) and drops
