@@ -69,11 +69,12 @@ class PackIndex:
     partition_from: int | None = IVF_THRESHOLD
 
     def paths(self, token: str) -> tuple[Path, Path]:
-        # Named as the pack's files are, so they go when the pack does (remove_packs).
-        stem = self.folder / f"{self.key}-{token}"
+        stem = self.stem(token)
         return Path(f"{stem}.ann-codes.npy"), Path(f"{stem}.ann-keys.npy")
 
     def stem(self, token: str) -> Path:
+        """The start of the index files' names: the pack's, so they go when the pack does
+        (:func:`~kairox.workspace.vector_pack.remove_packs`)."""
         return self.folder / f"{self.key}-{token}"
 
     def partitioned(self, vectors: int) -> bool:

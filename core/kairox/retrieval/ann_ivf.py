@@ -232,6 +232,8 @@ class IvfIndex:
             best = users.best_sentence(estimates, passages)
             scores = blend(scores, best, sentence_weight)
         count = min(count, len(passages))
+        if count < 1:  # rows no passage uses
+            return np.zeros(0, dtype=np.int64)
         return np.sort(passages[np.argpartition(-scores, count - 1)[:count]])
 
     def _users_of(self, chunk_rows: np.ndarray, sentences: SentenceVectors | None) -> RowUsers:
