@@ -31,7 +31,7 @@ def with_codes(index: IvfIndex, matrix: np.ndarray) -> IvfIndex:
 
 
 def partition(matrix: np.ndarray, **options) -> IvfIndex:
-    index, assigned = build_ivf(lambda rows: matrix[rows], len(matrix), **options)
+    index, _ = build_ivf(lambda rows: matrix[rows], len(matrix), **options)
     return with_codes(index, matrix)
 
 
