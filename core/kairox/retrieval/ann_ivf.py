@@ -25,7 +25,7 @@ same collection: 0.998 both), leaving unscanned rows out instead of estimating t
 their centroid found fewer (0.967).
 
 Why numpy k-means and not faiss-cpu or usearch: training on the sample and assigning a
-block of rows with one matrix product each is a minute at two million vectors, in bounded
+block of rows with one matrix product each took 50 s of CPU at two million vectors, in bounded
 memory, with nothing to install; usearch has no IVF (its HNSW graph, built in memory,
 would break the ingest memory bound at 2M vectors), and faiss-cpu's IVF would be a second
 native library doing what numkong's kernels already do here.
