@@ -20,9 +20,9 @@ them by estimate, blended with their best sentence's, are rescored exactly
 vectors, 491 clusters; loaded host): recall@10 against exact 0.927 / 0.947 / 0.987 / 0.977
 probing 8 / 16 / 32 / 64 clusters, p50 6.9 / 21.5 / 24.0 / 29.8 ms, against 100.4 ms for
 the linear scan (recall 1.000) and 186.0 ms exact; at a million passages (2,042,000
-vectors, 1,429 clusters; 50 queries, load 11-14) 0.838 / 0.938 / 1.000 / 1.000 at 37.2 /
-38.9 / 48.3 / 66.0 ms, against 465.6 ms linear and 809.3 ms exact; so :data:`PROBES` is
-32. Scoring the
+vectors, 1,429 clusters; 100 queries, load 2-7) 0.851 / 0.921 / 0.960 / 0.970 at 8.6 /
+9.4 / 11.5 / 16.2 ms, against 209.3 ms linear (1.000) and 298.6 ms exact: :data:`PROBES`
+is 32, short of 0.98 at a million (the first 50 queries alone: 1.000). Scoring the
 passages of 16 rather than 4 scanned rows per candidate found no more (a simulation of the
 same collection: 0.998 both), leaving unscanned rows out instead of estimating them by
 their centroid found fewer (0.967).
