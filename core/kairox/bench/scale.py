@@ -8,14 +8,18 @@ peak resident set are read from the operating system when it ends:
     ``kairox kb ingest --no-chunk`` into a fresh ``sqlite-fts`` knowledge base, exactly
     as a user runs it;
 ``kb, words + vectors``
-    the same with ``embedding_backend`` set (``--vectors``: the default's hashing vectors);
+    the same with ``embedding_backend`` set (``--vectors``: the default's hashing vectors,
+    or with ``--embedder minilm-cached`` MiniLM's, precomputed for the source corpus and
+    given to each perturbed copy with a little noise: :mod:`kairox.bench.cached_embedder`,
+    so that a million passages are measured without hours of embedding);
 ``bm25s``
     bm25s indexing the same passages and saving its index
     (:mod:`kairox.bench.scale_peer`).
 
-With vectors and numkong installed, the approximate index is measured on the knowledge
+With vectors and numkong installed, the approximate indexes are measured on the knowledge
 base's vectors too, passages and sentences (:mod:`kairox.bench.scale_ann`): build time,
-p50 against exact search, recall@k against exact.
+p50 against exact search, recall@k against exact, for the linear scan and for the
+partitioned index at several numbers of probed clusters.
 
 Each system's size on disk is what its files take. The searches load the knowledge base
 and bm25s's saved index in this process and run query by query, interleaved, so that
@@ -37,10 +41,12 @@ from pathlib import Path
 from typing import Any
 
 from kairox.bench import BenchError
+from kairox.bench.cached_embedder import CACHE_ENV, STATS_FILE, CachedEmbedder
 from kairox.bench.report import created_now, machine, percentile
 from kairox.bench.scale_ann import measure_ann
 from kairox.bench.scale_corpus import source_passages, write_corpus
 from kairox.bench.scale_peer import SavedBm25s
+from kairox.bench.scale_vectors import cache_file, embed_source
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.default_plugins.sqlite_fts import SqliteFtsSource
 from kairox.retrieval import Query
@@ -49,6 +55,8 @@ from kairox.retrieval.ann import NUMKONG
 WARMUP = 3
 #: The embedding backend ``--vectors`` configures (the default's).
 VECTOR_BACKEND = "hashing"
+#: The backends ``--embedder`` may name.
+EMBEDDERS = (VECTOR_BACKEND, "minilm-cached")
 
 Progress = Callable[[str, int, int], None]
 
@@ -137,21 +145,35 @@ def _child_env(home: Path) -> dict[str, str]:
 
 
 def ingest_kb(
-    corpus: Path, folder: Path, *, vectors: bool, settings: Mapping[str, Any] | None = None
+    corpus: Path,
+    folder: Path,
+    *,
+    vectors: bool,
+    settings: Mapping[str, Any] | None = None,
+    vector_cache: Path | None = None,
 ) -> tuple[ChildRun, SqliteFtsSource]:
     """``kairox kb ingest`` of ``corpus`` into a new knowledge base in ``folder`` (with
-    vectors, ``settings`` are more of its ``sqlite-fts`` settings)."""
+    vectors, ``settings`` are more of its ``sqlite-fts`` settings; with ``vector_cache``,
+    the vectors are ``minilm-cached`` ones from that cache, else hashing ones)."""
     folder.mkdir(parents=True)
     settings = dict(settings or {}) if vectors else {}
-    lines = [f'embedding_backend = "{VECTOR_BACKEND}"'] if vectors else []
+    backend = VECTOR_BACKEND if vector_cache is None else EMBEDDERS[1]
+    lines = [f'embedding_backend = "{backend}"'] if vectors else []
     # JSON strings and numbers are TOML ones too.
     lines += [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
     (folder / "kairox.toml").write_text(
         '[knowledge_bases.scale]\nkind = "sqlite-fts"\npath = "kb.db"\n' + "\n".join(lines) + "\n"
     )
-    argv = python_module("kairox", "kb", "ingest", "scale", str(corpus), "--no-chunk", "--json")
-    ran = run_child(argv, cwd=folder, env=_child_env(folder))
-    embedder = HashingEmbedder() if vectors else None
+    env = _child_env(folder)
+    module = "kairox"
+    if vectors and vector_cache is not None:
+        # The CLI with the cached backend registered (a bench-only backend).
+        module, env[CACHE_ENV] = "kairox.bench.scale_child", str(vector_cache)
+    argv = python_module(module, "kb", "ingest", "scale", str(corpus), "--no-chunk", "--json")
+    ran = run_child(argv, cwd=folder, env=env)
+    embedder: HashingEmbedder | CachedEmbedder | None = None
+    if vectors:
+        embedder = HashingEmbedder() if vector_cache is None else CachedEmbedder(vector_cache)
     return ran, SqliteFtsSource("scale", folder / "kb.db", embedder=embedder, **settings)
 
 
@@ -237,6 +259,7 @@ def _measure_size(
     scratch: Path,
     progress: Progress | None,
     vector_config: Mapping[str, Any] | None = None,
+    vector_cache: Path | None = None,
 ) -> list[dict[str, Any]]:
     folder = scratch / f"n{size}"
     folder.mkdir()
@@ -250,7 +273,7 @@ def _measure_size(
     )
     peer = SavedBm25s(peer_folder)
     rows = [_row(size, "bm25s", peer_run, _disk_bytes(peer_folder), text)]
-    label = f"kb, words + {VECTOR_BACKEND}"
+    label = f"kb, words + {VECTOR_BACKEND if vector_cache is None else EMBEDDERS[1]}"
     if vector_config:
         label += " (" + ", ".join(f"{k} {v}" for k, v in vector_config.items()) + ")"
     systems = [("kb, words", False)] + ([(label, True)] if vectors else [])
@@ -258,17 +281,29 @@ def _measure_size(
         if progress is not None:
             progress(f"ingesting {size:,} passages ({system})", 0, 1)
         kb_folder = folder / ("kb-vectors" if with_vectors else "kb-words")
-        ran, source = ingest_kb(corpus, kb_folder, vectors=with_vectors, settings=vector_config)
+        ran, source = ingest_kb(
+            corpus,
+            kb_folder,
+            vectors=with_vectors,
+            settings=vector_config,
+            vector_cache=vector_cache,
+        )
         disk = _disk_bytes(*kb_folder.glob("kb.db*"))
         row = _row(size, system, ran, disk, text)
         row["written"] = json.loads(ran.stdout)["chunks_written"]
         what = f"searching {size:,} passages ({system})"
         ours, theirs = _search_all(source, peer, queries, k, progress, what)
         _timed(row, ours, theirs)
-        if with_vectors and source.embedder is not None and NUMKONG.available():
-            row.update(measure_ann(kb_folder / "kb.db", source.embedder, queries, k))
+        embedder = source.embedder
+        del source  # its connection and search arrays go, before the next measurement's
+        if with_vectors and embedder is not None and NUMKONG.available():
+            weight = (vector_config or {}).get("sentence_weight")
+            options = {} if weight is None else {"sentence_weight": float(weight)}
+            row.update(measure_ann(kb_folder / "kb.db", embedder, queries, k, **options))
+        stats = kb_folder / STATS_FILE
+        if with_vectors and stats.is_file():  # how many texts had no source vector
+            row.update(json.loads(stats.read_text()))
         rows.append(row)
-        del source  # its connection closes with it, before the next system's files
     rows[0]["search_p50_ms"] = rows[1]["bm25s_p50_ms"]
     return rows
 
@@ -283,10 +318,22 @@ def benchmark(
     k: int = 10,
     scratch: Path | None = None,
     progress: Progress | None = None,
+    embedder: str = VECTOR_BACKEND,
+    vector_cache: Path | None = None,
 ) -> dict[str, Any]:
-    """Every system at every size; returns the report written by ``--out``."""
+    """Every system at every size; returns the report written by ``--out``. With
+    ``embedder`` ``minilm-cached``, the source's texts are embedded first (once: cached
+    in ``vector_cache``, by default the user's cache folder)."""
     if any(size < 1 for size in sizes):
         raise BenchError(f"every size must be at least 1, got {list(sizes)}")
+    if embedder not in EMBEDDERS:
+        raise BenchError(f"--embedder must be one of {', '.join(EMBEDDERS)}, not {embedder!r}")
+    cache = None
+    if vectors and embedder != VECTOR_BACKEND:
+        folder = vector_cache or Path.home() / ".cache" / "kairox" / "bench"
+        if progress is not None:
+            progress("embedding the source's texts (once, then cached)", 0, 1)
+        cache = embed_source(source, cache_file(folder, source))
     passages = source_passages(source)
     texts = _queries(source, queries)
     load_before = os.getloadavg()
@@ -303,6 +350,7 @@ def benchmark(
                     k=k,
                     scratch=Path(folder),
                     progress=progress,
+                    vector_cache=cache,
                 )
             )
     return {
@@ -314,6 +362,7 @@ def benchmark(
         "warmup": WARMUP,
         "k": k,
         "vector_config": dict(vector_config or {}),
+        "embedder": embedder if vectors else None,
         "created": created_now(),
         "machine": machine(),
         "load_average": {"before": load_before, "after": os.getloadavg()},

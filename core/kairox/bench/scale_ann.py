@@ -1,5 +1,6 @@
-"""The approximate index measured by ``kairox bench scale --vectors``: the index of a
-knowledge base's vectors (:mod:`kairox.retrieval.ann`) against exact search.
+"""The approximate indexes measured by ``kairox bench scale --vectors``: the linear int8
+scan of a knowledge base's vectors (:mod:`kairox.retrieval.ann`) and their partition
+(:mod:`kairox.retrieval.ann_ivf`) against exact search.
 
 The vectors are the knowledge base's own pack, as the benchmark's ingest left it
 (passages and sentences); the queries are embedded by the same backend. Reported: the
@@ -7,8 +8,10 @@ index's build time (wall and CPU, every core) and its rebuild time when nothing 
 (what an ingest that adds nothing pays), and per query, interleaved, exact top-k and the
 index's rescored top-k, both sentence-aware as the knowledge base searches, with
 recall@k of the latter against the former: with the shipped number of rescored
-candidates (``ann_*``) and with twice as many (``ann_wide_*``), what more would buy; and
-recall counting a passage that ties the k-th exact score as found (``recall_ties``).
+candidates (``ann_*``) and with twice as many (``ann_wide_*``), what more would buy; the
+partition's with :data:`PROBE_SWEEP` clusters probed (``ivf_p<probes>[_r<rows>]_*``, its build and
+rebuild times ``ivf_build_s``, ``ivf_rebuild_s``); and recall counting a passage that
+ties the k-th exact score as found (``recall_ties``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from kairox.bench import BenchError
 from kairox.bench.report import percentile
 from kairox.default_plugins.sqlite_vector_store import current_store
 from kairox.default_plugins.sqlite_vectors import pack_location
-from kairox.retrieval.ann import AnnIndex, candidates_for, rescored_top_k
+from kairox.retrieval.ann import AnnIndex, CandidateIndex, candidates_for, rescored_top_k
+from kairox.retrieval.ann_ivf import ROWS_PER_CANDIDATE, build_ivf
 from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.retrieval.vectors import SENTENCE_WEIGHT, embed_unit, top_k
 from kairox.workspace.vector_pack import VectorPack, read_pack
@@ -33,6 +37,10 @@ from kairox.workspace.vector_store import pack_keys, search_arrays
 
 # Exact scores this close are a tie (float32 products over different row subsets).
 _TIE = 1e-5
+#: Clusters probed per query in the partition's measurements, and how many of the best
+#: scanned rows per candidate give candidates (``ivf_p<probes>_r<rows>``; the shipped
+#: number of rows unnamed).
+PROBE_SWEEP = ((8, None), (16, None), (32, None), (64, None), (32, 16), (64, 16))
 
 
 def stored_pack(kb_path: Path, embedder: EmbeddingBackend) -> VectorPack:
@@ -68,22 +76,40 @@ def measure_ann(
     began = time.perf_counter()
     AnnIndex.build(keys, pack.rows, embedder.dim, previous=index)
     rebuild_s = time.perf_counter() - began
-    # The shipped number of rescored candidates, and twice as many: what more would buy.
-    widths = {"ann": candidates_for(k), "ann_wide": 2 * candidates_for(k)}
+    began, cpu = time.perf_counter(), time.process_time()
+    ivf, _ = build_ivf(pack.rows, len(keys))
+    ivf.codes = index.codes[ivf.order]  # as the knowledge base saves them, cluster by cluster
+    ivf_build = time.perf_counter() - began, time.process_time() - cpu
+    began = time.perf_counter()
+    build_ivf(pack.rows, len(keys), previous=(ivf, keys), keys=keys)
+    ivf_rebuild_s = time.perf_counter() - began
+    # The shipped number of rescored candidates, and twice as many: what more would buy;
+    # the partition at each number of probes.
+    ways: dict[str, tuple[CandidateIndex, int]] = {
+        "ann": (index, candidates_for(k)),
+        "ann_wide": (index, 2 * candidates_for(k)),
+    }
+    settings = {
+        f"ivf_p{probes}" + (f"_r{rows}" if rows else ""): (probes, rows or ROWS_PER_CANDIDATE)
+        for probes, rows in PROBE_SWEEP
+    }
+    ways.update((name, (ivf, candidates_for(k))) for name in settings)
     exact_ms: list[float] = []
-    ann_ms: dict[str, list[float]] = {name: [] for name in widths}
-    recall: dict[str, list[float]] = {name: [] for name in widths}
-    tied: dict[str, list[float]] = {name: [] for name in widths}
+    spent: dict[str, list[float]] = {name: [] for name in ways}
+    recall: dict[str, list[float]] = {name: [] for name in ways}
+    tied: dict[str, list[float]] = {name: [] for name in ways}
     for vector in embed_unit(embedder, list(queries)):
         began = time.perf_counter()
         exact, exact_scores = top_k(
             matrix, vector, k, sentences=sentences, sentence_weight=sentence_weight
         )
         exact_ms.append((time.perf_counter() - began) * 1000)
-        for name, width in widths.items():
+        for name, (way, width) in ways.items():
+            if name in settings:
+                ivf.probes, ivf.rows_per_candidate = settings[name]
             began = time.perf_counter()
             found, scores = rescored_top_k(
-                index,
+                way,
                 pack.chunk_rows,
                 matrix,
                 vector,
@@ -92,7 +118,7 @@ def measure_ann(
                 sentence_weight=sentence_weight,
                 candidates=width,
             )
-            ann_ms[name].append((time.perf_counter() - began) * 1000)
+            spent[name].append((time.perf_counter() - began) * 1000)
             if len(exact):
                 hits = len(set(found.tolist()) & set(exact.tolist()))
                 recall[name].append(hits / len(exact))
@@ -108,11 +134,16 @@ def measure_ann(
         "ann_build_cpu_s": round(build_cpu_s, 2),
         "ann_rebuild_s": round(rebuild_s, 2),
         "ann_mb": round(index.codes.nbytes / 2**20, 1),
+        "ivf_clusters": len(ivf.centroids),
+        "ivf_build_s": round(ivf_build[0], 2),
+        "ivf_build_cpu_s": round(ivf_build[1], 2),
+        "ivf_rebuild_s": round(ivf_rebuild_s, 2),
         "exact_p50_ms": round(percentile(exact_ms, 50), 3),
     }
-    for name, width in widths.items():
+    for name, (_, width) in ways.items():
         report[f"{name}_candidates"] = width
-        report[f"{name}_p50_ms"] = round(percentile(ann_ms[name], 50), 3)
+        report[f"{name}_p50_ms"] = round(percentile(spent[name], 50), 3)
+        report[f"{name}_p95_ms"] = round(percentile(spent[name], 95), 3)
         for measure, shares in ((f"recall@{k}", recall), (f"recall_ties@{k}", tied)):
             found_share = shares[name]
             report[f"{name}_{measure}"] = (

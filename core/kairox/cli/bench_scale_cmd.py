@@ -74,6 +74,21 @@ def table(report: dict[str, Any]) -> None:
     help="Also ingest and search with the default's vectors (embedding_backend = hashing).",
 )
 @click.option(
+    "--embedder",
+    type=click.Choice(["hashing", "minilm-cached"]),
+    default="hashing",
+    show_default=True,
+    help="With --vectors: the default's hashing vectors, or MiniLM's (minilm-int8) "
+    "computed once for the source's texts and given to every perturbed copy with a little "
+    "noise (embedding time excluded; see docs/benchmarking.md).",
+)
+@click.option(
+    "--vector-cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="With --embedder minilm-cached: the folder caching the source's MiniLM vectors "
+    "(default: ~/.cache/kairox/bench).",
+)
+@click.option(
     "--vector-config",
     default="{}",
     help="With --vectors: more sqlite-fts settings of that knowledge base, as JSON, e.g. "

@@ -1,20 +1,37 @@
 """The approximate index of a ``sqlite-fts`` knowledge base's vector pack, beside it.
 
 From ``ann_threshold`` passages on (with numkong installed; without it, a hint once per
-process), the pack gets an int8 copy of its vectors (:mod:`kairox.retrieval.ann`), named
-as the pack's files are so it goes when the pack does, and rebuilt after each ingest from
-the previous pack's codes, quantising only new vectors.
+process), searches go through int8 codes of the pack's vectors, named as the pack's files
+are so they go when the pack does:
+
+- below :data:`~kairox.retrieval.ann_ivf.IVF_THRESHOLD` vectors, a linear scan
+  (:mod:`kairox.retrieval.ann`) of an int8 pack's own codes (no copy), or of an int8
+  copy of a float16 pack's, rebuilt after each ingest from the previous pack's codes
+  (quantising only new vectors);
+- from there on, an inverted-file partition (:mod:`kairox.retrieval.ann_ivf`) holding
+  the codes cluster by cluster (a copy even of an int8 pack's: gathering each probed
+  cluster's rows from the pack was 5x slower than scanning them in place), rebuilt after
+  each ingest assigning only new vectors to the previous pack's centroids.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from kairox.retrieval.ann import NUMKONG, AnnIndex, write_index
+from kairox.retrieval.ann import (
+    NUMKONG,
+    AnnIndex,
+    CandidateIndex,
+    quantise,
+    write_array,
+    write_index,
+)
+from kairox.retrieval.ann_ivf import IVF_THRESHOLD, IvfIndex, build_ivf
 from kairox.workspace.vector_pack import VectorPack, read_pack
 from kairox.workspace.vector_store import pack_keys
 
@@ -28,7 +45,7 @@ _HINTED: set[str] = set()
 class Approximate:
     """A pack's approximate index (one row per pack row), and each passage's row."""
 
-    index: AnnIndex
+    index: CandidateIndex
     chunk_rows: np.ndarray
 
 
@@ -42,17 +59,27 @@ def _modified(path: Path) -> float:
 @dataclass
 class PackIndex:
     """The approximate indexes of the packs in ``folder`` under ``key``, of ``dim`` wide
-    vectors, used from ``threshold`` passages on (``None``: never)."""
+    vectors, used from ``threshold`` passages on (``None``: never), partitioned from
+    ``partition_from`` vectors on (``None``: never)."""
 
     folder: Path
     key: str
     dim: int
     threshold: int | None
+    partition_from: int | None = IVF_THRESHOLD
 
     def paths(self, token: str) -> tuple[Path, Path]:
-        # Named as the pack's files are, so they go when the pack does (remove_packs).
-        stem = self.folder / f"{self.key}-{token}"
+        stem = self.stem(token)
         return Path(f"{stem}.ann-codes.npy"), Path(f"{stem}.ann-keys.npy")
+
+    def stem(self, token: str) -> Path:
+        """The start of the index files' names: the pack's, so they go when the pack does
+        (:func:`~kairox.workspace.vector_pack.remove_packs`)."""
+        return self.folder / f"{self.key}-{token}"
+
+    def partitioned(self, vectors: int) -> bool:
+        """Whether a pack of ``vectors`` rows gets the partitioned index."""
+        return self.partition_from is not None and vectors >= self.partition_from
 
     def wanted(self, passages: int) -> bool:
         """Whether a collection of ``passages`` is searched through the approximate index
@@ -71,42 +98,88 @@ class PackIndex:
             )
         return False
 
-    def _previous(self, token: str) -> AnnIndex | None:
-        """The newest other pack's index, whose codes a new one reuses (best effort)."""
+    def _others(self, token: str, kind: str) -> list[Path]:
+        """The other packs' ``kind`` files, newest first."""
         others = [
             path
-            for path in self.folder.glob(f"{self.key}-*.ann-keys.npy")
+            for path in self.folder.glob(f"{self.key}-*.{kind}")
             if not path.name.startswith(f"{self.key}-{token}.")
         ]
-        for keys_path in sorted(others, key=_modified, reverse=True):
+        return sorted(others, key=_modified, reverse=True)
+
+    def _previous(self, token: str) -> AnnIndex | None:
+        """The newest other pack's index, whose codes a new one reuses (best effort)."""
+        for keys_path in self._others(token, "ann-keys.npy"):
             codes_path = keys_path.with_name(keys_path.name.replace(".ann-keys.", ".ann-codes."))
             index = AnnIndex.open(codes_path, keys_path, self.dim)
             if index is not None:
                 return index
         return None
 
+    def _previous_partition(self, token: str) -> tuple[IvfIndex, np.ndarray] | None:
+        """The newest other pack's partition and its rows' keys (best effort)."""
+        for meta in self._others(token, "ivf-meta.json"):
+            stem = Path(str(meta)[: -len(".ivf-meta.json")])
+            index = IvfIndex.open(stem, self.dim)
+            try:
+                keys = np.load(f"{stem}.ann-keys.npy", mmap_mode="r", allow_pickle=False)
+            except (OSError, ValueError, EOFError):
+                continue
+            if index is not None and keys.dtype == np.uint64 and len(keys) == len(index):
+                return index, keys
+        return None
+
     def write(self, token: str) -> None:
         """The approximate index of the pack ``token``'s vectors (one row per pack row,
-        keyed by its text hash), from the previous pack's codes and the new vectors,
-        written beside the pack a block at a time (the pack's pages and the previous
-        codes' are handed back after each: memory stays bounded at any size)."""
+        keyed by its text hash), from the previous pack's and the new vectors, written
+        beside the pack a block at a time (the pack's pages and the previous index's are
+        handed back after each: memory stays bounded at any size). An int8 pack below
+        the partition's size needs none: its codes are scanned as they are."""
         pack = read_pack(self.folder, self.key, token, self.dim, with_hashes=True)
         if pack is None or not self.wanted(len(pack.ids)):
             return
-        write_index(
-            *self.paths(token),
-            pack_keys(pack),
-            pack.rows,
-            self.dim,
-            previous=self._previous(token),
-            mapped=(pack.vectors, pack.scales),
-        )
+        mapped = (pack.vectors, pack.scales)
+        if self.partitioned(len(pack.vectors)):
+            keys = pack_keys(pack)
+            index, _ = build_ivf(
+                pack.rows,
+                len(keys),
+                previous=self._previous_partition(token),
+                keys=keys,
+                mapped=mapped,
+            )
+            stem = self.stem(token)
+            write_array(self.paths(token)[1], [keys], keys.shape, np.uint64)
+            index.save(stem, _codes_of(pack), mapped)
+        elif pack.scales is None:
+            write_index(
+                *self.paths(token),
+                pack_keys(pack),
+                pack.rows,
+                self.dim,
+                previous=self._previous(token),
+                mapped=mapped,
+            )
 
     def stored(self, token: str, pack: VectorPack) -> Approximate | None:
         """The pack's approximate index, when it has one that matches it (else exact)."""
         if not self.wanted(len(pack.ids)):
             return None
-        index = AnnIndex.open(*self.paths(token), self.dim)
+        index: CandidateIndex | None
+        if self.partitioned(len(pack.vectors)):
+            index = IvfIndex.open(self.stem(token), self.dim)
+        elif pack.scales is not None:  # an int8 pack: its codes are the index's
+            index = AnnIndex(None, pack.vectors)
+        else:
+            index = AnnIndex.open(*self.paths(token), self.dim)
         if index is None or len(index) != len(pack.vectors):
             return None
         return Approximate(index, pack.chunk_rows)
+
+
+def _codes_of(pack: VectorPack) -> Callable[[np.ndarray], np.ndarray]:
+    """The int8 codes of a pack's rows: an int8 pack's own (the index's quantisation:
+    one scale a row, its largest component ±127), else quantised."""
+    if pack.scales is not None:
+        return lambda rows: np.asarray(pack.vectors[rows])
+    return lambda rows: quantise(pack.rows(rows))

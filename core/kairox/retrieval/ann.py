@@ -20,7 +20,9 @@ recall@10 against exact 1.000 at 10,000 passages and 0.985-0.987 at 100,000, p50
 exact's (``kairox bench scale --vectors``). The passages missed there tie the 10th exact
 score (the corpus repeats passages; a product over the candidate rows can order copies
 otherwise than one over every row): counting those, recall is 1.000, and rescoring twice
-the candidates finds no more, so the number stays.
+the candidates finds no more, so the number stays. Past a size the scan is partitioned
+(:mod:`kairox.retrieval.ann_ivf`): both pick candidates through
+:meth:`CandidateIndex.candidates`, rescored alike by :func:`rescored_top_k`.
 
 Rows are keyed by their text hash (:func:`key_of`), so a rebuild after an ingest quantises
 only the vectors it has not seen (:meth:`AnnIndex.build` with the previous index) and drops
@@ -40,6 +42,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -52,11 +55,14 @@ __all__ = [
     "ANN_THRESHOLD",
     "NUMKONG",
     "AnnIndex",
+    "CandidateIndex",
+    "blend",
     "candidates_for",
     "key_of",
     "keys_of",
     "quantise",
     "rescored_top_k",
+    "write_array",
     "write_index",
 ]
 
@@ -116,15 +122,20 @@ def quantise(vectors: np.ndarray) -> np.ndarray:
 
 
 class AnnIndex:
-    """The int8 codes of a collection's vectors, one row per vector, with each row's key."""
+    """The int8 codes of a collection's vectors, one row per vector, with each row's key
+    (``None``: the codes are an int8 pack's own, and are not reused by a rebuild)."""
 
-    def __init__(self, keys: np.ndarray, codes: np.ndarray) -> None:
-        if codes.ndim != 2 or codes.dtype != np.int8 or len(keys) != len(codes):
+    def __init__(self, keys: np.ndarray | None, codes: np.ndarray) -> None:
+        if (
+            codes.ndim != 2
+            or codes.dtype != np.int8
+            or (keys is not None and len(keys) != len(codes))
+        ):
             raise ValueError(
-                f"an index needs one key per int8 row, got {len(keys)} keys and codes of "
-                f"shape {codes.shape} ({codes.dtype})"
+                f"an index needs one key per int8 row, got {len(keys or ())} keys and codes "
+                f"of shape {codes.shape} ({codes.dtype})"
             )
-        self.keys = np.asarray(keys, dtype=np.uint64)
+        self.keys = None if keys is None else np.asarray(keys, dtype=np.uint64)
         self.codes = codes
         bounds = np.linspace(0, len(codes), _WORKERS + 1).astype(int)
         self._slices = [codes[a:b] for a, b in itertools.pairwise(bounds) if b > a]
@@ -159,8 +170,9 @@ class AnnIndex:
     def save(self, codes_path: Path, keys_path: Path) -> None:
         """Write the codes and keys (each through a temporary file, then renamed; the
         codes last, so a reader never finds codes without their keys)."""
-        _write_aside(keys_path, self.keys.dtype, self.keys.shape, [self.keys])
-        _write_aside(codes_path, self.codes.dtype, self.codes.shape, [self.codes])
+        assert self.keys is not None, "an int8 pack's own codes are saved with it"
+        write_array(keys_path, [self.keys], self.keys.shape, self.keys.dtype)
+        write_array(codes_path, [self.codes], self.codes.shape, self.codes.dtype)
 
     @classmethod
     def open(cls, codes_path: Path, keys_path: Path, dim: int) -> AnnIndex | None:
@@ -194,6 +206,24 @@ class AnnIndex:
             distance = distances(self.codes)
         return 1.0 - distance
 
+    def candidates(
+        self,
+        unit_query: np.ndarray,
+        chunk_rows: np.ndarray,
+        sentences: SentenceVectors | None,
+        sentence_weight: float,
+        count: int,
+    ) -> np.ndarray:
+        """The ``count`` passages (ascending positions) of the best estimated scores:
+        each passage's estimate blended with its best sentence's as exact search blends
+        them (``sentences`` given), every row scanned."""
+        estimates = self.scores(unit_query)
+        passages = estimates[chunk_rows]
+        if sentences is not None:
+            best = sentences.best_from(estimates, len(passages))
+            passages = blend(passages, best, sentence_weight)
+        return np.sort(np.argpartition(-passages, count - 1)[:count])
+
 
 def write_index(
     codes_path: Path,
@@ -221,8 +251,8 @@ def write_index(
             quantised[0] += new
             yield block
 
-    _write_aside(keys_path, keys.dtype, keys.shape, [keys])
-    _write_aside(codes_path, np.dtype(np.int8), (len(keys), dim), blocks())
+    write_array(keys_path, [keys], keys.shape, keys.dtype)
+    write_array(codes_path, blocks(), (len(keys), dim), np.int8)
     return quantised[0]
 
 
@@ -237,7 +267,7 @@ def _code_blocks(
     block's codes, how many of them were quantised rather than copied from ``previous``)."""
     if previous is not None and (previous.dim != dim or not len(previous)):
         previous = None
-    if previous is not None:
+    if previous is not None and previous.keys is not None:
         order = np.argsort(previous.keys, kind="stable")
         held = previous.keys[order]
     # numpy lets go of the GIL inside each task's arithmetic, so tasks share the cores.
@@ -246,7 +276,7 @@ def _code_blocks(
             block_keys = keys[start : start + _ROWS]
             codes = np.empty((len(block_keys), dim), dtype=np.int8)
             missing = np.arange(len(block_keys))
-            if previous is not None:
+            if previous is not None and previous.keys is not None:
                 at = np.minimum(np.searchsorted(held, block_keys), len(held) - 1)
                 found = held[at] == block_keys
                 codes[found] = previous.codes[order[at[found]]]
@@ -268,12 +298,20 @@ def _quantise_into(
     codes[positions] = quantise(vectors_of(offset + positions))
 
 
-def _write_aside(
-    path: Path, dtype: np.dtype, shape: tuple[int, ...], blocks: Iterable[np.ndarray]
+def write_array(
+    path: Path,
+    blocks: Iterable[np.ndarray],
+    shape: tuple[int, ...],
+    dtype: np.dtype | type | None = None,
 ) -> None:
     """An ``.npy`` file of ``shape`` written from ``blocks`` (its rows in order) through
     a temporary file renamed into place; owner-only, as the pack beside it (the codes are
     the vectors, roughly)."""
+    blocks = iter(blocks)
+    if dtype is None:  # the first block's
+        first = next(blocks)
+        dtype, blocks = first.dtype, itertools.chain([first], blocks)
+    dtype = np.dtype(dtype)
     partial = path.with_name(path.name + ".partial.npy")
     try:
         with open(private_file(partial), "wb") as handle:
@@ -291,6 +329,30 @@ def _write_aside(
         raise
 
 
+class CandidateIndex(Protocol):
+    """What :func:`rescored_top_k` asks of an index: the passages worth scoring exactly
+    (:class:`AnnIndex` scans every row; :class:`kairox.retrieval.ann_ivf.IvfIndex` the
+    clusters nearest the query)."""
+
+    def __len__(self) -> int: ...
+
+    def candidates(
+        self,
+        unit_query: np.ndarray,
+        chunk_rows: np.ndarray,
+        sentences: SentenceVectors | None,
+        sentence_weight: float,
+        count: int,
+    ) -> np.ndarray: ...
+
+
+def blend(scores: np.ndarray, best: np.ndarray, sentence_weight: float) -> np.ndarray:
+    """Passage scores blended with their best sentence's (``best``; NaN: a passage without
+    sentences keeps its own) as exact search blends them, float32."""
+    blended = (1 - sentence_weight) * scores + sentence_weight * best
+    return np.where(np.isnan(best), scores, blended).astype(np.float32)
+
+
 def candidates_for(k: int) -> int:
     """How many passages a search for ``k`` scores exactly: :data:`CANDIDATES_PER_RESULT`
     per result wanted, at least :data:`MIN_CANDIDATES`."""
@@ -298,7 +360,7 @@ def candidates_for(k: int) -> int:
 
 
 def rescored_top_k(
-    index: AnnIndex,
+    index: CandidateIndex,
     chunk_rows: np.ndarray,
     matrix: np.ndarray,
     query: np.ndarray,
@@ -314,28 +376,20 @@ def rescored_top_k(
     ``sentences`` are given).
 
     The index holds the vectors the passages and sentences point into: passage ``i``'s
-    vector is its row ``chunk_rows[i]``, a sentence's its row in ``sentences.rows``. Every
-    passage gets an estimated score from the codes, blended with its best sentence's as
-    exact search blends them; the best ``candidates`` (by default :func:`candidates_for`)
-    are then scored exactly.
+    vector is its row ``chunk_rows[i]``, a sentence's its row in ``sentences.rows``. It
+    picks ``candidates`` passages (by default :func:`candidates_for`) by their estimated
+    scores (:meth:`CandidateIndex.candidates`); those are then scored exactly.
     """
     query = normalise(query)[0]
-    estimates = index.scores(query)
-    passages = estimates[chunk_rows]
     aware = sentences is not None and sentence_weight and len(sentences.owners)
-    if aware:
-        best = sentences.best_from(estimates, len(passages))
-        blended = (1 - sentence_weight) * passages + sentence_weight * best
-        passages = np.where(np.isnan(best), passages, blended)
-    count = min(len(passages), candidates or candidates_for(k))
+    count = min(len(chunk_rows), candidates or candidates_for(k))
     if count < 1:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-    rows = np.sort(np.argpartition(-passages, count - 1)[:count])
+    rows = index.candidates(query, chunk_rows, sentences if aware else None, sentence_weight, count)
     scores = np.asarray(matrix[rows], dtype=np.float32) @ query
     if aware:
         best = sentences.best_of(query, rows)
-        blended = (1 - sentence_weight) * scores + sentence_weight * best
-        scores = np.where(np.isnan(best), scores, blended).astype(np.float32)
+        scores = blend(scores, best, sentence_weight)
     order = np.lexsort((rows, -scores))[:k]
     best_rows, best_scores = rows[order], scores[order]
     keep = best_scores > 0

@@ -1,0 +1,107 @@
+"""The approximate index beside a ``sqlite-fts`` vector pack: which kind a pack gets (an
+int8 pack's own codes scanned linearly, a partition from its size on), written beside
+it, rebuilt from the previous pack's partition, and searched as exact search finds."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from kairox.default_plugins.sqlite_vector_index import PackIndex
+from kairox.retrieval.ann import AnnIndex, rescored_top_k
+from kairox.retrieval.ann_ivf import IvfIndex
+from kairox.retrieval.vectors import SentenceVectors, top_k
+from kairox.workspace.vector_pack import PackWriter, VectorPack, read_pack
+
+pytest.importorskip("numkong")
+
+DIM = 32
+KEY = "kb"
+
+
+def clustered(count: int, seed: int = 0) -> np.ndarray:
+    centres = np.random.default_rng(99).standard_normal((30, DIM))
+    rng = np.random.default_rng(seed)
+    rows = centres[rng.integers(0, 30, count)] + 0.3 * rng.standard_normal((count, DIM))
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def store(folder, vectors: np.ndarray, form: str) -> str:
+    """A store's pack of ``vectors``: the first half passages, each owning one sentence
+    of the second half."""
+    passages = len(vectors) // 2
+    digests = np.array(
+        [hashlib.sha256(f"text {n}".encode()).digest() for n in range(len(vectors))], "S32"
+    )
+    index = VectorPack(
+        ids=np.arange(passages),
+        chunk_rows=np.arange(passages),
+        owners=np.arange(passages),
+        sentence_rows=np.arange(passages, 2 * passages),
+        vectors=np.zeros((0, DIM)),
+    )
+    with PackWriter(folder, KEY, rows=len(vectors), dim=DIM, form=form, with_hashes=True) as writer:
+        writer.add(vectors, digests)
+        return writer.finish(index)
+
+
+def searched_alike(approximate, pack: VectorPack) -> None:
+    matrix = pack.rows(pack.chunk_rows)
+    sentences = SentenceVectors(pack.rows(), pack.owners, unit=True, rows=pack.sentence_rows)
+    for query in clustered(20, seed=5):
+        exact, _ = top_k(matrix, query, 10, sentences=sentences, sentence_weight=0.5)
+        found, _ = rescored_top_k(
+            approximate.index,
+            approximate.chunk_rows,
+            matrix,
+            query,
+            10,
+            sentences=sentences,
+            sentence_weight=0.5,
+        )
+        assert found.tolist() == exact.tolist()
+
+
+def test_an_int8_pack_below_the_partition_is_scanned_as_it_is_stored(tmp_path):
+    token = store(tmp_path, clustered(2_000), "int8")
+    packs = PackIndex(tmp_path, KEY, DIM, threshold=100, partition_from=100_000)
+    packs.write(token)
+    assert not list(tmp_path.glob("*.ann-*")) and not list(tmp_path.glob("*.ivf-*"))
+    pack = read_pack(tmp_path, KEY, token, DIM)
+    approximate = packs.stored(token, pack)
+    assert isinstance(approximate.index, AnnIndex)
+    assert approximate.index.codes is pack.vectors  # one copy of the vectors
+    searched_alike(approximate, pack)
+
+
+@pytest.mark.parametrize("form", ["int8", "float16"])
+def test_from_its_size_on_a_pack_is_partitioned_and_finds_what_exact_does(tmp_path, form):
+    token = store(tmp_path, clustered(2_000), form)
+    packs = PackIndex(tmp_path, KEY, DIM, threshold=100, partition_from=1_000)
+    packs.write(token)
+    assert len(list(tmp_path.glob("*.ivf-codes.npy"))) == 1
+    pack = read_pack(tmp_path, KEY, token, DIM)
+    approximate = packs.stored(token, pack)
+    assert isinstance(approximate.index, IvfIndex)
+    approximate.index.probes = len(approximate.index.centroids) // 2
+    searched_alike(approximate, pack)
+
+
+def test_the_next_pack_keeps_the_partitions_centroids_and_assigns_only_new_rows(tmp_path):
+    vectors = clustered(3_000)
+    packs = PackIndex(tmp_path, KEY, DIM, threshold=100, partition_from=1_000)
+    first = store(tmp_path, vectors[:2_000], "int8")
+    packs.write(first)
+    before = IvfIndex.open(packs.stem(first), DIM)
+    second = store(tmp_path, vectors, "int8")
+    packs.write(second)
+    after = IvfIndex.open(packs.stem(second), DIM)
+    assert before is not None and after is not None
+    np.testing.assert_array_equal(after.centroids, before.centroids)
+    assert after.trained == before.trained == 2_000
+    # The rows both packs hold (the same texts) sit in the same clusters.
+    np.testing.assert_array_equal(after.cluster_of()[:1_000], before.cluster_of()[:1_000])
+    approximate = packs.stored(second, read_pack(tmp_path, KEY, second, DIM))
+    assert approximate is not None and len(approximate.index) == 3_000
