@@ -41,6 +41,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -56,6 +57,7 @@ __all__ = [
     "NUMKONG",
     "AnnIndex",
     "CandidateIndex",
+    "PassageRows",
     "blend",
     "candidates_for",
     "key_of",
@@ -206,22 +208,15 @@ class AnnIndex:
             distance = distances(self.codes)
         return 1.0 - distance
 
-    def candidates(
-        self,
-        unit_query: np.ndarray,
-        chunk_rows: np.ndarray,
-        sentences: SentenceVectors | None,
-        sentence_weight: float,
-        count: int,
-    ) -> np.ndarray:
+    def candidates(self, unit_query: np.ndarray, layout: PassageRows, count: int) -> np.ndarray:
         """The ``count`` passages (ascending positions) of the best estimated scores:
         each passage's estimate blended with its best sentence's as exact search blends
         them (``sentences`` given), every row scanned."""
         estimates = self.scores(unit_query)
-        passages = estimates[chunk_rows]
-        if sentences is not None:
-            best = sentences.best_from(estimates, len(passages))
-            passages = blend(passages, best, sentence_weight)
+        passages = estimates[layout.chunk_rows]
+        if layout.sentences is not None:
+            best = layout.sentences.best_from(estimates, len(passages))
+            passages = blend(passages, best, layout.sentence_weight)
         return np.sort(np.argpartition(-passages, count - 1)[:count])
 
 
@@ -329,6 +324,17 @@ def write_array(
         raise
 
 
+@dataclass(frozen=True, eq=False)
+class PassageRows:
+    """Where the passages' vectors are among an index's rows: passage ``i``'s own is row
+    ``chunk_rows[i]``, its sentences' are in ``sentences`` (``None``: passages alone),
+    blended with ``sentence_weight`` as exact search blends them."""
+
+    chunk_rows: np.ndarray
+    sentences: SentenceVectors | None = None
+    sentence_weight: float = 0.0
+
+
 class CandidateIndex(Protocol):
     """What :func:`rescored_top_k` asks of an index: the passages worth scoring exactly
     (:class:`AnnIndex` scans every row; :class:`kairox.retrieval.ann_ivf.IvfIndex` the
@@ -336,14 +342,8 @@ class CandidateIndex(Protocol):
 
     def __len__(self) -> int: ...
 
-    def candidates(
-        self,
-        unit_query: np.ndarray,
-        chunk_rows: np.ndarray,
-        sentences: SentenceVectors | None,
-        sentence_weight: float,
-        count: int,
-    ) -> np.ndarray: ...
+    def candidates(self, unit_query: np.ndarray, layout: PassageRows, count: int) -> np.ndarray:
+        """The ``count`` passages (ascending positions) worth scoring exactly."""
 
 
 def blend(scores: np.ndarray, best: np.ndarray, sentence_weight: float) -> np.ndarray:
@@ -385,7 +385,8 @@ def rescored_top_k(
     count = min(len(chunk_rows), candidates or candidates_for(k))
     if count < 1:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-    rows = index.candidates(query, chunk_rows, sentences if aware else None, sentence_weight, count)
+    layout = PassageRows(chunk_rows, sentences if aware else None, sentence_weight)
+    rows = index.candidates(query, layout, count)
     scores = np.asarray(matrix[rows], dtype=np.float32) @ query
     if aware:
         best = sentences.best_of(query, rows)

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kairox.retrieval.ann import NUMKONG, blend, quantise, write_array
+from kairox.retrieval.ann import NUMKONG, PassageRows, blend, quantise, write_array
 from kairox.retrieval.vectors import SentenceVectors, normalise
 from kairox.support.native_memory import release_mapped
 
@@ -211,19 +211,13 @@ class IvfIndex:
             scanned.append(rows)
         return estimates, np.concatenate(scanned) if scanned else np.zeros(0, np.int64)
 
-    def candidates(
-        self,
-        unit_query: np.ndarray,
-        chunk_rows: np.ndarray,
-        sentences: SentenceVectors | None,
-        sentence_weight: float,
-        count: int,
-    ) -> np.ndarray:
+    def candidates(self, unit_query: np.ndarray, layout: PassageRows, count: int) -> np.ndarray:
         """The ``count`` passages (ascending positions) of the best estimated scores among
         those using one of the :data:`ROWS_PER_CANDIDATE` times ``count`` best scanned
         rows (as their vector or a sentence's), each passage's estimate blended with its
         best sentence's as exact search blends them."""
         estimates, scanned = self.scan(unit_query)
+        chunk_rows, sentences = layout.chunk_rows, layout.sentences
         users = self._users_of(chunk_rows, sentences)
         wanted = min(len(scanned), self.rows_per_candidate * count)
         if wanted < 1:
@@ -233,7 +227,7 @@ class IvfIndex:
         scores = estimates[np.asarray(chunk_rows)[passages]]
         if sentences is not None:
             best = users.best_sentence(estimates, passages)
-            scores = blend(scores, best, sentence_weight)
+            scores = blend(scores, best, layout.sentence_weight)
         count = min(count, len(passages))
         if count < 1:  # rows no passage uses
             return np.zeros(0, dtype=np.int64)
