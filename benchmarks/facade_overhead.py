@@ -80,6 +80,38 @@ def build(workspace: Path, size: int, bases: int, dataset: Path) -> None:
             kx.facade.ingest(f"kb{base}", [records], chunk=False)
 
 
+def interleaved(
+    ways: dict[str, Callable[[str], Any]], queries: list[str], rounds: int = 1, warm_ups: int = 1
+) -> dict[str, list[float]]:
+    """Seconds each way took for each query, the ways asked in a rotating order so host
+    noise hits all alike, after ``warm_ups`` untimed askings of each (which open the
+    indexes, plan the profile and learn the local sources' cost)."""
+    for ask in ways.values():
+        for _ in range(warm_ups):
+            ask(queries[0])
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    order = list(ways)
+    for round_number in range(rounds):
+        for number, text in enumerate(queries):
+            shift = (number + round_number) % len(order)
+            for name in order[shift:] + order[:shift]:
+                started = time.perf_counter()
+                ways[name](text)
+                times[name].append(time.perf_counter() - started)
+    return times
+
+
+def report(rows: list[dict[str, Any]], row: dict[str, Any]) -> None:
+    """Print ``row`` as one JSON line and keep it for :func:`write_rows`."""
+    print(json.dumps(row), flush=True)
+    rows.append(row)
+
+
+def write_rows(rows: list[dict[str, Any]], out: Path | None) -> None:
+    if out is not None:
+        out.write_text(json.dumps(rows, indent=2) + "\n")
+
+
 def measure(workspace: Path, bases: int, queries: list[str], rounds: int) -> dict[str, Any]:
     sources = [SqliteFtsSource(f"kb{n}", workspace / f"kb{n}.db") for n in range(bases)]
     composites = [
@@ -106,18 +138,8 @@ def measure(workspace: Path, bases: int, queries: list[str], rounds: int) -> dic
         ways["engine_concurrent"] = on_loop(lambda text: composites[1].retrieve(Query(text, k=100)))
         ways["engine_sync"] = lambda text: composites[0].retrieve_sync(Query(text, k=100))
         ways["open_search_concurrent"] = lambda text: concurrent_kx.search(text, k=10)
-    times: dict[str, list[float]] = {name: [] for name in ways}
     try:
-        for ask in ways.values():  # warm-up, untimed: opens the indexes, plans the profile
-            ask(queries[0])
-        order = list(ways)
-        for round_number in range(rounds):
-            for number, text in enumerate(queries):
-                shift = (number + round_number) % len(order)
-                for name in order[shift:] + order[:shift]:
-                    started = time.perf_counter()
-                    ways[name](text)
-                    times[name].append(time.perf_counter() - started)
+        times = interleaved(ways, queries, rounds)
     finally:
         loop.close()
         kx.close()
@@ -166,10 +188,8 @@ def main() -> None:
                 for process in busy:
                     process.kill()
                     process.wait()
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-    if args.out is not None:
-        args.out.write_text(json.dumps(rows, indent=2) + "\n")
+            report(rows, row)
+    write_rows(rows, args.out)
 
 
 if __name__ == "__main__":

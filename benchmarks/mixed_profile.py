@@ -21,7 +21,10 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+from facade_overhead import interleaved, report, write_rows  # this folder's, beside it
 
 from kairox.default_plugins.sqlite_fts import SqliteFtsSource
 from kairox.retrieval import CompositeWorkspaceRetriever, Hit, Query, ScoreKind
@@ -48,6 +51,10 @@ class RemoteStandIn:
         return await asyncio.to_thread(self._call)
 
 
+def _asker(composite: CompositeWorkspaceRetriever) -> Callable[[str], object]:
+    return lambda text: composite.retrieve_sync(Query(text, k=10))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", type=Path, default=SCIFACT, help="SciFact, BEIR layout")
@@ -72,26 +79,15 @@ def main() -> None:
                 "kb_alone": CompositeWorkspaceRetriever([kb], candidates=100),
             }
             ways["mixed_concurrent"].local_path = False
-            times: dict[str, list[float]] = {name: [] for name in ways}
-            for composite in ways.values():  # warm-up, untimed; learns the local cost
-                for _ in range(2):
-                    composite.retrieve_sync(Query(queries[0], k=10))
-            order = list(ways)
-            for number, text in enumerate(queries):
-                shift = number % len(order)
-                for name in order[shift:] + order[:shift]:
-                    started = time.perf_counter()
-                    ways[name].retrieve_sync(Query(text, k=10))
-                    times[name].append(time.perf_counter() - started)
+            asks = {name: _asker(composite) for name, composite in ways.items()}
+            times = interleaved(asks, queries, warm_ups=2)
             for composite in ways.values():
                 composite.close()
             row = {"passages": args.size, "remote_ms": remote_ms, "n": len(queries)}
             row |= {f"{n}_p50_ms": round(statistics.median(t) * 1000, 3) for n, t in times.items()}
             row["loadavg_1m"] = round(os.getloadavg()[0], 2)
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-    if args.out is not None:
-        args.out.write_text(json.dumps(rows, indent=2) + "\n")
+            report(rows, row)
+    write_rows(rows, args.out)
 
 
 if __name__ == "__main__":
