@@ -1,6 +1,7 @@
 """The approximate index beside a ``sqlite-fts`` vector pack: which kind a pack gets (an
 int8 pack's own codes scanned linearly, a partition from its size on), written beside
-it, rebuilt from the previous pack's partition, and searched as exact search finds."""
+it, rebuilt from the previous pack's partition, and searched as exact search finds,
+decoding only the candidates' vectors."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ import hashlib
 import numpy as np
 import pytest
 
+from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.default_plugins.sqlite_vector_index import PackIndex
-from kairox.retrieval.ann import AnnIndex, rescored_top_k
+from kairox.retrieval.ann import AnnIndex, candidates_for, rescored_top_k
 from kairox.retrieval.ann_ivf import IvfIndex
-from kairox.retrieval.vectors import SentenceVectors, top_k
+from kairox.retrieval.vectors import SentenceVectors, embed_unit, top_k
 from kairox.workspace.vector_pack import PackWriter, VectorPack, read_pack
+from kairox.workspace.vector_store import PackArrays
+from tests.default_plugins.vector_helpers import build, ingest_passages
 
 pytest.importorskip("numkong")
 
@@ -105,3 +109,59 @@ def test_the_next_pack_keeps_the_partitions_centroids_and_assigns_only_new_rows(
     np.testing.assert_array_equal(after.cluster_of()[:1_000], before.cluster_of()[:1_000])
     approximate = packs.stored(second, read_pack(tmp_path, KEY, second, DIM))
     assert approximate is not None and len(approximate.index) == 3_000
+
+
+def _two_sentences(count: int) -> str:
+    """JSONL records of passages of two sentences long enough to get vectors of their own
+    (the second one repeats every 7 passages)."""
+    topics = ["sea waves", "car traffic", "physician clinic", "glad ending", "forest trail"]
+    return "\n".join(
+        f'{{"id": "p{n}", "text": "Note {n} tells about the {topics[n % 5]} near the old '
+        f'harbour. Line {n % 7} of this note was written by somebody else entirely."}}'
+        for n in range(count)
+    )
+
+
+@pytest.mark.parametrize("form", ["float16", "int8"])
+@pytest.mark.parametrize("sentence_weight", [0.0, 0.5])
+def test_a_search_through_the_index_decodes_only_its_candidates_rows(
+    tmp_path, form, sentence_weight
+):
+    embedder = HashingEmbedder(dim=64)
+    options = {"vector_format": form, "sentence_weight": sentence_weight}
+    source = build(tmp_path, embedder, ann_threshold=50, **options)
+    ingest_passages(source, tmp_path, _two_sentences(600))
+    fresh = build(tmp_path, embedder, ann_threshold=50, **options)  # a new process
+    fresh._open()
+    vectors = fresh._vectors
+    assert vectors is not None
+    token, pack = vectors._search_pack()
+    assert token is not None and pack.vectors.dtype == {"float16": "<f2", "int8": "i1"}[form]
+    queries = embed_unit(embedder, ["sea waves", "physician", "line 3 of forest trail", "note 7"])
+    found = [vectors.search(query, 5) for query in queries]
+    arrays, approximate = vectors._arrays()
+    assert approximate is not None
+    assert not arrays.decoded  # the pack's float32 matrix was never made
+    # Each query decoded its candidates' rows (and their sentences'), not the pack's.
+    per_passage = 1 + (2 if sentence_weight else 0)
+    assert arrays.decoded_rows == len(queries) * candidates_for(5) * per_passage
+    assert len(pack.owners) == (1_200 if sentence_weight else 0)
+    assert candidates_for(5) * per_passage < len(pack.vectors)
+    # The same candidates scored from the whole decoded pack: the same hits and scores.
+    matrix, sentences = PackArrays(pack, sentence_weight).exact()
+    for query, hits in zip(queries, found, strict=True):
+        rows, scores = rescored_top_k(
+            approximate.index,
+            approximate.chunk_rows,
+            matrix,
+            query,
+            5,
+            sentences=sentences,
+            sentence_weight=sentence_weight,
+        )
+        assert hits and hits == [
+            (int(pack.ids[r]), float(s)) for r, s in zip(rows, scores, strict=True)
+        ]
+    # A filtered search is exact: it decodes the pack, once.
+    vectors.search(queries[0], 5, allowed=pack.ids[:10])
+    assert arrays.decoded

@@ -24,7 +24,9 @@ from tests.default_plugins.vector_helpers import (
     ConceptEmbedder,
     as_main_layout,
     build,
+    ingest_passages,
     pack_files,
+    passages,
     waiting_rows,
 )
 
@@ -268,28 +270,13 @@ class TestHybridConformance(SourceConformance):
 # -- the approximate index of large collections -------------------------------------------
 
 
-def _passages(count: int, start: int = 0) -> str:
-    topics = ["sea waves", "car traffic", "physician clinic", "glad ending", "forest trail"]
-    return "\n".join(
-        f'{{"id": "p{n}", "text": "Note {n} on {topics[n % 5]}. Line {n % 7} of it."}}'
-        for n in range(start, start + count)
-    )
-
-
-def _ingest_passages(source, tmp_path, passages: str, *, prune: bool = False) -> None:
-    """Ingest ``passages`` (JSONL records) from the file ``docs.jsonl``."""
-    records = tmp_path / "docs.jsonl"
-    records.write_text(passages)
-    ingest(source, [records], root=tmp_path, prune=prune)
-
-
 def test_from_its_threshold_on_search_goes_through_the_index_and_finds_what_exact_does(
     tmp_path,
 ):
     pytest.importorskip("numkong")
     embedder = HashingEmbedder(dim=64)
     indexed = build(tmp_path, embedder, ann_threshold=50)
-    _ingest_passages(indexed, tmp_path, _passages(120))
+    ingest_passages(indexed, tmp_path, passages(120))
     folder = tmp_path / "kb.db.vectors"
     assert len(list(folder.glob("*.ann-codes.npy"))) == 1
     assert len(list(folder.glob("*.ann-keys.npy"))) == 1
@@ -300,9 +287,9 @@ def test_from_its_threshold_on_search_goes_through_the_index_and_finds_what_exac
         found, expected = run(fresh.retrieve(query)), run(exact.retrieve(query))
         assert [(h.id, h.score) for h in found] == [(h.id, h.score) for h in expected]
     assert fresh._vectors is not None
-    approximate = fresh._vectors._arrays()[3]
+    approximate = fresh._vectors._arrays()[1]
     assert approximate is not None and isinstance(approximate.index.codes, np.memmap)
-    assert exact._vectors is not None and exact._vectors._arrays()[3] is None
+    assert exact._vectors is not None and exact._vectors._arrays()[1] is None
 
 
 def test_the_index_follows_the_collection_across_ingests(tmp_path):
@@ -311,7 +298,7 @@ def test_the_index_follows_the_collection_across_ingests(tmp_path):
 
     embedder = HashingEmbedder(dim=64)
     source = build(tmp_path, embedder, ann_threshold=50)
-    _ingest_passages(source, tmp_path, _passages(100))
+    ingest_passages(source, tmp_path, passages(100))
     folder = tmp_path / "kb.db.vectors"
     [first] = folder.glob("*.ann-keys.npy")
     before = np.load(first)
@@ -320,7 +307,7 @@ def test_the_index_follows_the_collection_across_ingests(tmp_path):
     marked = -np.load(first_codes)
     np.save(first_codes, marked)
     # p0..p39 leave, p100..p119 arrive
-    _ingest_passages(source, tmp_path, _passages(80, start=40), prune=True)
+    ingest_passages(source, tmp_path, passages(80, start=40), prune=True)
     [keys] = folder.glob("*.ann-keys.npy")  # the old one went with its pack
     assert keys != first
     index = AnnIndex.open(keys.with_name(keys.name.replace("-keys", "-codes")), keys, 64)
@@ -350,7 +337,7 @@ def test_the_index_follows_the_collection_across_ingests(tmp_path):
 def test_without_numkong_searches_are_exact_after_one_hint(tmp_path, monkeypatch, capsys):
     embedder = HashingEmbedder(dim=64)
     records = tmp_path / "docs.jsonl"
-    records.write_text(_passages(60))
+    records.write_text(passages(60))
     monkeypatch.setitem(sys.modules, "numkong", None)
     source = build(tmp_path, embedder, ann_threshold=50)
     ingest(source, [records], root=tmp_path)
@@ -474,7 +461,8 @@ def test_a_write_cut_short_leaves_a_document_and_its_vector_both_old(tmp_path):
     assert ingest(source, [records], root=tmp_path).updated == 1
     assert embedder.embedded == [sqlite_vectors.passage_text(changed)]
     rowid = db.execute("SELECT rowid FROM documents WHERE id = 'd3'").fetchone()[0]
-    ids, matrix, _, _ = source._vectors._arrays()
+    arrays, _ = source._vectors._arrays()
+    ids, (matrix, _) = arrays.ids, arrays.exact()
     expected = embed_unit(ConceptEmbedder(), [sqlite_vectors.passage_text(changed)])[0]
     np.testing.assert_allclose(matrix[list(ids).index(rowid)], expected, atol=1e-3)
     assert run(source.retrieve(Query("happy", k=1)))[0].id == "d3"

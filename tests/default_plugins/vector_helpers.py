@@ -12,6 +12,7 @@ from kairox.default_plugins import sqlite_fts
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.default_plugins.sqlite_vector_keys import DIGEST
 from kairox.retrieval import Document
+from kairox.runtime.ingest import ingest
 from kairox.testing import build_source
 
 #: Words that mean one thing, for an embedder that knows synonyms and FTS5 does not.
@@ -61,6 +62,22 @@ DOCS = [
     Document("d2", "Waves crashed on the shore of the sea.", title="Coast"),
     Document("d3", "She drove her car to work. Traffic was heavy.", title="Commute"),
 ]
+
+
+def passages(count: int, start: int = 0) -> str:
+    """JSONL records of ``count`` passages of two sentences (the second repeats every 7)."""
+    topics = ["sea waves", "car traffic", "physician clinic", "glad ending", "forest trail"]
+    return "\n".join(
+        f'{{"id": "p{n}", "text": "Note {n} on {topics[n % 5]}. Line {n % 7} of it."}}'
+        for n in range(start, start + count)
+    )
+
+
+def ingest_passages(source, tmp_path, records: str, *, prune: bool = False) -> None:
+    """Ingest ``records`` (JSONL) from the file ``docs.jsonl``."""
+    path = tmp_path / "docs.jsonl"
+    path.write_text(records)
+    ingest(source, [path], root=tmp_path, prune=prune)
 
 
 def pack_files(tmp_path) -> list[str]:

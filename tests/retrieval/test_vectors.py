@@ -11,6 +11,7 @@ from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.retrieval import Query
 from kairox.retrieval.vectors import (
     SENTENCE_WEIGHT,
+    DecodedRows,
     SentenceVectors,
     VectorSource,
     normalise,
@@ -147,3 +148,17 @@ def test_best_of_some_passages_equals_best_of_all_at_those_rows(grouped, shared_
     positions = np.array([11, 0, 5, 3, 14])  # 14: beyond every owner
     whole = sentences.best(query, 15)
     np.testing.assert_allclose(sentences.best_of(query, positions), whole[positions], rtol=1e-6)
+
+
+def test_sentence_vectors_decoded_as_read_score_as_the_whole_matrix_does():
+    rng = np.random.default_rng(3)
+    stored = normalise(rng.standard_normal((12, 8))).astype(np.float16)
+    owners, rows = np.array([0, 0, 1, 3, 3, 3]), np.array([4, 5, 6, 7, 4, 11])
+    whole = SentenceVectors(stored.astype(np.float32), owners, unit=True, rows=rows)
+    lazy_rows = DecodedRows(lambda at: stored[at].astype(np.float32), stored.shape)
+    lazy = SentenceVectors(lazy_rows, owners, unit=True, rows=rows)
+    query = normalise(rng.standard_normal(8))[0]
+    positions = np.array([0, 2, 3])
+    np.testing.assert_array_equal(lazy.best_of(query, positions), whole.best_of(query, positions))
+    assert lazy_rows.decoded == 5  # the sentences of passages 0 and 3 only
+    np.testing.assert_array_equal(lazy.best(query, 4), whole.best(query, 4))

@@ -48,7 +48,7 @@ from kairox.default_plugins.sqlite_vector_store import (
 from kairox.retrieval import Document
 from kairox.retrieval.ann import rescored_top_k
 from kairox.retrieval.embedding import EmbeddingBackend
-from kairox.retrieval.vectors import EMBED_BATCH, SentenceVectors, embed_unit, top_k
+from kairox.retrieval.vectors import EMBED_BATCH, embed_unit, top_k
 from kairox.store.sqlite import immediate_transaction
 from kairox.workspace.chunking import split_sentences
 from kairox.workspace.vector_pack import (
@@ -58,7 +58,7 @@ from kairox.workspace.vector_pack import (
     read_pack,
     remove_packs,
 )
-from kairox.workspace.vector_store import digests, find_rows, search_arrays
+from kairox.workspace.vector_store import PackArrays, digests, find_rows
 
 _SCHEMA = (
     *KEYS_SCHEMA,
@@ -126,10 +126,7 @@ class DocumentVectors:
         self._pack_folder, self._pack_key = pack_location(path, embedder)
         self._index = PackIndex(self._pack_folder, self._pack_key, embedder.dim, ann_threshold)
         self._kind = (embedder.name, embedder.dim)
-        self._cache: tuple[
-            tuple[int, int], np.ndarray, np.ndarray, SentenceVectors | None, Approximate | None
-        ]
-        self._cache = None  # type: ignore[assignment]
+        self._cache: tuple[tuple[int, int], PackArrays, Approximate | None] | None = None
         self._store_cache: tuple[str, VectorPack | None] | None = None
         with self._lock:
             if upgrade(self._db):  # the layout before: its rows' pages given back
@@ -367,28 +364,31 @@ class DocumentVectors:
                 return stored.token, pack
         return None, self._from_rows(self._pack_store())
 
-    def _arrays(
-        self,
-    ) -> tuple[np.ndarray, np.ndarray, SentenceVectors | None, Approximate | None]:
+    def _arrays(self) -> tuple[PackArrays, Approximate | None]:
+        """The current pack's arrays (decoded as the searches need them) and its
+        approximate index (or ``None``), kept while the database is unchanged."""
         key = (self._db.execute("PRAGMA data_version").fetchone()[0], self._db.total_changes())
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1:]
         token, pack = self._search_pack()
         approximate = None if token is None else self._index.stored(token, pack)
-        ids, matrix, sentences = search_arrays(pack, self.sentence_weight)
-        self._cache = (key, ids, matrix, sentences, approximate)
-        return ids, matrix, sentences, approximate
+        arrays = PackArrays(pack, self.sentence_weight)
+        self._cache = (key, arrays, approximate)
+        return arrays, approximate
 
     def search(
         self, vector: np.ndarray, k: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
         """``(document rowid, score)`` of the ``k`` nearest documents, best first."""
         with self._lock:
-            ids, matrix, sentences, approximate = self._arrays()
+            arrays, approximate = self._arrays()
+            ids = arrays.ids
             if len(ids) == 0:
                 return []
             query = np.asarray(vector, dtype=np.float32)
             if approximate is not None and allowed is None:
+                # Only the candidates' vectors are decoded, never the whole pack.
+                matrix, sentences = arrays.rows()
                 rows, scores = rescored_top_k(
                     approximate.index,
                     approximate.chunk_rows,
@@ -399,6 +399,7 @@ class DocumentVectors:
                     sentence_weight=self.sentence_weight,
                 )
             else:  # small, or filtered (the index knows nothing of metadata): exact
+                matrix, sentences = arrays.exact()
                 mask = None if allowed is None else np.isin(ids, allowed)
                 rows, scores = top_k(
                     matrix,

@@ -47,7 +47,7 @@ from typing import Protocol
 
 import numpy as np
 
-from kairox.retrieval.vectors import SentenceVectors, normalise
+from kairox.retrieval.vectors import DecodedRows, SentenceVectors, normalise
 from kairox.support.lazy_imports import LazyImport
 from kairox.support.native_memory import release_mapped
 from kairox.support.paths import private_file
@@ -362,7 +362,7 @@ def candidates_for(k: int) -> int:
 def rescored_top_k(
     index: CandidateIndex,
     chunk_rows: np.ndarray,
-    matrix: np.ndarray,
+    matrix: np.ndarray | DecodedRows,
     query: np.ndarray,
     k: int,
     *,
@@ -378,7 +378,9 @@ def rescored_top_k(
     The index holds the vectors the passages and sentences point into: passage ``i``'s
     vector is its row ``chunk_rows[i]``, a sentence's its row in ``sentences.rows``. It
     picks ``candidates`` passages (by default :func:`candidates_for`) by their estimated
-    scores (:meth:`CandidateIndex.candidates`); those are then scored exactly.
+    scores (:meth:`CandidateIndex.candidates`); those are then scored exactly. Only the
+    candidates' rows of ``matrix`` and their sentences' are read: given as
+    :class:`~kairox.retrieval.vectors.DecodedRows`, only those are decoded.
     """
     query = normalise(query)[0]
     aware = sentences is not None and sentence_weight and len(sentences.owners)

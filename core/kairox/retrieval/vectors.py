@@ -17,7 +17,7 @@ BM25 from 0.744 to 0.755 (``benchmarks/README.md``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,11 +67,36 @@ def embed_unit(
 SENTENCE_WEIGHT = 0.5
 
 
+class DecodedRows:
+    """Unit float32 rows kept compact elsewhere (a pack's float16 or int8 codes), decoded
+    only when indexed with an array of rows: a search that reads a few of them (an
+    approximate index's candidates) decodes those, never the whole matrix.
+
+    :param decode: the float32 rows at an array of row positions.
+    :param shape: ``(rows, dim)``.
+    """
+
+    def __init__(self, decode: Callable[[np.ndarray], np.ndarray], shape: tuple[int, int]) -> None:
+        self._decode = decode
+        self.shape = shape
+        #: How many rows were decoded so far (a row asked twice counts twice).
+        self.decoded = 0
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        self.decoded += len(rows)
+        return np.asarray(self._decode(rows), dtype=np.float32)
+
+
 @dataclass(frozen=True)
 class SentenceVectors:
     """Unit sentence vectors, each belonging to one row of a passage matrix.
 
-    :param matrix: ``(vectors, dim)`` float32 rows, L2-normalised here.
+    :param matrix: ``(vectors, dim)`` float32 rows, L2-normalised here; or unit rows
+        decoded as they are read (:class:`DecodedRows`, with ``unit``).
     :param owners: for each sentence, the row of the passage it comes from. Sentences
         grouped by owner (ascending) are searched without reordering them per query.
     :param unit: the rows are unit length already (skips normalising a copy).
@@ -80,7 +105,7 @@ class SentenceVectors:
         share one vector and are scored once; ``None``: sentence ``i`` is row ``i``.
     """
 
-    matrix: np.ndarray
+    matrix: np.ndarray | DecodedRows
     owners: np.ndarray
     unit: bool = False
     rows: np.ndarray | None = None
@@ -89,7 +114,9 @@ class SentenceVectors:
     _starts: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        matrix = np.asarray(self.matrix, dtype=np.float32)
+        matrix = self.matrix
+        if not (self.unit and isinstance(matrix, DecodedRows)):
+            matrix = np.asarray(matrix, dtype=np.float32)
         if len(matrix) and not self.unit:
             matrix = normalise(matrix)
         owners = np.asarray(self.owners, dtype=np.int64).reshape(-1)
@@ -126,7 +153,10 @@ class SentenceVectors:
                     f"the query vector has {unit_query.shape[0]} dimensions; the sentence "
                     f"vectors have {self.matrix.shape[1]}"
                 )
-            return self.best_from(search_product(self.matrix, unit_query), rows)
+            matrix = self.matrix
+            if isinstance(matrix, DecodedRows):  # every row is read: decode them all
+                matrix = matrix[np.arange(len(matrix))]
+            return self.best_from(search_product(matrix, unit_query), rows)
         return best
 
     def best_from(self, vector_scores: np.ndarray, rows: int) -> np.ndarray:

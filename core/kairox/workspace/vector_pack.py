@@ -67,7 +67,8 @@ def decode(codes: np.ndarray, scales: np.ndarray | None = None) -> np.ndarray:
     """Stored rows back as float32 (a float32 array is returned as it is, not copied)."""
     if scales is None:
         return np.asarray(codes, dtype=np.float32)
-    return codes.astype(np.float32) * np.asarray(scales, dtype=np.float32)[:, None]
+    # One pass, cast as it multiplies: no float32 copy of the codes beside the result.
+    return np.multiply(codes, np.asarray(scales, dtype=np.float32)[:, None], dtype=np.float32)
 
 
 @dataclass(frozen=True)

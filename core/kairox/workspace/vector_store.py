@@ -22,12 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from kairox.retrieval.vectors import SentenceVectors
+from kairox.retrieval.vectors import DecodedRows, SentenceVectors
 from kairox.support.native_memory import release_mapped
 from kairox.workspace.vector_pack import PackWriter, VectorPack, read_pack
 
 __all__ = [
     "RECLAIM_SHARE",
+    "PackArrays",
     "StoreTables",
     "StoredVectors",
     "digests",
@@ -98,6 +99,66 @@ def search_arrays(
     if sentence_weight and len(pack.owners):
         sentences = SentenceVectors(pack.rows(), pack.owners, unit=True, rows=pack.sentence_rows)
     return pack.ids, matrix, sentences
+
+
+class PackArrays:
+    """What searches read of one pack, decoded as each kind of search needs it.
+
+    An exact search reads every vector: :meth:`exact` decodes them all to float32 once
+    (:func:`search_arrays`) and keeps them. A search through the approximate index reads
+    its candidates' vectors alone: :meth:`rows` gives the passages' and sentences'
+    vectors as :class:`~kairox.retrieval.vectors.DecodedRows`, decoded from the pack's
+    mapped codes row by row as they are asked for, so a process that only searches that
+    way never holds the collection's float32 matrix.
+    """
+
+    def __init__(self, pack: VectorPack, sentence_weight: float) -> None:
+        self.ids = pack.ids
+        self._pack = pack
+        self._sentence_weight = sentence_weight
+        self._exact: tuple[np.ndarray, SentenceVectors | None] | None = None
+        self._rows: tuple[DecodedRows, SentenceVectors | None] | None = None
+
+    @property
+    def decoded(self) -> bool:
+        """Whether every vector was decoded (an exact search ran)."""
+        return self._exact is not None
+
+    @property
+    def decoded_rows(self) -> int:
+        """How many rows :meth:`rows` has decoded so far."""
+        if self._rows is None:
+            return 0
+        passages, sentences = self._rows
+        return passages.decoded + (
+            sentences.matrix.decoded
+            if sentences is not None and isinstance(sentences.matrix, DecodedRows)
+            else 0
+        )
+
+    def exact(self) -> tuple[np.ndarray, SentenceVectors | None]:
+        """The passages' float32 matrix and the sentence vectors (or ``None``), every
+        vector decoded (on the first call)."""
+        if self._exact is None:
+            _, matrix, sentences = search_arrays(self._pack, self._sentence_weight)
+            self._exact = (matrix, sentences)
+        return self._exact
+
+    def rows(self) -> tuple[DecodedRows, SentenceVectors | None]:
+        """The passages' vectors (row ``i``: passage ``i``'s) and the sentence vectors
+        (or ``None``), each row decoded when read."""
+        if self._rows is None:
+            pack = self._pack
+            dim = pack.vectors.shape[1]
+            passages = DecodedRows(
+                lambda rows: pack.rows(pack.chunk_rows[rows]), (len(pack.chunk_rows), dim)
+            )
+            sentences = None
+            if self._sentence_weight and len(pack.owners):
+                every = DecodedRows(pack.rows, (len(pack.vectors), dim))
+                sentences = SentenceVectors(every, pack.owners, unit=True, rows=pack.sentence_rows)
+            self._rows = (passages, sentences)
+        return self._rows
 
 
 def digests(hex_hashes: list[str]) -> np.ndarray:
