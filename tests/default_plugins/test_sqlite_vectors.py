@@ -466,3 +466,17 @@ def test_a_write_cut_short_leaves_a_document_and_its_vector_both_old(tmp_path):
     expected = embed_unit(ConceptEmbedder(), [sqlite_vectors.passage_text(changed)])[0]
     np.testing.assert_allclose(matrix[list(ids).index(rowid)], expected, atol=1e-3)
     assert run(source.retrieve(Query("happy", k=1)))[0].id == "d3"
+
+
+class WeightedEmbedder(ConceptEmbedder):
+    """An embedder that declares how much its vectors count (as hashing does)."""
+
+    fusion_weight = 0.05
+
+
+def test_vector_weight_unset_follows_the_embedders_fusion_weight(tmp_path):
+    for folder in ("declared", "undeclared", "set"):
+        (tmp_path / folder).mkdir()
+    assert build(tmp_path / "declared", WeightedEmbedder()).vector_weight == 0.05
+    assert build(tmp_path / "undeclared", ConceptEmbedder()).vector_weight == 1.0
+    assert build(tmp_path / "set", WeightedEmbedder(), vector_weight=0.5).vector_weight == 0.5

@@ -50,7 +50,7 @@ class SqliteFtsSource:
         body_weight: float = 1.0,
         embedder: EmbeddingBackend | None = None,
         sentence_weight: float | None = None,
-        vector_weight: float = 1.0,
+        vector_weight: float | None = None,
         vector_pack: bool = True,
         vector_format: str = "float16",
         ann_threshold: int | None = ANN_THRESHOLD,
@@ -62,6 +62,10 @@ class SqliteFtsSource:
         self.body_weight = body_weight
         #: With an embedder the source is hybrid: words and meaning, fused (convex).
         self.embedder = embedder
+        # Unset: the embedder's own fusion weight, as the workspace's (hashing's 0.05: at 1
+        # its vectors took SciFact's nDCG@10 from 0.694 to 0.596, docs/vectors.md).
+        if vector_weight is None:
+            vector_weight = float(getattr(embedder, "fusion_weight", 1.0))
         self.vector_weight = vector_weight
         if sentence_weight is None:
             sentence_weight = (

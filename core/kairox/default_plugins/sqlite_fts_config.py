@@ -28,8 +28,9 @@ class SqliteFtsConfig(KnowledgeBaseConfig):
     # Unset: the embedder's own (kairox.retrieval.vectors.default_sentence_weight; hashing
     # 0, i.e. no sentence vectors, others 0.5); 0 makes and searches no sentence vectors.
     sentence_weight: float | None = Field(default=None, ge=0, le=1)
-    # How much meaning counts against words in the fused ranking (1: alike, as the workspace).
-    vector_weight: float = Field(default=1.0, ge=0)
+    # How much meaning counts against words in the fused ranking. Unset: the embedder's own
+    # `fusion_weight` (hashing 0.05, others 1), as in [workspace].
+    vector_weight: float | None = Field(default=None, ge=0)
     vector_pack: StrictBool = True
     # How the pack stores each vector (kairox.workspace.vector_pack.FORMATS): float16
     # changed no SciFact nDCG@10 by more than 0.001 at half the bytes (docs/vectors.md).
