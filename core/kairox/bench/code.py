@@ -27,7 +27,7 @@ from kairox.bench.code_corpus import CodeQuery, build_corpus
 from kairox.bench.report import machine
 from kairox.plugin_host.registry import Registry
 from kairox.retrieval import FusedHit, Hit, ScoreKind, fuse
-from kairox.retrieval.vectors import SENTENCE_WEIGHT
+from kairox.retrieval.vectors import SENTENCE_WEIGHT, default_fusion_weight
 
 __all__ = ["CHUNKINGS", "WEIGHT_GRID", "code_benchmark", "is_relevant"]
 
@@ -161,7 +161,7 @@ def code_benchmark(
             best = max(WEIGHT_GRID, key=lambda w: (grid[str(w)], w))
             tuning[f"{chunking}/{name}"] = {"train_mrr@10": grid, "best_weight": best}
             # The weight tuned here, and the one the embedder ships (kairox search's default).
-            shipped = float(getattr(backend, "fusion_weight", 1.0))
+            shipped = default_fusion_weight(backend)
             tuning[f"{chunking}/{name}"]["shipped_weight"] = shipped
             for weight in sorted({best, shipped} - {1.0}):
                 rows.append(

@@ -32,7 +32,11 @@ from kairox.retrieval.bm25_pack import Weights
 from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.retrieval.filters import ALL_OPERATORS
 from kairox.retrieval.fusion import fuse
-from kairox.retrieval.vectors import SENTENCE_WEIGHT, default_sentence_weight
+from kairox.retrieval.vectors import (
+    SENTENCE_WEIGHT,
+    default_fusion_weight,
+    default_sentence_weight,
+)
 
 
 class SqliteFtsSource:
@@ -65,7 +69,7 @@ class SqliteFtsSource:
         # Unset: the embedder's own fusion weight, as the workspace's (hashing's 0.05: at 1
         # its vectors took SciFact's nDCG@10 from 0.694 to 0.596, docs/vectors.md).
         if vector_weight is None:
-            vector_weight = float(getattr(embedder, "fusion_weight", 1.0))
+            vector_weight = default_fusion_weight(embedder)
         self.vector_weight = vector_weight
         if sentence_weight is None:
             sentence_weight = (

@@ -27,7 +27,7 @@ from kairox.recall.archive import MessageArchive
 from kairox.recall.rows import ArchivedMessage, MessageRows
 from kairox.retrieval.fusion import fuse
 from kairox.retrieval.model import FAN_OUT, Hit, ScoreKind
-from kairox.retrieval.vectors import top_k
+from kairox.retrieval.vectors import default_fusion_weight, top_k
 
 __all__ = ["RecallScope", "RecallSearch", "recall_for", "recalled_json"]
 
@@ -132,7 +132,7 @@ def _fused(archive: MessageArchive, text: str, own: str | None, search: RecallSe
     ]
     vector_weight = search.vector_weight
     if vector_weight is None:
-        vector_weight = float(getattr(archive.embedder, "fusion_weight", 1.0))
+        vector_weight = default_fusion_weight(archive.embedder)
     if vector_weight:
         mask = None
         if own is not None:

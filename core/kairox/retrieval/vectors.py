@@ -228,6 +228,12 @@ def default_sentence_weight(embedder: EmbeddingBackend) -> float:
     return float(getattr(embedder, "sentence_weight", SENTENCE_WEIGHT))
 
 
+def default_fusion_weight(embedder: object) -> float:
+    """How much an embedder's vectors count against words in fusion unless configured: its
+    own ``fusion_weight`` when it declares one (hashing's 0.05), else 1.0."""
+    return float(getattr(embedder, "fusion_weight", 1.0))
+
+
 def check_sentence_weight(weight: float) -> None:
     """Refuse a sentence weight outside ``[0, 1]`` (or not a number)."""
     if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight <= 1:

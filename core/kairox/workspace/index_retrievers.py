@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from kairox.retrieval import Hit, Query, ScoreKind
 from kairox.retrieval.filters import ALL_OPERATORS
+from kairox.retrieval.vectors import default_fusion_weight
 from kairox.workspace.index_types import NOT_INDEXED
 
 #: Why the by-vector retriever does not answer when the index keeps words only.
@@ -33,8 +34,8 @@ class WorkspaceDenseRetriever:
         self.embedder = index.embedder
         #: The weight the composite gives this source unless told otherwise: the one
         #: given, else the embedder's own ``fusion_weight`` (1.0 when it names none).
-        self.fusion_weight = float(
-            getattr(self.embedder, "fusion_weight", 1.0) if fusion_weight is None else fusion_weight
+        self.fusion_weight = (
+            default_fusion_weight(self.embedder) if fusion_weight is None else float(fusion_weight)
         )
 
     def switched_off(self) -> bool:
