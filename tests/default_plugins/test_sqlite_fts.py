@@ -10,6 +10,7 @@ from kairox.default_plugins import sqlite_fts
 from kairox.default_plugins.sqlite_fts import SqliteFtsError, SqliteFtsIndex
 from kairox.retrieval import Document, IngestableSource, Query, sqlite_engine
 from kairox.retrieval.fts5 import match_expression
+from kairox.retrieval.fts5_merge import CRISIS_MERGE, DEFERRED_CRISIS_MERGE
 from kairox.testing import (
     CORPUS,
     FILTER_CORPUS,
@@ -143,9 +144,13 @@ def test_compact_waits_until_a_share_of_the_documents_was_written(tmp_path):
     index.close()
 
 
-def _automerge(index: SqliteFtsIndex):
-    row = index._db.execute("SELECT v FROM documents_fts_config WHERE k = 'automerge'")
+def _fts5_setting(index: SqliteFtsIndex, name: str):
+    row = index._db.execute("SELECT v FROM documents_fts_config WHERE k = ?", (name,))
     return (row.fetchone() or [None])[0]
+
+
+def _automerge(index: SqliteFtsIndex):
+    return _fts5_setting(index, "automerge")
 
 
 def test_a_bulk_run_leaves_fts5s_merging_to_compact(tmp_path):
@@ -155,12 +160,16 @@ def test_a_bulk_run_leaves_fts5s_merging_to_compact(tmp_path):
             index.upsert(batch, bulk=bool(bulk))
     assert _automerge(indexes[1]) == 0
     assert _automerge(indexes[0]) is None  # FTS5's default (4)
+    # Fewer, larger crisis merges meanwhile: the final merge rewrites everything anyway.
+    assert _fts5_setting(indexes[1], "crisismerge") == DEFERRED_CRISIS_MERGE
+    assert _fts5_setting(indexes[0], "crisismerge") is None  # FTS5's default (16)
     # Without automerge, nothing folded the batches' segments together.
     assert _segments(indexes[1]) > _segments(indexes[0])
     for index in indexes.values():
         assert index.compact() is True
         assert _segments(index) == 1
     assert _automerge(indexes[1]) == 4
+    assert _fts5_setting(indexes[1], "crisismerge") == CRISIS_MERGE == 16
     for index in indexes.values():
         index.close()
 
@@ -174,6 +183,7 @@ def test_compact_resumes_merges_a_run_cut_short_deferred(tmp_path):
     assert _automerge(reopened) == 0
     assert reopened.compact() is False  # nothing written by this one...
     assert _automerge(reopened) == 4  # ...but FTS5 merges again
+    assert _fts5_setting(reopened, "crisismerge") == CRISIS_MERGE
     reopened.close()
 
 
