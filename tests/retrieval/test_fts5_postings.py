@@ -69,11 +69,14 @@ def read(db) -> tuple[list[str], dict[tuple[str, int], tuple[int, int]]]:
     return terms, found
 
 
-# 1: every term of more than one instance read in parts, by ranges of rows.
+# chunk 1: every term of more than one instance read in parts, by ranges of rows;
+# whole 0: every range read by its own statement, 12: the first ranges held back, then so.
+@pytest.mark.parametrize("whole", [fts5_postings.WHOLE_INSTANCES, 0, 12])
 @pytest.mark.parametrize("chunk", [fts5_postings.CHUNK_INSTANCES, 1, 2, 5])
-def test_postings_are_the_tokenizers_counts_per_row_and_column(db, chunk, monkeypatch):
+def test_postings_are_the_tokenizers_counts_per_row_and_column(db, chunk, whole, monkeypatch):
     monkeypatch.setattr(fts5_postings, "CHUNK_INSTANCES", chunk)
     monkeypatch.setattr(fts5_postings, "TERM_PART_INSTANCES", chunk)
+    monkeypatch.setattr(fts5_postings, "WHOLE_INSTANCES", whole)
     terms, found = read(db)
     assert found == expected(db)
     assert terms == sorted(terms, key=str.encode)  # FTS5's byte order, each term once
@@ -90,3 +93,23 @@ def test_row_ids_are_every_row_ascending(db):
 def test_rowids_out_of_order_are_refused(db):
     with pytest.raises(ValueError, match="ascending"):
         row_ids(db, "SELECT rowid FROM t ORDER BY rowid DESC")
+
+
+def test_a_small_table_read_at_once_comes_in_the_same_ranges(db, monkeypatch):
+    monkeypatch.setattr(fts5_postings, "CHUNK_INSTANCES", 3)
+    statements: list[str] = []
+    db.exec_trace = lambda cursor, sql, bindings: statements.append(sql) or True
+    _, found = read(db)
+    db.exec_trace = None
+    assert found == expected(db)
+    reads = [sql for sql in statements if "group_concat(doc" in sql]
+    assert len(reads) == 1 and "BETWEEN" not in reads[0]  # one statement, no bounds
+    monkeypatch.setattr(fts5_postings, "WHOLE_INSTANCES", 0)
+    ranged = [list(postings.terms) for postings in read_postings(db, "t", "body", _rowids(db))]
+    monkeypatch.setattr(fts5_postings, "WHOLE_INSTANCES", 10**6)
+    whole = [list(postings.terms) for postings in read_postings(db, "t", "body", _rowids(db))]
+    assert whole == ranged and len(whole) > 1
+
+
+def _rowids(db) -> np.ndarray:
+    return row_ids(db, "SELECT rowid FROM t ORDER BY rowid")
