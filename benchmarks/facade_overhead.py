@@ -11,7 +11,8 @@ every way below once per round, rotating which goes first:
 
 * ``engine``: the engine as `kairox bench` times it, on a kept event loop: ``await
   source.retrieve(Query(text, k=100))`` for one base, ``await composite.retrieve(...)``
-  over the bases' sources (a composite with 100 candidates each) for several;
+  over the bases' sources (a composite with 100 candidates each, fusing their rankings
+  as the facade's does) for several;
 * ``engine_concurrent`` (several bases): that composite asking its sources concurrently in
   worker threads (``local_path = False``), as it did before sources that all answer
   locally were asked in turn;
@@ -23,9 +24,16 @@ every way below once per round, rotating which goes first:
 * ``open_search_concurrent`` (several bases): ``search`` with the profile's composite
   asking concurrently.
 
+Every way has sources (and a composite) of its own, as each ``kairox.open`` handle has:
+a source keeps what it learnt of the terms of the queries it was asked (their row
+counts), so a way sharing sources with another found each query's counts already there
+when it came second (the engine's three ways shared theirs until 2026-12-05), and ways
+sharing a composite shared its judgement of whether to ask in turn.
+
 ``--load N`` runs N busy Python processes for the duration of the timings (ended after).
-Prints one JSON line per size (p50s in ms, and each way's ratio to ``engine``) and writes
-them all to ``--out``.
+Prints one JSON line per size (p50s in ms, each way's ratio to ``engine``, and with several
+bases ``open_search``'s to ``engine_sync``, the same synchronous path without the facade)
+and writes them all to ``--out``.
 """
 
 from __future__ import annotations
@@ -113,10 +121,13 @@ def write_rows(rows: list[dict[str, Any]], out: Path | None) -> None:
 
 
 def measure(workspace: Path, bases: int, queries: list[str], rounds: int) -> dict[str, Any]:
-    sources = [SqliteFtsSource(f"kb{n}", workspace / f"kb{n}.db") for n in range(bases)]
+    def sources() -> list[SqliteFtsSource]:
+        return [SqliteFtsSource(f"kb{n}", workspace / f"kb{n}.db") for n in range(bases)]
+
+    # One each for engine, engine_concurrent and engine_sync: see the module's docstring.
     composites = [
-        CompositeWorkspaceRetriever(sources, default_timeout_ms=600_000, candidates=100)
-        for _ in range(2)
+        CompositeWorkspaceRetriever(sources(), default_timeout_ms=600_000, candidates=100)
+        for _ in range(3)
     ]
     composites[1].local_path = False
     loop = asyncio.new_event_loop()
@@ -132,11 +143,12 @@ def measure(workspace: Path, bases: int, queries: list[str], rounds: int) -> dic
         "open_asearch": on_loop(lambda text: kx.asearch(text, k=10)),
     }
     if bases == 1:
-        ways["engine"] = on_loop(lambda text: sources[0].retrieve(Query(text, k=100)))
+        source = sources()[0]
+        ways["engine"] = on_loop(lambda text: source.retrieve(Query(text, k=100)))
     else:
         ways["engine"] = on_loop(lambda text: composites[0].retrieve(Query(text, k=100)))
         ways["engine_concurrent"] = on_loop(lambda text: composites[1].retrieve(Query(text, k=100)))
-        ways["engine_sync"] = lambda text: composites[0].retrieve_sync(Query(text, k=100))
+        ways["engine_sync"] = lambda text: composites[2].retrieve_sync(Query(text, k=100))
         ways["open_search_concurrent"] = lambda text: concurrent_kx.search(text, k=10)
     try:
         times = interleaved(ways, queries, rounds)
@@ -154,6 +166,8 @@ def measure(workspace: Path, bases: int, queries: list[str], rounds: int) -> dic
         for name, ms in p50.items()
         if name != "engine"
     }
+    if "engine_sync" in p50:
+        row["open_search_vs_engine_sync_ratio"] = round(p50["open_search"] / p50["engine_sync"], 3)
     return row
 
 

@@ -379,3 +379,34 @@ def test_bad_configuration_is_rejected() -> None:
         CompositeWorkspaceRetriever([source], timeouts_ms={"typo": 100})
     with pytest.raises(ValueError, match="candidates"):
         CompositeWorkspaceRetriever([source], candidates=0)
+
+
+def test_retrieve_sync_keeps_its_loop_between_calls_and_lets_it_go_on_close() -> None:
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    class LoopRecordingSource(StaticSource):
+        async def retrieve(self, query: Query) -> list[Hit]:
+            loops.append(asyncio.get_running_loop())
+            return self.hits
+
+    composite = CompositeWorkspaceRetriever([LoopRecordingSource("A", ["x"])])
+    composite.local_path = False  # through the private loop, not the calling thread
+    first = composite.retrieve_sync(Query("q"))
+    second = composite.retrieve_sync(Query("q"))
+    assert [h.id for h in first.hits] == [h.id for h in second.hits] == ["x"]
+    assert loops[0] is loops[1] and not loops[0].is_closed()
+    composite.close()
+    assert loops[0].is_closed()
+
+
+def test_closing_inside_a_running_loop_still_lets_the_kept_loop_go() -> None:
+    composite = CompositeWorkspaceRetriever([StaticSource("A", ["x"])])
+    composite.local_path = False
+    composite.retrieve_sync(Query("q"))
+
+    async def close_inside() -> None:
+        composite.close()
+
+    run(close_inside())
+    assert [h.id for h in composite.retrieve_sync(Query("q")).hits] == ["x"]  # a fresh one
+    composite.close()

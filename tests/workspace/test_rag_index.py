@@ -429,3 +429,22 @@ def test_an_index_without_vectors_keeps_words_only_and_drops_its_packs(database,
         assert index.index().added == 1 and words.texts_embedded == 0
     finally:
         index.close()
+
+
+def test_is_indexed_says_whether_this_workspace_has_a_file_not_another(
+    index, database, project, tmp_path, embedder
+):
+    other_root = tmp_path / "other"
+    other_root.mkdir()
+    other = WorkspaceRagIndex(database, other_root, embedder)
+    try:
+        assert not index.is_indexed() and not other.is_indexed()
+        index.index()
+        assert index.is_indexed() and index.file_count() == 5
+        assert not other.is_indexed()  # the same database, another workspace
+        for path in [p for p in project.rglob("*") if p.is_file()]:
+            path.unlink()
+        index.index()
+        assert not index.is_indexed()
+    finally:
+        other.close()

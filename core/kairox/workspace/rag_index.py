@@ -480,4 +480,13 @@ class WorkspaceRagIndex(ChunkingMixin, EmbeddingMixin, VectorPacksMixin, SearchM
             ).fetchone()[0]
 
     def is_indexed(self) -> bool:
-        return self.file_count() > 0
+        """Whether this workspace has an indexed file. Asked before every search (the
+        plan's check that its sources still answer): an index lookup of the first row,
+        not a count of them all (a count took 0.26 ms at 6,000 files, 4.8 at 100,000)."""
+        with self._lock:
+            return bool(
+                self._db.execute(
+                    "SELECT EXISTS (SELECT 1 FROM rag_files WHERE workspace=?)",
+                    (self.workspace_id,),
+                ).fetchone()[0]
+            )
