@@ -35,6 +35,7 @@ from kairox.retrieval.ann import (
     write_index,
 )
 from kairox.retrieval.ann_ivf import IVF_THRESHOLD, IvfIndex, build_ivf
+from kairox.support.native_memory import read_released
 from kairox.workspace.vector_pack import ReorderedRows, VectorPack, hand_over_vectors, read_pack
 from kairox.workspace.vector_store import pack_keys
 
@@ -149,7 +150,7 @@ class PackIndex:
         if self.partitioned(len(pack.vectors)):
             keys = pack_keys(pack)
             index, _ = build_ivf(
-                pack.rows,
+                _released(pack.rows, mapped),
                 len(keys),
                 previous=self._previous_partition(token),
                 keys=keys,
@@ -157,7 +158,7 @@ class PackIndex:
             )
             stem = self.stem(token)
             write_array(self.paths(token)[1], [keys], keys.shape, np.uint64)
-            index.save(stem, _codes_of(pack), mapped)
+            index.save(stem, _released(_codes_of(pack), mapped), mapped)
             if pack.scales is not None:
                 del pack, mapped  # the maps of the file about to go
                 hand_over_vectors(self.folder, self.key, token)
@@ -193,3 +194,16 @@ def _codes_of(pack: VectorPack) -> Callable[[np.ndarray], np.ndarray]:
     if pack.scales is not None:
         return lambda rows: np.asarray(pack.vectors[rows])
     return lambda rows: quantise(pack.rows(rows))
+
+
+def _released(
+    read: Callable[[np.ndarray], np.ndarray], mapped: tuple[np.ndarray | None, ...]
+) -> Callable[[np.ndarray], np.ndarray]:
+    """``read`` (rows of the mapped pack) a few rows at a time, the maps' pages handed back
+    after each (:func:`~kairox.support.native_memory.read_released`): a block of
+    scattered rows, such as one cluster's, would otherwise map most of the pack."""
+
+    def rows_of(rows: np.ndarray) -> np.ndarray:
+        return np.concatenate([read(rows[:0]), *read_released(read, rows, *mapped)])
+
+    return rows_of

@@ -33,7 +33,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from kairox.support.native_memory import release_mapped
+from kairox.support.native_memory import read_released
 from kairox.support.paths import private_file, private_folder
 
 __all__ = [
@@ -59,8 +59,8 @@ _ARRAYS = ("ids", "chunk_rows", "owners", "sentence_rows")
 #: float32 scale a row: each row is rounded to 255 levels of its largest component).
 FORMATS = {"float32": "<f4", "float16": "<f2", "int8": "i1"}
 _INT8_LEVELS = 127.0
-# Rows compared per block when a pack hands its codes over (6 MB of 384-wide int8 rows).
-_CHECK_ROWS = 16_384
+# Rows compared when a pack hands its codes over.
+_CHECK_ROWS = 4_096
 
 
 def encode(block: np.ndarray, form: str) -> tuple[np.ndarray, np.ndarray | None]:
@@ -122,8 +122,15 @@ class ReorderedRows:
             return np.array(self.stored[int(at)])
         ascending = np.argsort(at, kind="stable")
         rows = np.empty((len(at), self.shape[1]), dtype=self.dtype)
-        rows[ascending] = self.stored[at[ascending]]
+        done = 0
+        # A few at a time: scattered reads of a map hold much more than they read.
+        for part in read_released(self._read, at[ascending], self.stored):
+            rows[ascending[done : done + len(part)]] = part
+            done += len(part)
         return rows
+
+    def _read(self, positions: np.ndarray) -> np.ndarray:
+        return np.asarray(self.stored[positions])
 
 
 @dataclass(frozen=True)
@@ -369,7 +376,7 @@ def _handed_over(folder: Path, key: str, token: str) -> ReorderedRows:
 def hand_over_vectors(folder: Path, key: str, token: str) -> bool:
     """Let the partition written beside int8 pack ``token`` (its codes, in its order) be
     the store of the pack's vectors: the pack's own file goes when the partition holds
-    the same codes (checked a block at a time). Call once the partition's files are all
+    the same codes (checked on a sample of rows). Call once the partition's files are all
     in place: until the unlink the pack reads its own file, after it the partition's, so
     a crash at any point leaves a readable pack. Whether the file went."""
     vectors_path = _paths(folder, key, token)[0]
@@ -390,17 +397,13 @@ def hand_over_vectors(folder: Path, key: str, token: str) -> bool:
 
 
 def _same_codes(own: np.ndarray, reordered: ReorderedRows) -> bool:
-    """Whether the stored rows are the pack's, read in stored order (a forward pass over
-    the stored rows, both maps' pages handed back as it goes)."""
-    order = reordered.order
-    for start in range(0, len(order), _CHECK_ROWS):
-        rows = np.asarray(order[start : start + _CHECK_ROWS])
-        ascending = np.argsort(rows, kind="stable")
-        stored = np.asarray(reordered.stored[start : start + len(rows)])
-        if not np.array_equal(own[rows[ascending]], stored[ascending]):
-            return False
-        release_mapped(own, reordered.stored)
-    return True
+    """Whether the stored rows are the pack's, on :data:`_CHECK_ROWS` rows spread over
+    them (the partition was written from this pack's rows a moment before: what could
+    differ is where each went, which a sample shows)."""
+    stored = np.unique(np.linspace(0, len(own) - 1, min(len(own), _CHECK_ROWS)).astype(np.int64))
+    theirs = read_released(reordered.stored.__getitem__, stored, reordered.stored)
+    mine = read_released(own.__getitem__, np.asarray(reordered.order[stored]), own)
+    return all(np.array_equal(a, b) for a, b in zip(mine, theirs, strict=True))
 
 
 def _consistent(pack: VectorPack, dim: int, layout: bool = True) -> bool:
