@@ -33,7 +33,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from kairox.support.native_memory import read_released
+from kairox.support.native_memory import read_released, release_mapped
 from kairox.support.paths import private_file, private_folder
 
 __all__ = [
@@ -59,6 +59,10 @@ _ARRAYS = ("ids", "chunk_rows", "owners", "sentence_rows")
 #: float32 scale a row: each row is rounded to 255 levels of its largest component).
 FORMATS = {"float32": "<f4", "float16": "<f2", "int8": "i1"}
 _INT8_LEVELS = 127.0
+# Rows of a pack handed over read from the map a span at a time (24 MB of 384-wide int8
+# rows) when at least one in _DENSE is asked, else one by one from the file.
+_SPAN_ROWS = 65_536
+_DENSE = 16
 # Rows compared when a pack hands its codes over.
 _CHECK_ROWS = 4_096
 
@@ -87,7 +91,10 @@ class ReorderedRows:
     """A pack's rows stored in another order: row ``r`` is ``stored[position[r]]``, where
     ``order[s]`` is the row stored at ``s`` (an int8 pack's codes kept cluster by cluster by
     its partition). Indexed as the pack's own array is (a slice or an array of rows gives
-    a copy); the stored rows are read in ascending order, a forward pass over the map."""
+    a copy). The rows asked are scattered over the stored ones, and one scattered read of
+    a map maps the whole cached folio around it (hundreds of MB for a few thousand rows):
+    a few rows are read from the file instead, many a span of the map at a time, its
+    pages handed back after each."""
 
     def __init__(self, stored: np.ndarray, order: np.ndarray) -> None:
         if stored.ndim != 2 or order.shape != (len(stored),):
@@ -119,18 +126,35 @@ class ReorderedRows:
     def __getitem__(self, which: np.ndarray | slice | int) -> np.ndarray:
         at = self.position()[which]
         if np.ndim(at) == 0:
-            return np.array(self.stored[int(at)])
+            return self._sparse(np.array([at]))[0]
         ascending = np.argsort(at, kind="stable")
+        positions = at[ascending]
+        stored = self.stored
+        if len(at) * _DENSE < len(self) and isinstance(stored, np.memmap):
+            rows = np.empty((len(at), self.shape[1]), dtype=self.dtype)
+            rows[ascending] = self._sparse(positions)
+            return rows
+        # Many rows: a span of the map at a time, each row put where it was asked.
         rows = np.empty((len(at), self.shape[1]), dtype=self.dtype)
-        done = 0
-        # A few at a time: scattered reads of a map hold much more than they read.
-        for part in read_released(self._read, at[ascending], self.stored):
-            rows[ascending[done : done + len(part)]] = part
-            done += len(part)
+        for start in range(0, len(self), _SPAN_ROWS):
+            low, high = np.searchsorted(positions, [start, start + _SPAN_ROWS])
+            if high > low:
+                span = np.asarray(stored[start : start + _SPAN_ROWS])
+                rows[ascending[low:high]] = span[positions[low:high] - start]
+                release_mapped(stored)
         return rows
 
-    def _read(self, positions: np.ndarray) -> np.ndarray:
-        return np.asarray(self.stored[positions])
+    def _sparse(self, positions: np.ndarray) -> np.ndarray:
+        """The stored rows at ``positions`` read from the file, one by one (the map
+        would hold the folios around them)."""
+        stored = self.stored
+        if not isinstance(stored, np.memmap):
+            return np.asarray(stored[positions])
+        width = self.shape[1] * self.dtype.itemsize
+        with open(stored.filename, "rb") as handle:
+            fd, offset = handle.fileno(), stored.offset
+            raw = b"".join(os.pread(fd, width, offset + int(p) * width) for p in positions)
+        return np.frombuffer(raw, dtype=self.dtype).reshape(len(positions), self.shape[1])
 
 
 @dataclass(frozen=True)
