@@ -223,6 +223,12 @@ def test_a_partitioned_int8_knowledge_base_searches_as_exact_across_ingests(tmp_
     shutil.copytree(folder, tmp_path / "copy.db.vectors")
     shutil.copy(tmp_path / "kb.db", tmp_path / "copy.db")
     searched_as_exact("copy.db")
+    # The copy's vectors back into database rows (read through the partition's order).
+    unpacked = build(tmp_path, embedder, path="copy.db", vector_pack=False, **options)
+    expected = run(source("copy.db", threshold=10_000).retrieve(Query("sea waves", k=5)))
+    ingest_passages(unpacked, tmp_path, passages(500))
+    assert not list((tmp_path / "copy.db.vectors").glob("*.npy"))
+    assert run(unpacked.retrieve(Query("sea waves", k=5))) == expected
     ingest_passages(source(), tmp_path, passages(60), prune=True)  # below the partition
     assert not list(folder.glob("*.ivf-*")) and len(list(folder.glob("*.vectors.npy"))) == 1
     searched_as_exact()
