@@ -93,8 +93,10 @@ class ReorderedRows:
     its partition). Indexed as the pack's own array is (a slice or an array of rows gives
     a copy). The rows asked are scattered over the stored ones, and one scattered read of
     a map maps the whole cached folio around it (hundreds of MB for a few thousand rows):
-    a few rows are read from the file instead, many a span of the map at a time, its
-    pages handed back after each."""
+    many rows are read a span of the map at a time, its pages handed back after each; a
+    few from the map as they are (a search's candidates: as fast as the pack's own file
+    was), or, :attr:`streamed`, from the file (a pass over every row a block at a time,
+    such as the next ingest's merge, would otherwise map all of them)."""
 
     def __init__(self, stored: np.ndarray, order: np.ndarray) -> None:
         if stored.ndim != 2 or order.shape != (len(stored),):
@@ -104,6 +106,8 @@ class ReorderedRows:
         self.shape: tuple[int, int] = stored.shape
         self.dtype = stored.dtype
         self.ndim = 2
+        #: Read a few rows from the file rather than the map (see above).
+        self.streamed = False
         self._position: np.ndarray | None = None
 
     @property
@@ -130,7 +134,7 @@ class ReorderedRows:
         ascending = np.argsort(at, kind="stable")
         positions = at[ascending]
         stored = self.stored
-        if len(at) * _DENSE < len(self) and isinstance(stored, np.memmap):
+        if len(at) * _DENSE < len(self):
             rows = np.empty((len(at), self.shape[1]), dtype=self.dtype)
             rows[ascending] = self._sparse(positions)
             return rows
@@ -145,10 +149,10 @@ class ReorderedRows:
         return rows
 
     def _sparse(self, positions: np.ndarray) -> np.ndarray:
-        """The stored rows at ``positions`` read from the file, one by one (the map
-        would hold the folios around them)."""
+        """The stored rows at ``positions``: from the map, or :attr:`streamed` from the
+        file, one by one."""
         stored = self.stored
-        if not isinstance(stored, np.memmap):
+        if not self.streamed or not isinstance(stored, np.memmap):
             return np.asarray(stored[positions])
         width = self.shape[1] * self.dtype.itemsize
         with open(stored.filename, "rb") as handle:
