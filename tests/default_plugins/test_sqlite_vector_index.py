@@ -6,18 +6,22 @@ decoding only the candidates' vectors."""
 from __future__ import annotations
 
 import hashlib
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.default_plugins.sqlite_vector_index import PackIndex
+from kairox.retrieval import Query
 from kairox.retrieval.ann import AnnIndex, candidates_for, rescored_top_k
 from kairox.retrieval.ann_ivf import IvfIndex
 from kairox.retrieval.vectors import SentenceVectors, embed_unit, top_k
-from kairox.workspace.vector_pack import PackWriter, VectorPack, read_pack
+from kairox.testing import run
+from kairox.workspace.vector_pack import PackWriter, ReorderedRows, VectorPack, read_pack
 from kairox.workspace.vector_store import PackArrays
-from tests.default_plugins.vector_helpers import build, ingest_passages
+from tests.default_plugins.vector_helpers import build, ingest_passages, passages
 
 pytest.importorskip("numkong")
 
@@ -82,11 +86,19 @@ def test_an_int8_pack_below_the_partition_is_scanned_as_it_is_stored(tmp_path):
 
 @pytest.mark.parametrize("form", ["int8", "float16"])
 def test_from_its_size_on_a_pack_is_partitioned_and_finds_what_exact_does(tmp_path, form):
-    token = store(tmp_path, clustered(2_000), form)
+    vectors = clustered(2_000)
+    token = store(tmp_path, vectors, form)
+    stored = read_pack(tmp_path, KEY, token, DIM).rows()
     packs = PackIndex(tmp_path, KEY, DIM, threshold=100, partition_from=1_000)
     packs.write(token)
     assert len(list(tmp_path.glob("*.ivf-codes.npy"))) == 1
+    # An int8 pack's codes are on disk once, the partition's; a float16 one's stay.
+    assert (tmp_path / f"{KEY}-{token}.vectors.npy").exists() == (form == "float16")
     pack = read_pack(tmp_path, KEY, token, DIM)
+    assert isinstance(pack.vectors, ReorderedRows) == (form == "int8")
+    np.testing.assert_array_equal(pack.rows(), stored)
+    packs.write(token)  # again: nothing changes
+    np.testing.assert_array_equal(read_pack(tmp_path, KEY, token, DIM).rows(), stored)
     approximate = packs.stored(token, pack)
     assert isinstance(approximate.index, IvfIndex)
     approximate.index.probes = len(approximate.index.centroids) // 2
@@ -165,3 +177,58 @@ def test_a_search_through_the_index_decodes_only_its_candidates_rows(
     # A filtered search is exact: it decodes the pack, once.
     vectors.search(queries[0], 5, allowed=pack.ids[:10])
     assert arrays.decoded
+
+
+def test_a_partitioned_int8_knowledge_base_searches_as_exact_across_ingests(tmp_path):
+    """Its codes handed over to the partition: merged into the next pack, searched
+    (filtered too), copied, and back below the partition's size, as exact search finds."""
+    embedder = HashingEmbedder(dim=64)
+    options = {"vector_format": "int8", "sentence_weight": 0.5}
+    folder = tmp_path / "kb.db.vectors"
+
+    def source(path="kb.db", threshold=50):
+        opened = build(tmp_path, embedder, path=path, ann_threshold=threshold, **options)
+        opened._open(create=True)
+        opened._vectors._index.partition_from = 300
+        return opened
+
+    def searched_as_exact(path="kb.db") -> None:
+        approximate, exact = source(path), source(path, threshold=10_000)
+        # Queries whose top 5 tie no other passage (the partition may order ties otherwise).
+        for text in ("sea waves", "physician clinic", "note 77", "glad ending 12"):
+            query = Query(text, k=5)
+            found, expected = run(approximate.retrieve(query)), run(exact.retrieve(query))
+            assert found and [(h.id, h.score) for h in found] == [(h.id, h.score) for h in expected]
+            assert approximate._vectors is not None
+            arrays, index = approximate._vectors._arrays()
+            assert index is not None  # through the approximate index
+            rowids = arrays.ids[:40]
+            vector = embed_unit(embedder, [text])[0]
+            assert approximate._vectors.search(vector, 5, rowids) == exact._vectors.search(
+                vector, 5, rowids
+            )
+
+    writer = source()
+    ingest_passages(writer, tmp_path, passages(400))
+    [first] = folder.glob("*.ivf-codes.npy")
+    assert not list(folder.glob("*.vectors.npy"))  # handed over
+    searched_as_exact()
+    ingest_passages(writer, tmp_path, passages(500))  # merged from the handed-over pack
+    [second] = folder.glob("*.ivf-codes.npy")
+    assert second != first and not list(folder.glob("*.vectors.npy"))
+    index = IvfIndex.open(Path(str(second)[: -len(".ivf-codes.npy")]), 64)
+    assert index is not None and index.trained < len(index)  # new rows assigned, no retrain
+    searched_as_exact()
+    writer._open().close()
+    shutil.copytree(folder, tmp_path / "copy.db.vectors")
+    shutil.copy(tmp_path / "kb.db", tmp_path / "copy.db")
+    searched_as_exact("copy.db")
+    # The copy's vectors back into database rows (read through the partition's order).
+    unpacked = build(tmp_path, embedder, path="copy.db", vector_pack=False, **options)
+    expected = run(source("copy.db", threshold=10_000).retrieve(Query("sea waves", k=5)))
+    ingest_passages(unpacked, tmp_path, passages(500))
+    assert not list((tmp_path / "copy.db.vectors").glob("*.npy"))
+    assert run(unpacked.retrieve(Query("sea waves", k=5))) == expected
+    ingest_passages(source(), tmp_path, passages(60), prune=True)  # below the partition
+    assert not list(folder.glob("*.ivf-*")) and len(list(folder.glob("*.vectors.npy"))) == 1
+    searched_as_exact()

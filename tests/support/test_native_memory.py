@@ -9,7 +9,12 @@ import sys
 import numpy as np
 import pytest
 
-from kairox.support.native_memory import release_mapped, return_freed_memory
+from kairox.support.native_memory import (
+    SCATTERED_ROWS,
+    read_released,
+    release_mapped,
+    return_freed_memory,
+)
 
 glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="needs glibc")
 
@@ -55,3 +60,19 @@ def test_a_mapped_file_s_pages_leave_the_resident_set_and_read_back(tmp_path):
     assert read - before > 48 * 2**20, (before, read)
     assert read - after > 48 * 2**20, (read, after)
     assert int(rows.sum(dtype=np.int64)) == total and rows[3, 5] == 3 * 256 + 5
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self/statm")
+def test_scattered_rows_read_a_few_at_a_time_leave_the_map_unresident(tmp_path):
+    path = tmp_path / "rows.npy"
+    np.save(path, np.arange(16 * 2**20, dtype=np.int32).reshape(-1, 256))  # 64 MB
+    rows = np.load(path, mmap_mode="r")
+    int(rows.sum(dtype=np.int64))  # every page cached
+    release_mapped(rows)
+    scattered = np.arange(0, len(rows), 16)  # one row in every 16 KB
+    before = resident_bytes()
+    parts = list(read_released(rows.__getitem__, scattered, rows))
+    after = resident_bytes()
+    assert len(parts) == -(-len(scattered) // SCATTERED_ROWS)
+    np.testing.assert_array_equal(np.concatenate(parts), np.asarray(rows)[scattered])
+    assert after - before < 16 * 2**20, (before, after)  # not the 64 MB the rows span

@@ -8,10 +8,12 @@ import pytest
 from kairox.workspace.vector_pack import (
     FORMATS,
     PackWriter,
+    ReorderedRows,
     VectorPack,
     adopt_pack,
     decode,
     encode,
+    hand_over_vectors,
     pack_key,
     read_pack,
     remove_packs,
@@ -217,3 +219,70 @@ def test_a_pack_under_another_key_is_adopted_by_its_token(tmp_path, pack) -> Non
     assert read_pack(tmp_path, new, token, DIM) is None
     assert adopt_pack(tmp_path, new, token) and read_pack(tmp_path, new, token, DIM) is not None
     assert not adopt_pack(tmp_path / "missing", new, token)
+
+
+def _int8_pack(tmp_path, pack) -> tuple[str, np.ndarray]:
+    """An int8 pack of ``pack``'s arrays, and its codes."""
+    with PackWriter(tmp_path, "k", rows=5, dim=DIM, form="int8") as writer:
+        writer.add(pack.vectors)
+        token = writer.finish(pack)
+    return token, np.load(tmp_path / f"k-{token}.vectors.npy")
+
+
+def _partition_codes(tmp_path, token: str, codes: np.ndarray, order: np.ndarray) -> None:
+    """The files a partition keeps an int8 pack's codes in: in ``order``, with it."""
+    np.save(tmp_path / f"k-{token}.ivf-order.npy", order)
+    np.save(tmp_path / f"k-{token}.ivf-codes.npy", codes[order])
+
+
+def test_an_int8_pack_handed_over_reads_its_rows_through_the_partitions_order(
+    tmp_path, pack
+) -> None:
+    token, codes = _int8_pack(tmp_path, pack)
+    before = read_pack(tmp_path, "k", token, DIM)
+    _partition_codes(tmp_path, token, codes, np.array([3, 0, 4, 1, 2]))
+    assert hand_over_vectors(tmp_path, "k", token)
+    assert not (tmp_path / f"k-{token}.vectors.npy").exists()  # the codes once on disk
+    after = read_pack(tmp_path, "k", token, DIM)
+    assert isinstance(after.vectors, ReorderedRows) and len(after.vectors) == 5
+    for which in (slice(None), slice(1, 4), np.array([4, 0, 2, 2]), after.chunk_rows):
+        np.testing.assert_array_equal(after.vectors[which], codes[which])
+        np.testing.assert_array_equal(after.rows(which), before.rows(which))
+    np.testing.assert_array_equal(after.vectors[3], codes[3])
+
+
+def test_codes_that_differ_from_the_packs_are_not_handed_over(tmp_path, pack) -> None:
+    token, codes = _int8_pack(tmp_path, pack)
+    changed = codes.copy()
+    changed[2] = -changed[2]
+    _partition_codes(tmp_path, token, changed, np.arange(5))
+    assert not hand_over_vectors(tmp_path, "k", token)
+    (tmp_path / f"k-{token}.ivf-codes.npy").unlink()  # a partition cut short
+    assert not hand_over_vectors(tmp_path, "k", token)
+    # Either way the pack keeps and reads its own file.
+    read = read_pack(tmp_path, "k", token, DIM)
+    assert read is not None and isinstance(read.vectors, np.memmap)
+    np.testing.assert_array_equal(read.vectors, codes)
+
+
+def test_a_pack_read_without_its_layout_has_its_ids_alone(tmp_path, pack) -> None:
+    token = write_pack(tmp_path, "k", pack)
+    read = read_pack(tmp_path, "k", token, DIM, layout=False)
+    assert read is not None and read.ids.tolist() == [3, 7, 9]
+    assert not len(read.chunk_rows) and not len(read.sentence_rows) and not len(read.owners)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("count", [3, 200, 70_000])
+def test_reordered_rows_read_as_the_rows_they_reorder(tmp_path, count, streamed) -> None:
+    """A few rows (from the map, or the file), many (a span of the map at a time), one."""
+    codes = np.random.default_rng(count).integers(-127, 128, (70_000, DIM), dtype=np.int8)
+    order = np.random.default_rng(1).permutation(len(codes))
+    np.save(tmp_path / "stored.npy", codes[order])
+    stored = np.load(tmp_path / "stored.npy", mmap_mode="r")
+    rows = ReorderedRows(stored, order)
+    rows.streamed = streamed
+    wanted = np.random.default_rng(2).choice(len(codes), count, replace=False)
+    np.testing.assert_array_equal(rows[wanted], codes[wanted])
+    np.testing.assert_array_equal(rows[5], codes[5])
+    np.testing.assert_array_equal(rows[10:20], codes[10:20])

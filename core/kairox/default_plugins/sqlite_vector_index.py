@@ -9,9 +9,12 @@ are so they go when the pack does:
   copy of a float16 pack's, rebuilt after each ingest from the previous pack's codes
   (quantising only new vectors);
 - from there on, an inverted-file partition (:mod:`kairox.retrieval.ann_ivf`) holding
-  the codes cluster by cluster (a copy even of an int8 pack's: gathering each probed
-  cluster's rows from the pack was 5x slower than scanning them in place), rebuilt after
-  each ingest assigning only new vectors to the previous pack's centroids.
+  the codes cluster by cluster (gathering each probed cluster's rows from the pack was 5x
+  slower than scanning them in place), rebuilt after each ingest assigning only new
+  vectors to the previous pack's centroids. An int8 pack's partition then becomes the
+  store of its codes (:func:`~kairox.workspace.vector_pack.hand_over_vectors`: the pack's
+  own vectors file goes, its rows read through the partition's order), so they are on
+  disk once; a float16 pack's partition holds an int8 copy.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from kairox.retrieval.ann import (
     write_index,
 )
 from kairox.retrieval.ann_ivf import IVF_THRESHOLD, IvfIndex, build_ivf
-from kairox.workspace.vector_pack import VectorPack, read_pack
+from kairox.support.native_memory import read_released
+from kairox.workspace.vector_pack import ReorderedRows, VectorPack, hand_over_vectors, read_pack
 from kairox.workspace.vector_store import pack_keys
 
 __all__ = ["Approximate", "PackIndex"]
@@ -134,15 +138,19 @@ class PackIndex:
         keyed by its text hash), from the previous pack's and the new vectors, written
         beside the pack a block at a time (the pack's pages and the previous index's are
         handed back after each: memory stays bounded at any size). An int8 pack below
-        the partition's size needs none: its codes are scanned as they are."""
-        pack = read_pack(self.folder, self.key, token, self.dim, with_hashes=True)
+        the partition's size needs none: its codes are scanned as they are. An int8
+        pack's partition then holds its codes, the pack's own file gone."""
+        # The vectors alone: the layout (millions of sentences) would be hundreds of MB.
+        pack = read_pack(self.folder, self.key, token, self.dim, with_hashes=True, layout=False)
         if pack is None or not self.wanted(len(pack.ids)):
+            return
+        if isinstance(pack.vectors, ReorderedRows):  # its partition is written, and the store
             return
         mapped = (pack.vectors, pack.scales)
         if self.partitioned(len(pack.vectors)):
             keys = pack_keys(pack)
             index, _ = build_ivf(
-                pack.rows,
+                _released(pack.rows, mapped),
                 len(keys),
                 previous=self._previous_partition(token),
                 keys=keys,
@@ -150,7 +158,10 @@ class PackIndex:
             )
             stem = self.stem(token)
             write_array(self.paths(token)[1], [keys], keys.shape, np.uint64)
-            index.save(stem, _codes_of(pack), mapped)
+            index.save(stem, _released(_codes_of(pack), mapped), mapped)
+            if pack.scales is not None:
+                del pack, mapped  # the maps of the file about to go
+                hand_over_vectors(self.folder, self.key, token)
         elif pack.scales is None:
             write_index(
                 *self.paths(token),
@@ -166,7 +177,7 @@ class PackIndex:
         if not self.wanted(len(pack.ids)):
             return None
         index: CandidateIndex | None
-        if self.partitioned(len(pack.vectors)):
+        if self.partitioned(len(pack.vectors)) or isinstance(pack.vectors, ReorderedRows):
             index = IvfIndex.open(self.stem(token), self.dim)
         elif pack.scales is not None:  # an int8 pack: its codes are the index's
             index = AnnIndex(None, pack.vectors)
@@ -183,3 +194,16 @@ def _codes_of(pack: VectorPack) -> Callable[[np.ndarray], np.ndarray]:
     if pack.scales is not None:
         return lambda rows: np.asarray(pack.vectors[rows])
     return lambda rows: quantise(pack.rows(rows))
+
+
+def _released(
+    read: Callable[[np.ndarray], np.ndarray], mapped: tuple[np.ndarray | None, ...]
+) -> Callable[[np.ndarray], np.ndarray]:
+    """``read`` (rows of the mapped pack) a few rows at a time, the maps' pages handed back
+    after each (:func:`~kairox.support.native_memory.read_released`): a block of
+    scattered rows, such as one cluster's, would otherwise map most of the pack."""
+
+    def rows_of(rows: np.ndarray) -> np.ndarray:
+        return np.concatenate([read(rows[:0]), *read_released(read, rows, *mapped)])
+
+    return rows_of

@@ -105,7 +105,8 @@ def arrange(
 ) -> VectorPack:
     """A pack's index arrays: the passages (by document rowid) and sentences whose vector
     ``rows_of`` finds (it maps ``S32`` digests to rows of ``vectors``, -1 when missing),
-    read a block of passages at a time."""
+    read a block of passages at a time. Rows and owners are int32 where they fit (as the
+    pack stores them): at a million passages the sentences' are tens of millions."""
     ids, chunk_rows, owners, sentence_rows = [], [], [], []
     kept = 0
     cursor = db.execute(
@@ -122,15 +123,27 @@ def arrange(
         position = np.repeat(kept + np.cumsum(has) - 1, counts)
         owned = np.repeat(has, counts) & (sentences >= 0)
         ids.append(rowids[has])
-        chunk_rows.append(passages[has])
-        owners.append(position[owned])
-        sentence_rows.append(sentences[owned])
+        chunk_rows.append(_narrow(passages[has]))
+        owners.append(_narrow(position[owned]))
+        sentence_rows.append(_narrow(sentences[owned]))
         kept += int(has.sum())
-    empty = [np.empty(0, dtype=np.int64)]
     return VectorPack(
-        ids=np.concatenate(ids or empty),
-        chunk_rows=np.concatenate(chunk_rows or empty),
-        owners=np.concatenate(owners or empty),
-        sentence_rows=np.concatenate(sentence_rows or empty),
+        ids=_joined(ids),
+        chunk_rows=_joined(chunk_rows),
+        owners=_joined(owners),
+        sentence_rows=_joined(sentence_rows),
         vectors=vectors,
     )
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """Non-negative row numbers as int32 when they fit."""
+    return values.astype(np.int32) if not len(values) or values.max() < 2**31 else values
+
+
+def _joined(blocks: list[np.ndarray]) -> np.ndarray:
+    """The blocks as one array, each let go once copied (one array's worth extra, not
+    the whole list's)."""
+    joined = np.concatenate(blocks) if blocks else np.empty(0, dtype=np.int64)
+    blocks.clear()
+    return joined

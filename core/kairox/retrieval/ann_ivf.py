@@ -6,9 +6,10 @@ sample (:func:`train_centroids`: at most :data:`SAMPLE_PER_CLUSTER` rows per clu
 a block at a time, so training memory is bounded whatever the collection); every vector
 then goes to its nearest centroid, a block at a time (:func:`assign`). The index keeps
 the rows cluster by cluster (``order``, with ``offsets``) and their int8 codes in that
-order, contiguous per cluster: a copy even of an int8 pack's codes, because gathering each
-probed cluster's rows from the pack (numpy fancy indexing of the mapped pack) took 38.5 ms
-for 32 clusters of 2,000,000 rows against 7.4 ms for the same rows scanned in place.
+order, contiguous per cluster, because gathering each probed cluster's rows from the pack
+(numpy fancy indexing of the mapped pack) took 38.5 ms for 32 clusters of 2,000,000 rows
+against 7.4 ms for the same rows scanned in place. An int8 pack's codes are then kept
+there alone (:func:`kairox.workspace.vector_pack.hand_over_vectors`).
 
 A search ranks the centroids against the query and scans the :attr:`IvfIndex.probes`
 nearest clusters with numkong's int8 kernels (:meth:`IvfIndex.scan`); a row it did not

@@ -9,7 +9,10 @@ marks (one per inference thread). :func:`return_freed_memory` asks glibc to rele
 Pages of a memory-mapped file count toward the resident size too, once read: a pass over
 a mapped vector pack of gigabytes holds all of it until the map is closed.
 :func:`release_mapped` drops them from the process (``MADV_DONTNEED``; they stay in the
-page cache, and a later read maps them again).
+page cache, and a later read maps them again). A read of one scattered row maps the
+whole cached folio around it (measured: 256 rows of 384 bytes spread over a pack of
+784 MB mapped 103 MB): :func:`read_released` reads scattered rows a few at a time,
+handing the pages back after each.
 """
 
 from __future__ import annotations
@@ -18,13 +21,18 @@ import ctypes
 import ctypes.util
 import functools
 import mmap
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # no numpy for return_freed_memory's callers
     import numpy as np
 
-__all__ = ["release_mapped", "return_freed_memory"]
+__all__ = ["SCATTERED_ROWS", "read_released", "release_mapped", "return_freed_memory"]
+
+#: Scattered rows read from a map between hand-backs of its pages (:func:`read_released`).
+SCATTERED_ROWS = 64
+
+_Part = TypeVar("_Part")
 
 
 @functools.cache
@@ -60,3 +68,15 @@ def release_mapped(*arrays: np.ndarray | None) -> None:
             base = getattr(base, "base", None)
         if base is not None and advice is not None and not base.closed:
             base.madvise(advice)
+
+
+def read_released(
+    read: Callable[[Any], _Part], rows: Any, *arrays: np.ndarray | None
+) -> Iterator[_Part]:
+    """``read(part)`` of each :data:`SCATTERED_ROWS` of ``rows`` in turn (an array of row
+    numbers, best ascending), the pages of the maps behind ``arrays`` handed back after
+    each (:func:`release_mapped`): what the reads leave resident stays a few MB."""
+    for start in range(0, len(rows), SCATTERED_ROWS):
+        part = read(rows[start : start + SCATTERED_ROWS])
+        release_mapped(*arrays)
+        yield part

@@ -12,6 +12,13 @@ which pack (a random token) is current. An index written before that kept a floa
 as a copy of its rows (no hashes), read until its next run converts it. The folder and
 files are owner-only (0700, 0600) whatever the umask, like the database beside them. A
 reader that finds files it cannot read falls back on what the database holds.
+
+An int8 pack partitioned by its approximate index (:mod:`kairox.retrieval.ann_ivf`) hands
+its codes over to the partition (:func:`hand_over_vectors`): the partition keeps them
+cluster by cluster (``ivf-codes.npy``) with each stored row's pack row (``ivf-order.npy``),
+and the pack's own ``vectors.npy`` goes, so the codes are on disk once. The pack then reads
+its rows through that order (:class:`ReorderedRows`); everything else stays in the pack's
+own order (rows sorted by text hash).
 """
 
 from __future__ import annotations
@@ -26,15 +33,18 @@ from typing import BinaryIO
 
 import numpy as np
 
+from kairox.support.native_memory import read_released, release_mapped
 from kairox.support.paths import private_file, private_folder
 
 __all__ = [
     "FORMATS",
     "PackWriter",
+    "ReorderedRows",
     "VectorPack",
     "adopt_pack",
     "decode",
     "encode",
+    "hand_over_vectors",
     "pack_key",
     "pack_size",
     "read_pack",
@@ -49,6 +59,12 @@ _ARRAYS = ("ids", "chunk_rows", "owners", "sentence_rows")
 #: float32 scale a row: each row is rounded to 255 levels of its largest component).
 FORMATS = {"float32": "<f4", "float16": "<f2", "int8": "i1"}
 _INT8_LEVELS = 127.0
+# Rows of a pack handed over read from the map a span at a time (24 MB of 384-wide int8
+# rows) when at least one in _DENSE is asked, else one by one from the file.
+_SPAN_ROWS = 65_536
+_DENSE = 16
+# Rows compared when a pack hands its codes over.
+_CHECK_ROWS = 4_096
 
 
 def encode(block: np.ndarray, form: str) -> tuple[np.ndarray, np.ndarray | None]:
@@ -71,6 +87,80 @@ def decode(codes: np.ndarray, scales: np.ndarray | None = None) -> np.ndarray:
     return np.multiply(codes, np.asarray(scales, dtype=np.float32)[:, None], dtype=np.float32)
 
 
+class ReorderedRows:
+    """A pack's rows stored in another order: row ``r`` is ``stored[position[r]]``, where
+    ``order[s]`` is the row stored at ``s`` (an int8 pack's codes kept cluster by cluster by
+    its partition). Indexed as the pack's own array is (a slice or an array of rows gives
+    a copy). The rows asked are scattered over the stored ones, and one scattered read of
+    a map maps the whole cached folio around it (hundreds of MB for a few thousand rows):
+    many rows are read a span of the map at a time, its pages handed back after each; a
+    few from the map as they are (a search's candidates: as fast as the pack's own file
+    was), or, :attr:`streamed`, from the file (a pass over every row a block at a time,
+    such as the next ingest's merge, would otherwise map all of them)."""
+
+    def __init__(self, stored: np.ndarray, order: np.ndarray) -> None:
+        if stored.ndim != 2 or order.shape != (len(stored),):
+            raise ValueError(f"{len(order)} row numbers for stored rows of shape {stored.shape}")
+        self.stored = stored
+        self.order = order
+        self.shape: tuple[int, int] = stored.shape
+        self.dtype = stored.dtype
+        self.ndim = 2
+        #: Read a few rows from the file rather than the map (see above).
+        self.streamed = False
+        self._position: np.ndarray | None = None
+
+    @property
+    def base(self) -> np.ndarray:
+        """The stored rows: what :func:`~kairox.support.native_memory.release_mapped`
+        hands back the pages of."""
+        return self.stored
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def position(self) -> np.ndarray:
+        """Where each row is stored (made on first use, then kept)."""
+        if self._position is None:
+            position = np.empty(len(self.order), dtype=np.int64)
+            position[np.asarray(self.order)] = np.arange(len(self.order))
+            self._position = position
+        return self._position
+
+    def __getitem__(self, which: np.ndarray | slice | int) -> np.ndarray:
+        at = self.position()[which]
+        if np.ndim(at) == 0:
+            return self._sparse(np.array([at]))[0]
+        ascending = np.argsort(at, kind="stable")
+        positions = at[ascending]
+        stored = self.stored
+        if len(at) * _DENSE < len(self):
+            rows = np.empty((len(at), self.shape[1]), dtype=self.dtype)
+            rows[ascending] = self._sparse(positions)
+            return rows
+        # Many rows: a span of the map at a time, each row put where it was asked.
+        rows = np.empty((len(at), self.shape[1]), dtype=self.dtype)
+        for start in range(0, len(self), _SPAN_ROWS):
+            low, high = np.searchsorted(positions, [start, start + _SPAN_ROWS])
+            if high > low:
+                span = np.asarray(stored[start : start + _SPAN_ROWS])
+                rows[ascending[low:high]] = span[positions[low:high] - start]
+                release_mapped(stored)
+        return rows
+
+    def _sparse(self, positions: np.ndarray) -> np.ndarray:
+        """The stored rows at ``positions``: from the map, or :attr:`streamed` from the
+        file, one by one."""
+        stored = self.stored
+        if not self.streamed or not isinstance(stored, np.memmap):
+            return np.asarray(stored[positions])
+        width = self.shape[1] * self.dtype.itemsize
+        with open(stored.filename, "rb") as handle:
+            fd, offset = handle.fileno(), stored.offset
+            raw = b"".join(os.pread(fd, width, offset + int(p) * width) for p in positions)
+        return np.frombuffer(raw, dtype=self.dtype).reshape(len(positions), self.shape[1])
+
+
 @dataclass(frozen=True)
 class VectorPack:
     """Everything a vector search over one workspace and one embedder needs.
@@ -80,7 +170,8 @@ class VectorPack:
     :param owners: for each sentence, the position of its chunk in ``ids`` (ascending).
     :param sentence_rows: for each sentence, its row in ``vectors``.
     :param vectors: ``(distinct vectors, dim)`` unit rows, float32 or as stored
-        (:data:`FORMATS`; :meth:`rows` gives float32).
+        (:data:`FORMATS`; :meth:`rows` gives float32); an int8 pack's handed over to its
+        partition: :class:`ReorderedRows`.
     :param scales: each row's scale (``int8`` packs only).
     :param hashes: each row's text hash as 32 raw bytes (packs that are a store only).
     """
@@ -89,7 +180,7 @@ class VectorPack:
     chunk_rows: np.ndarray
     owners: np.ndarray
     sentence_rows: np.ndarray
-    vectors: np.ndarray
+    vectors: np.ndarray | ReorderedRows
     scales: np.ndarray | None = None
     hashes: np.ndarray | None = None
 
@@ -112,6 +203,11 @@ def _paths(folder: Path, key: str, token: str) -> tuple[Path, Path]:
 
 def _extra_paths(folder: Path, key: str, token: str) -> tuple[Path, Path]:
     return folder / f"{key}-{token}.scales.npy", folder / f"{key}-{token}.hashes.npy"
+
+
+def _reordered_paths(folder: Path, key: str, token: str) -> tuple[Path, Path]:
+    """The partition's codes and order (:mod:`kairox.retrieval.ann_ivf` names them so)."""
+    return folder / f"{key}-{token}.ivf-codes.npy", folder / f"{key}-{token}.ivf-order.npy"
 
 
 class PackWriter:
@@ -229,9 +325,11 @@ class PackWriter:
 
 def _narrow(values: np.ndarray) -> np.ndarray:
     """Index values as int32 when they fit (half the bytes; read back as int64)."""
-    values = np.asarray(values, dtype=np.int64)
-    if len(values) and (values.min() < -(2**31) or values.max() >= 2**31):
+    values = np.asarray(values)
+    if values.dtype == np.int32:
         return values
+    if len(values) and (values.min() < -(2**31) or values.max() >= 2**31):
+        return values.astype(np.int64, copy=False)
     return values.astype(np.int32)
 
 
@@ -247,17 +345,30 @@ def write_pack(folder: Path, key: str, pack: VectorPack) -> str:
 
 
 def read_pack(
-    folder: Path, key: str, token: str, dim: int, *, with_hashes: bool = False
+    folder: Path,
+    key: str,
+    token: str,
+    dim: int,
+    *,
+    with_hashes: bool = False,
+    layout: bool = True,
 ) -> VectorPack | None:
     """The pack ``token`` of ``key``, vectors memory-mapped; ``None`` when its files are
     missing, unreadable or inconsistent (the caller then loads from the database).
-    ``with_hashes``: the pack must have its rows' text hashes (a store's pack)."""
-    vectors_path, index_path = _paths(folder, key, token)
+    ``with_hashes``: the pack must have its rows' text hashes (a store's pack).
+    ``layout=False``: of the index arrays only ``ids`` is read, the others left empty (a
+    reader of the vectors alone: at millions of sentences they are hundreds of MB)."""
+    index_path = _paths(folder, key, token)[1]
     scales_path, hashes_path = _extra_paths(folder, key, token)
     try:
-        vectors = np.load(vectors_path, mmap_mode="r", allow_pickle=False)
+        vectors = _vectors(folder, key, token)
         with np.load(index_path, allow_pickle=False) as stored:
-            arrays = {name: np.asarray(stored[name], dtype=np.int64) for name in _ARRAYS}
+            arrays = {
+                name: np.asarray(stored[name], dtype=np.int64)
+                if layout or name == "ids"
+                else np.zeros(0, dtype=np.int64)
+                for name in _ARRAYS
+            }
         scales = None
         if vectors.dtype == np.int8:
             scales = np.load(scales_path, mmap_mode="r", allow_pickle=False)
@@ -265,10 +376,65 @@ def read_pack(
     except (OSError, ValueError, KeyError, EOFError):
         return None
     pack = VectorPack(vectors=vectors, scales=scales, hashes=hashes, **arrays)
-    return pack if _consistent(pack, dim) else None
+    return pack if _consistent(pack, dim, layout) else None
 
 
-def _consistent(pack: VectorPack, dim: int) -> bool:
+def _vectors(folder: Path, key: str, token: str) -> np.ndarray | ReorderedRows:
+    """The pack's mapped vectors: its own file, else (handed over) its partition's codes
+    read through their order.
+
+    :raises OSError: when neither is there.
+    :raises ValueError: when they are unreadable or do not match.
+    """
+    try:
+        return np.load(_paths(folder, key, token)[0], mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError:
+        return _handed_over(folder, key, token)
+
+
+def _handed_over(folder: Path, key: str, token: str) -> ReorderedRows:
+    codes_path, order_path = _reordered_paths(folder, key, token)
+    codes = np.load(codes_path, mmap_mode="r", allow_pickle=False)
+    if codes.dtype != np.int8:
+        raise ValueError(f"{codes_path.name} holds {codes.dtype}, not an int8 pack's codes")
+    order = np.load(order_path, mmap_mode="r", allow_pickle=False)
+    return ReorderedRows(codes, order)
+
+
+def hand_over_vectors(folder: Path, key: str, token: str) -> bool:
+    """Let the partition written beside int8 pack ``token`` (its codes, in its order) be
+    the store of the pack's vectors: the pack's own file goes when the partition holds
+    the same codes (checked on a sample of rows). Call once the partition's files are all
+    in place: until the unlink the pack reads its own file, after it the partition's, so
+    a crash at any point leaves a readable pack. Whether the file went."""
+    vectors_path = _paths(folder, key, token)[0]
+    try:
+        own = np.load(vectors_path, mmap_mode="r", allow_pickle=False)
+        reordered = _handed_over(folder, key, token)
+    except (OSError, ValueError, EOFError):
+        return False
+    if own.dtype != np.int8 or own.shape != reordered.shape:
+        return False
+    if not _same_codes(own, reordered):
+        return False
+    try:
+        vectors_path.unlink()
+    except OSError:  # mapped by another process on some systems: the next pack retries
+        return False
+    return True
+
+
+def _same_codes(own: np.ndarray, reordered: ReorderedRows) -> bool:
+    """Whether the stored rows are the pack's, on :data:`_CHECK_ROWS` rows spread over
+    them (the partition was written from this pack's rows a moment before: what could
+    differ is where each went, which a sample shows)."""
+    stored = np.unique(np.linspace(0, len(own) - 1, min(len(own), _CHECK_ROWS)).astype(np.int64))
+    theirs = read_released(reordered.stored.__getitem__, stored, reordered.stored)
+    mine = read_released(own.__getitem__, np.asarray(reordered.order[stored]), own)
+    return all(np.array_equal(a, b) for a, b in zip(mine, theirs, strict=True))
+
+
+def _consistent(pack: VectorPack, dim: int, layout: bool = True) -> bool:
     vectors = pack.vectors
     if vectors.dtype not in {np.dtype(t) for t in FORMATS.values()}:
         return False
@@ -279,6 +445,8 @@ def _consistent(pack: VectorPack, dim: int) -> bool:
             return False
     if any(getattr(pack, name).ndim != 1 for name in _ARRAYS):
         return False
+    if not layout:
+        return True
     if len(pack.chunk_rows) != len(pack.ids) or len(pack.sentence_rows) != len(pack.owners):
         return False
     for rows, limit in (

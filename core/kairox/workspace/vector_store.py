@@ -24,7 +24,7 @@ import numpy as np
 
 from kairox.retrieval.vectors import DecodedRows, SentenceVectors
 from kairox.support.native_memory import release_mapped
-from kairox.workspace.vector_pack import PackWriter, VectorPack, read_pack
+from kairox.workspace.vector_pack import PackWriter, ReorderedRows, VectorPack, read_pack
 
 __all__ = [
     "RECLAIM_SHARE",
@@ -250,6 +250,8 @@ def merge_store(
         old = read_pack(folder, key, recorded, dim, with_hashes=True)
         if old is None:
             raise OSError(f"the vector pack {recorded} in {folder} cannot be read")
+        if isinstance(old.vectors, ReorderedRows):  # read in a pass over every row
+            old.vectors.streamed = True
     count = _count(db, tables, kind, old)
     if tables.pack_rows is not None:
         db.execute(
@@ -302,6 +304,8 @@ def unpack_rows(
     pack = read_pack(folder, key, token, kind[1], with_hashes=True)
     if pack is None:
         raise OSError(f"the vector pack {token} in {folder} cannot be read")
+    if isinstance(pack.vectors, ReorderedRows):  # read in a pass over every row
+        pack.vectors.streamed = True
     for start in range(0, len(pack.vectors), _BLOCK):
         hashes = hex_hashes(pack, slice(start, start + _BLOCK))
         vectors = pack.rows(slice(start, start + _BLOCK))
