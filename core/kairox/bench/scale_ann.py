@@ -9,7 +9,8 @@ index's build time (wall and CPU, every core) and its rebuild time when nothing 
 index's rescored top-k, both sentence-aware as the knowledge base searches, with
 recall@k of the latter against the former: with the shipped number of rescored
 candidates (``ann_*``) and with twice as many (``ann_wide_*``), what more would buy; the
-partition's with :data:`PROBE_SWEEP` clusters probed (``ivf_p<probes>[_r<rows>]_*``, its build and
+partition's as shipped (``ivf_*``, probing ``ivf_probes`` clusters) and with :data:`PROBE_SWEEP`
+clusters probed (``ivf_p<probes>[_r<rows>]_*``), its build and
 rebuild times ``ivf_build_s``, ``ivf_rebuild_s``); and recall counting a passage that
 ties the k-th exact score as found (``recall_ties``).
 """
@@ -29,7 +30,7 @@ from kairox.bench.report import percentile
 from kairox.default_plugins.sqlite_vector_store import current_store
 from kairox.default_plugins.sqlite_vectors import pack_location
 from kairox.retrieval.ann import AnnIndex, CandidateIndex, candidates_for, rescored_top_k
-from kairox.retrieval.ann_ivf import ROWS_PER_CANDIDATE, build_ivf
+from kairox.retrieval.ann_ivf import ROWS_PER_CANDIDATE, build_ivf, probes_for
 from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.retrieval.vectors import SENTENCE_WEIGHT, embed_unit, top_k
 from kairox.workspace.vector_pack import VectorPack, read_pack
@@ -89,8 +90,12 @@ def measure_ann(
         "ann": (index, candidates_for(k)),
         "ann_wide": (index, 2 * candidates_for(k)),
     }
+    shipped = probes_for(len(ivf.centroids))
     settings = {
-        f"ivf_p{probes}" + (f"_r{rows}" if rows else ""): (probes, rows or ROWS_PER_CANDIDATE)
+        "ivf" + (f"_p{probes}" if probes else "") + (f"_r{rows}" if rows else ""): (
+            probes or shipped,
+            rows or ROWS_PER_CANDIDATE,
+        )
         for probes, rows in PROBE_SWEEP
     }
     ways.update((name, (ivf, candidates_for(k))) for name in settings)
@@ -135,6 +140,7 @@ def measure_ann(
         "ann_rebuild_s": round(rebuild_s, 2),
         "ann_mb": round(index.codes.nbytes / 2**20, 1),
         "ivf_clusters": len(ivf.centroids),
+        "ivf_probes": shipped,
         "ivf_build_s": round(ivf_build[0], 2),
         "ivf_build_cpu_s": round(ivf_build[1], 2),
         "ivf_rebuild_s": round(ivf_rebuild_s, 2),
