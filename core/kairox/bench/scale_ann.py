@@ -39,9 +39,19 @@ from kairox.workspace.vector_store import pack_keys, search_arrays
 # Exact scores this close are a tie (float32 products over different row subsets).
 _TIE = 1e-5
 #: Clusters probed per query in the partition's measurements, and how many of the best
-#: scanned rows per candidate give candidates (``ivf_p<probes>_r<rows>``; the shipped
-#: number of rows unnamed).
-PROBE_SWEEP = ((8, None), (16, None), (32, None), (64, None), (32, 16), (64, 16))
+#: scanned rows per candidate give candidates (``ivf_p<probes>[_r<rows>]_*``; ``None``:
+#: the shipped rule, :func:`~kairox.retrieval.ann_ivf.probes_for` or
+#: :data:`~kairox.retrieval.ann_ivf.ROWS_PER_CANDIDATE`, unnamed: ``ivf_*`` is as shipped).
+PROBE_SWEEP = (
+    (None, None),
+    (8, None),
+    (16, None),
+    (32, None),
+    (64, None),
+    (128, None),
+    (32, 4),
+    (None, 4),
+)
 
 
 def stored_pack(kb_path: Path, embedder: EmbeddingBackend) -> VectorPack:
