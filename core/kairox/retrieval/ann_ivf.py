@@ -37,10 +37,10 @@ passages whose own row ranked just past the pool (4 rows per candidate) with the
 sentence in an unscanned cluster, and clusters ranked 70th: 8 rows per candidate and a
 sixteenth of the clusters (90 of 1,428) gave 0.998 at a million, as at 100,000 (32
 probes), at 1.2 times the old rule's time per query (46.5 against 38.7 ms p50 on the
-simulated million, interleaved query by query, load 4). On the benchmark's own 100,000 passages (load 13-15;
-``benchmarks/results/scale-minilm-cached-100k-read-rows.json``) recall@10 is now 0.997 at
-32 probes (as shipped) and at 64, p50 26.6 ms against 217.9 ms exact; the knowledge base's
-hybrid search p50 13.9 ms warm. The rescoring depth
+simulated million, interleaved query by query, load 4). On the benchmark's own 100,000
+passages (load 13-15; ``benchmarks/results/scale-minilm-cached-100k-read-rows.json``)
+recall@10 is now 0.997 at 32 probes (as shipped) and at 64, p50 26.6 ms against 217.9 ms
+exact; the knowledge base's hybrid search p50 13.9 ms warm. The rescoring depth
 (:func:`~kairox.retrieval.ann.candidates_for`) stays: the linear scan finds every exact
 result from the same 100 candidates.
 
