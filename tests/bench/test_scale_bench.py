@@ -13,6 +13,7 @@ from kairox.bench import BenchError
 from kairox.bench.scale import python_module, run_child
 from kairox.bench.scale_corpus import source_passages, write_corpus
 from kairox.cli.bench_scale_cmd import scale
+from kairox.retrieval.ann_ivf import probes_for
 from tests.bench.conftest import command_cli
 
 
@@ -61,6 +62,9 @@ def test_scale_reports_each_system_at_each_size_with_a_plot(dataset, tmp_path):
     # A passage tying the k-th exact score counts as found, so that recall is no lower.
     assert 1 >= ann["ann_recall_ties@10"] >= ann["ann_recall@10"]
     assert ann["ann_mb"] == round(ann["ann_vectors"] * 384 / 2**20, 1)  # int8: a byte a number
+    # The partition as shipped probes what the rule gives for its clusters.
+    assert ann["ivf_probes"] == probes_for(ann["ivf_clusters"])
+    assert ann["ivf_candidates"] == ann["ann_candidates"] and ann["ivf_p50_ms"] > 0
     assert "ann_vectors" not in rows[120, "kb, words"]
     # Vectors cost disk: the hashing rows take more than words alone.
     assert rows[120, "kb, words + hashing"]["disk_bytes"] > rows[120, "kb, words"]["disk_bytes"]

@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 
 from kairox.retrieval.ann import quantise, rescored_top_k
-from kairox.retrieval.ann_ivf import IvfIndex, RowUsers, assign, build_ivf, train_centroids
+from kairox.retrieval.ann_ivf import (
+    IvfIndex,
+    RowUsers,
+    assign,
+    build_ivf,
+    probes_for,
+    train_centroids,
+)
 from kairox.retrieval.vectors import SentenceVectors, top_k
 
 pytest.importorskip("numkong")
@@ -68,17 +75,49 @@ def test_a_generous_probe_count_finds_what_exact_search_finds(collection):
     assert recall(index, matrix, passages, sentences, clustered(30, seed=1)) < 1.0
 
 
-def test_unscanned_rows_are_estimated_by_their_centroid(collection):
+def test_a_scan_reads_the_probed_clusters_and_a_read_estimates_any_row_alike(collection):
     matrix, _, _ = collection
     index = partition(matrix, clusters=16)
     index.probes = 2
     query = clustered(1, seed=3)[0]
-    estimates, scanned = index.scan(query)
-    central = index.centroids @ query
-    others = np.setdiff1d(np.arange(len(matrix)), scanned)
-    assert len(scanned) and len(others)
-    np.testing.assert_allclose(estimates[others], central[index.cluster_of()[others]], rtol=1e-6)
-    np.testing.assert_allclose(estimates[scanned], matrix[scanned] @ query, atol=0.03)
+    scanned, estimates = index.scan(query)
+    probed = index.probed(query)
+    assert len(probed) == 2
+    expected = np.flatnonzero(np.isin(index.cluster_of(), probed))
+    np.testing.assert_array_equal(np.sort(scanned), expected)
+    np.testing.assert_allclose(estimates, matrix[scanned] @ query, atol=0.03)
+    np.testing.assert_allclose(index.read(query, scanned), estimates, rtol=1e-6)
+    others = np.setdiff1d(np.arange(len(matrix)), scanned)[:50]
+    np.testing.assert_allclose(index.read(query, others), matrix[others] @ query, atol=0.03)
+
+
+def test_passages_reached_through_a_shared_sentence_are_ranked_by_their_own_rows():
+    # 300 passages (copies of one text, each with noise of its own) share one sentence,
+    # the query's nearest row; their own rows all sit in one cluster the query does not
+    # probe. Estimated by that cluster's centroid they would tie, and 100 of them picked
+    # at random miss most of the 10 best: their rows are read instead.
+    rng = np.random.default_rng(7)
+    query, text = clustered(2, seed=5)
+    copies = text + 0.05 * rng.standard_normal((300, DIM))
+    copies /= np.linalg.norm(copies, axis=1, keepdims=True)
+    rows = np.concatenate(([query], copies, clustered(2_000, seed=6))).astype(np.float32)
+    passages = np.arange(1, 301)
+    sentences = SentenceVectors(rows, passages - 1, unit=True, rows=np.zeros(300, dtype=np.int64))
+    index = partition(rows, clusters=16)
+    index.probes = 1
+    assert not np.isin(index.cluster_of()[passages], index.probed(query)).any()
+    exact, _ = top_k(rows[passages], query, 10, sentences=sentences, sentence_weight=0.5)
+    found, _ = rescored_top_k(
+        index, passages, rows[passages], query, 10, sentences=sentences, sentence_weight=0.5
+    )
+    np.testing.assert_array_equal(found, exact)
+
+
+@pytest.mark.parametrize(
+    ("clusters", "probes"), [(10, 10), (100, 32), (490, 32), (1_429, 90), (4_000, 250)]
+)
+def test_a_query_scans_a_share_of_the_clusters_and_at_least_32(clusters, probes):
+    assert probes_for(clusters) == probes
 
 
 def test_an_incremental_rebuild_assigns_only_new_rows_and_equals_a_fresh_one(collection):
@@ -123,7 +162,7 @@ def test_saved_and_opened_it_scans_alike(collection, tmp_path):
     opened = IvfIndex.open(stem, DIM)
     assert opened is not None and isinstance(opened.codes, np.memmap)
     query = clustered(1, seed=4)[0]
-    np.testing.assert_array_equal(opened.scan(query)[0], index.scan(query)[0])
+    np.testing.assert_array_equal(opened.scan(query)[1], index.scan(query)[1])
     assert IvfIndex.open(stem, DIM + 1) is None
     assert IvfIndex.open(tmp_path / "missing", DIM) is None
 

@@ -9,7 +9,8 @@ index's build time (wall and CPU, every core) and its rebuild time when nothing 
 index's rescored top-k, both sentence-aware as the knowledge base searches, with
 recall@k of the latter against the former: with the shipped number of rescored
 candidates (``ann_*``) and with twice as many (``ann_wide_*``), what more would buy; the
-partition's with :data:`PROBE_SWEEP` clusters probed (``ivf_p<probes>[_r<rows>]_*``, its build and
+partition's as shipped (``ivf_*``, probing ``ivf_probes`` clusters) and with :data:`PROBE_SWEEP`
+clusters probed (``ivf_p<probes>[_r<rows>]_*``), its build and
 rebuild times ``ivf_build_s``, ``ivf_rebuild_s``); and recall counting a passage that
 ties the k-th exact score as found (``recall_ties``).
 """
@@ -29,7 +30,7 @@ from kairox.bench.report import percentile
 from kairox.default_plugins.sqlite_vector_store import current_store
 from kairox.default_plugins.sqlite_vectors import pack_location
 from kairox.retrieval.ann import AnnIndex, CandidateIndex, candidates_for, rescored_top_k
-from kairox.retrieval.ann_ivf import ROWS_PER_CANDIDATE, build_ivf
+from kairox.retrieval.ann_ivf import ROWS_PER_CANDIDATE, build_ivf, probes_for
 from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.retrieval.vectors import SENTENCE_WEIGHT, embed_unit, top_k
 from kairox.workspace.vector_pack import VectorPack, read_pack
@@ -38,9 +39,19 @@ from kairox.workspace.vector_store import pack_keys, search_arrays
 # Exact scores this close are a tie (float32 products over different row subsets).
 _TIE = 1e-5
 #: Clusters probed per query in the partition's measurements, and how many of the best
-#: scanned rows per candidate give candidates (``ivf_p<probes>_r<rows>``; the shipped
-#: number of rows unnamed).
-PROBE_SWEEP = ((8, None), (16, None), (32, None), (64, None), (32, 16), (64, 16))
+#: scanned rows per candidate give candidates (``ivf_p<probes>[_r<rows>]_*``; ``None``:
+#: the shipped rule, :func:`~kairox.retrieval.ann_ivf.probes_for` or
+#: :data:`~kairox.retrieval.ann_ivf.ROWS_PER_CANDIDATE`, unnamed: ``ivf_*`` is as shipped).
+PROBE_SWEEP = (
+    (None, None),
+    (8, None),
+    (16, None),
+    (32, None),
+    (64, None),
+    (128, None),
+    (32, 4),
+    (None, 4),
+)
 
 
 def stored_pack(kb_path: Path, embedder: EmbeddingBackend) -> VectorPack:
@@ -89,8 +100,12 @@ def measure_ann(
         "ann": (index, candidates_for(k)),
         "ann_wide": (index, 2 * candidates_for(k)),
     }
+    shipped = probes_for(len(ivf.centroids))
     settings = {
-        f"ivf_p{probes}" + (f"_r{rows}" if rows else ""): (probes, rows or ROWS_PER_CANDIDATE)
+        "ivf" + (f"_p{probes}" if probes else "") + (f"_r{rows}" if rows else ""): (
+            probes or shipped,
+            rows or ROWS_PER_CANDIDATE,
+        )
         for probes, rows in PROBE_SWEEP
     }
     ways.update((name, (ivf, candidates_for(k))) for name in settings)
@@ -135,6 +150,7 @@ def measure_ann(
         "ann_rebuild_s": round(rebuild_s, 2),
         "ann_mb": round(index.codes.nbytes / 2**20, 1),
         "ivf_clusters": len(ivf.centroids),
+        "ivf_probes": shipped,
         "ivf_build_s": round(ivf_build[0], 2),
         "ivf_build_cpu_s": round(ivf_build[1], 2),
         "ivf_rebuild_s": round(ivf_rebuild_s, 2),

@@ -64,6 +64,7 @@ __all__ = [
     "keys_of",
     "quantise",
     "rescored_top_k",
+    "scan_pool",
     "write_array",
     "write_index",
 ]
@@ -94,7 +95,7 @@ _POOL: list[ThreadPoolExecutor] = []
 _POOL_LOCK = threading.Lock()
 
 
-def _scan_pool() -> ThreadPoolExecutor:
+def scan_pool() -> ThreadPoolExecutor:
     """One pool of a thread per core for every index's scans (made on first use)."""
     with _POOL_LOCK:
         if not _POOL:
@@ -203,7 +204,7 @@ class AnnIndex:
             return np.asarray(found, dtype=np.float32).reshape(-1)
 
         if len(self._slices) > 1:
-            distance = np.concatenate(list(_scan_pool().map(distances, self._slices)))
+            distance = np.concatenate(list(scan_pool().map(distances, self._slices)))
         else:
             distance = distances(self.codes)
         return 1.0 - distance

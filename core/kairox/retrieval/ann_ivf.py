@@ -12,21 +12,41 @@ against 7.4 ms for the same rows scanned in place. An int8 pack's codes are then
 there alone (:func:`kairox.workspace.vector_pack.hand_over_vectors`).
 
 A search ranks the centroids against the query and scans the :attr:`IvfIndex.probes`
-nearest clusters with numkong's int8 kernels (:meth:`IvfIndex.scan`); a row it did not
-scan is estimated by its centroid's cosine. The passages using one of the best scanned
-rows (as their vector or a sentence's: :class:`RowUsers`) are the candidates; the best of
-them by estimate, blended with their best sentence's, are rescored exactly
-(:func:`kairox.retrieval.ann.rescored_top_k`). Measured (``kairox bench scale --vectors
---embedder minilm-cached``, int8, sentence weight 0.5) at 100,000 passages (240,675
-vectors, 491 clusters; loaded host): recall@10 against exact 0.927 / 0.947 / 0.987 / 0.977
-probing 8 / 16 / 32 / 64 clusters, p50 6.9 / 21.5 / 24.0 / 29.8 ms, against 100.4 ms for
-the linear scan (recall 1.000) and 186.0 ms exact; at a million passages (2,042,000
-vectors, 1,429 clusters; 100 queries, load 2-7) 0.851 / 0.921 / 0.960 / 0.970 at 8.6 /
-9.4 / 11.5 / 16.2 ms, against 209.3 ms linear (1.000) and 298.6 ms exact: :data:`PROBES`
-is 32, short of 0.98 at a million (the first 50 queries alone: 1.000). Scoring the
-passages of 16 rather than 4 scanned rows per candidate found no more (a simulation of the
-same collection: 0.998 both), leaving unscanned rows out instead of estimating them by
-their centroid found fewer (0.967).
+nearest clusters with numkong's int8 kernels, a share of them per core
+(:meth:`IvfIndex.scan`): :data:`PROBE_SHARE` of the clusters, at least :data:`PROBES`
+(:func:`probes_for`). The passages using one of the best scanned rows (as their vector
+or a sentence's: :class:`RowUsers`) make the pool; every row a pooled passage uses is
+estimated from its code, read when its cluster was not scanned (:meth:`IvfIndex.read`),
+and the best passages by that estimate, blended with their best sentence's, are rescored
+exactly (:func:`kairox.retrieval.ann.rescored_top_k`).
+
+Why those rules. A fixed number of probes scans an ever smaller part of a growing
+collection (clusters grow as its square root): 32 probes found 0.987 of the exact top 10
+at 100,000 passages (``kairox bench scale --vectors --embedder minilm-cached``, int8,
+sentence weight 0.5; 240,675 vectors, 491 clusters) but 0.960 at a million (2,042,000
+vectors, 1,429 clusters). And a row outside the scanned clusters used to be estimated by
+its centroid's cosine: a passage reached through a sentence it shares with its copies
+(the benchmark's corpus repeats every passage some 190 times, one word changed) then
+tied with every copy whose own row sat in an unscanned cluster, and 100 of them were
+picked blindly; probing more clusters brought more passages into the pool and more of
+those ties lost (100,000 passages: 0.977 at 64 probes against 0.987 at 32). Reading those
+rows (a few hundred per query) ends the ties: on a simulation of that corpus (SciFact's
+MiniLM vectors and their noisy copies at a cosine of 0.98, as the benchmark makes them;
+100 queries) recall@10 went from 0.983 / 0.978 (32 / 64 probes) to 0.998 at 100,000
+passages, and from 0.921 / 0.951 to 0.979 / 0.980 at a million. The rest there were
+passages whose own row ranked just past the pool (4 rows per candidate) with their best
+sentence in an unscanned cluster, and clusters ranked 70th: 8 rows per candidate and a
+sixteenth of the clusters (90 of 1,428) gave 0.998 at a million, as at 100,000 (32
+probes), at 1.2 times the old rule's time per query (46.5 against 38.7 ms p50 on the
+simulated million, interleaved query by query, load 4). On the benchmark's own 100,000
+passages (load 13-15; ``benchmarks/results/scale-minilm-cached-100k-read-rows.json``)
+recall@10 is now 0.997 at 32 probes (as shipped) and at 64, p50 26.6 ms against 217.9 ms
+exact; the knowledge base's hybrid search p50 13.9 ms warm. At a million (load 2-3,
+an ingest beside; ``benchmarks/results/scale-minilm-cached-1m-ann-read-rows.json``):
+1.000 as shipped (90 probes) at 21.7 ms p50, and already at 32 probes (10.1 ms), against
+342.3 ms exact; 0.950 / 0.970 at 8 / 16. The rescoring depth
+(:func:`~kairox.retrieval.ann.candidates_for`) stays: the linear scan finds every exact
+result from the same 100 candidates.
 
 Why numpy k-means and not faiss-cpu or usearch: training on the sample and assigning a
 block of rows with one matrix product each took 50 s of CPU at two million vectors, in bounded
@@ -41,26 +61,37 @@ collection has grown :data:`RETRAIN_GROWTH` times past the size it was trained o
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from kairox.retrieval.ann import NUMKONG, PassageRows, blend, quantise, write_array
+from kairox.retrieval.ann import (
+    NUMKONG,
+    PassageRows,
+    blend,
+    quantise,
+    scan_pool,
+    write_array,
+)
 from kairox.retrieval.vectors import SentenceVectors, normalise
 from kairox.support.native_memory import release_mapped
 
 __all__ = [
     "IVF_THRESHOLD",
     "PROBES",
+    "PROBE_SHARE",
     "IvfIndex",
     "RowUsers",
     "assign",
     "build_ivf",
     "cluster_count",
+    "probes_for",
     "train_centroids",
 ]
 
@@ -68,10 +99,12 @@ __all__ = [
 #: the linear int8 scan of :mod:`kairox.retrieval.ann` is as fast (measured at 240,675
 #: vectors: ``kairox bench scale --vectors``).
 IVF_THRESHOLD = 200_000
-#: Clusters scanned per query, by default (chosen by ``kairox bench scale``'s sweep).
+#: At least this many clusters are scanned per query (:func:`probes_for`).
 PROBES = 32
+#: The share of the clusters scanned per query, from :data:`PROBES` clusters on.
+PROBE_SHARE = 1 / 16
 #: Scanned rows (the best estimated) whose passages are candidates, per candidate wanted.
-ROWS_PER_CANDIDATE = 4
+ROWS_PER_CANDIDATE = 8
 #: At most this many sampled rows per cluster train the centroids.
 SAMPLE_PER_CLUSTER = 64
 #: Retrain once the collection has this many times the rows it was trained on.
@@ -80,12 +113,23 @@ RETRAIN_GROWTH = 2.0
 # (8,192 rows: 12 MB of vectors, 46 MB of scores against 1,414 centroids).
 _ROWS = 8_192
 _ITERATIONS = 12
+# A share of the probed clusters per thread of the scan pool (one per core).
+_WORKERS = os.cpu_count() or 1
 
 
 def cluster_count(vectors: int) -> int:
     """How many clusters a collection of ``vectors`` is partitioned into: about the square
     root (each cluster then about as large as the centroid list), at least 16."""
     return max(16, round(math.sqrt(vectors)))
+
+
+def probes_for(clusters: int) -> int:
+    """How many of ``clusters`` a query scans: :data:`PROBE_SHARE` of them, at least
+    :data:`PROBES` (all of them when there are fewer). A share, not a count: clusters
+    grow as the square root of the collection, so a fixed count scans an ever smaller
+    part of it, and recall falls with size (32 probes: 0.987 at 100,000 passages, 0.960
+    at a million)."""
+    return min(clusters, max(PROBES, math.ceil(clusters * PROBE_SHARE)))
 
 
 def train_centroids(
@@ -172,9 +216,10 @@ class IvfIndex:
                 f"an IVF index needs {clusters + 1} offsets ending at {len(self.order)} rows"
             )
         self._cluster_of: np.ndarray | None = None
+        self._position: np.ndarray | None = None
         self._users: tuple[np.ndarray, SentenceVectors | None, RowUsers] | None = None
         #: Clusters scanned per query.
-        self.probes = PROBES
+        self.probes = probes_for(clusters)
         #: Best scanned rows whose passages are candidates, per candidate wanted.
         self.rows_per_candidate = ROWS_PER_CANDIDATE
 
@@ -190,48 +235,98 @@ class IvfIndex:
             self._cluster_of = found
         return self._cluster_of
 
-    def scan(self, unit_query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every row's estimated cosine with ``unit_query`` (the int8 estimate for rows of
-        the :attr:`probes` clusters nearest it, the centroid's cosine for the others),
-        and the rows scanned."""
-        central = (self.centroids @ unit_query).astype(np.float32)
-        estimates = central[self.cluster_of()]
-        probes = min(self.probes, len(central))
-        probed = np.argpartition(-central, probes - 1)[:probes]
-        kernels, code = NUMKONG.load(), quantise(unit_query)
-        scanned = []
-        for cluster in probed.tolist():
+    def position_of(self) -> np.ndarray:
+        """Each row's position in ``order`` and ``codes`` (made on first use, then kept)."""
+        if self._position is None:
+            found = np.empty(len(self.order), dtype=np.int64)
+            found[self.order] = np.arange(len(self.order), dtype=np.int64)
+            self._position = found
+        return self._position
+
+    def probed(self, unit_query: np.ndarray) -> np.ndarray:
+        """The :attr:`probes` clusters whose centroids are nearest ``unit_query``."""
+        central = self.centroids @ unit_query
+        probes = max(1, min(self.probes, len(central)))
+        return np.argpartition(-central, probes - 1)[:probes]
+
+    def scan(
+        self, unit_query: np.ndarray, clusters: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of ``clusters`` (by default the :meth:`probed` ones) and their cosines
+        with ``unit_query`` estimated from their int8 codes (numkong's kernels)."""
+        if clusters is None:
+            clusters = self.probed(unit_query)
+        # Ascending clusters read the codes forward; a share of them per core (numkong
+        # lets go of the GIL).
+        shares = np.array_split(np.sort(clusters), min(_WORKERS, max(len(clusters), 1)))
+        code = quantise(unit_query)
+        parts = list(scan_pool().map(functools.partial(self._scanned, code), shares))
+        rows = [part[0] for part in parts if len(part[0])]
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        return np.concatenate(rows), np.concatenate([part[1] for part in parts if len(part[0])])
+
+    def _scanned(self, code: np.ndarray, clusters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        kernels = NUMKONG.load()
+        rows, found = [], []
+        for cluster in clusters.tolist():
             start, end = int(self.offsets[cluster]), int(self.offsets[cluster + 1])
-            if end == start:
-                continue
-            rows = np.asarray(self.order[start:end])
-            found = kernels.cdist(
-                self.codes[start:end], code, metric="angular", out_dtype="float32"
-            )
-            estimates[rows] = 1.0 - np.asarray(found, dtype=np.float32).reshape(-1)
-            scanned.append(rows)
-        return estimates, np.concatenate(scanned) if scanned else np.zeros(0, np.int64)
+            if end > start:
+                rows.append(np.asarray(self.order[start:end], dtype=np.int64))
+                distances = kernels.cdist(
+                    self.codes[start:end], code, metric="angular", out_dtype="float32"
+                )
+                found.append(1.0 - np.asarray(distances, dtype=np.float32).reshape(-1))
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        return np.concatenate(rows), np.concatenate(found)
+
+    def read(self, unit_query: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The cosines of ``rows`` (any clusters') with ``unit_query``, estimated from their
+        int8 codes as :meth:`scan` estimates them."""
+        if not len(rows):
+            return np.zeros(0, dtype=np.float32)
+        codes = self.codes[self.position_of()[rows]]
+        found = NUMKONG.load().cdist(
+            codes, quantise(unit_query), metric="angular", out_dtype="float32"
+        )
+        return 1.0 - np.asarray(found, dtype=np.float32).reshape(-1)
 
     def candidates(self, unit_query: np.ndarray, layout: PassageRows, count: int) -> np.ndarray:
         """The ``count`` passages (ascending positions) of the best estimated scores among
-        those using one of the :data:`ROWS_PER_CANDIDATE` times ``count`` best scanned
+        those using one of the :attr:`rows_per_candidate` times ``count`` best scanned
         rows (as their vector or a sentence's), each passage's estimate blended with its
-        best sentence's as exact search blends them."""
-        estimates, scanned = self.scan(unit_query)
-        chunk_rows, sentences = layout.chunk_rows, layout.sentences
-        users = self._users_of(chunk_rows, sentences)
-        wanted = min(len(scanned), self.rows_per_candidate * count)
+        best sentence's as exact search blends them. Every row those passages use is
+        estimated from its code: the scan's estimate, or the row read (:meth:`read`) when
+        its cluster was not probed."""
+        clusters = self.probed(unit_query)
+        rows, found = self.scan(unit_query, clusters)
+        chunk_rows, sentences = np.asarray(layout.chunk_rows), layout.sentences
+        users = self._users_of(layout.chunk_rows, sentences)
+        wanted = min(len(rows), self.rows_per_candidate * count)
         if wanted < 1:
             return np.zeros(0, dtype=np.int64)
-        best_rows = scanned[np.argpartition(-estimates[scanned], wanted - 1)[:wanted]]
+        best_rows = rows[np.argpartition(-found, wanted - 1)[:wanted]]
         passages = np.unique(users.passages[_ranges(users.starts, best_rows)])
-        scores = estimates[np.asarray(chunk_rows)[passages]]
+        if not len(passages):  # rows no passage uses
+            return np.zeros(0, dtype=np.int64)
+        # Only the rows written here are read back: the scanned ones and the passages'.
+        estimates = np.empty(len(self), dtype=np.float32)
+        estimates[rows] = found
+        used = chunk_rows[passages]
+        if sentences is not None:
+            used = np.concatenate(
+                (used, users.sentence_rows[_ranges(users.sentence_starts, passages)])
+            )
+        probed = np.zeros(len(self.centroids), dtype=bool)
+        probed[clusters] = True
+        unread = np.unique(used[~probed[self.cluster_of()[used]]])
+        estimates[unread] = self.read(unit_query, unread)
+        scores = estimates[chunk_rows[passages]]
         if sentences is not None:
             best = users.best_sentence(estimates, passages)
             scores = blend(scores, best, layout.sentence_weight)
         count = min(count, len(passages))
-        if count < 1:  # rows no passage uses
-            return np.zeros(0, dtype=np.int64)
         return np.sort(passages[np.argpartition(-scores, count - 1)[:count]])
 
     def _users_of(self, chunk_rows: np.ndarray, sentences: SentenceVectors | None) -> RowUsers:
