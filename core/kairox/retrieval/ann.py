@@ -62,6 +62,7 @@ __all__ = [
     "candidates_for",
     "key_of",
     "keys_of",
+    "positions_in",
     "quantise",
     "rescored_top_k",
     "scan_pool",
@@ -292,6 +293,13 @@ def _quantise_into(
     positions: np.ndarray,
 ) -> None:
     codes[positions] = quantise(vectors_of(offset + positions))
+
+
+def positions_in(order: np.ndarray) -> np.ndarray:
+    """Where each row number stands in ``order`` (a permutation of them): the inverse."""
+    position = np.empty(len(order), dtype=np.int64)
+    position[np.asarray(order)] = np.arange(len(order), dtype=np.int64)
+    return position
 
 
 def write_array(

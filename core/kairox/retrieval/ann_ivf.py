@@ -75,6 +75,7 @@ from kairox.retrieval.ann import (
     NUMKONG,
     PassageRows,
     blend,
+    positions_in,
     quantise,
     scan_pool,
     write_array,
@@ -238,9 +239,7 @@ class IvfIndex:
     def position_of(self) -> np.ndarray:
         """Each row's position in ``order`` and ``codes`` (made on first use, then kept)."""
         if self._position is None:
-            found = np.empty(len(self.order), dtype=np.int64)
-            found[self.order] = np.arange(len(self.order), dtype=np.int64)
-            self._position = found
+            self._position = positions_in(self.order)
         return self._position
 
     def probed(self, unit_query: np.ndarray) -> np.ndarray:

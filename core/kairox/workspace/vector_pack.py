@@ -33,6 +33,7 @@ from typing import BinaryIO
 
 import numpy as np
 
+from kairox.retrieval.ann import positions_in
 from kairox.support.native_memory import read_released, release_mapped
 from kairox.support.paths import private_file, private_folder
 
@@ -122,9 +123,7 @@ class ReorderedRows:
     def position(self) -> np.ndarray:
         """Where each row is stored (made on first use, then kept)."""
         if self._position is None:
-            position = np.empty(len(self.order), dtype=np.int64)
-            position[np.asarray(self.order)] = np.arange(len(self.order))
-            self._position = position
+            self._position = positions_in(self.order)
         return self._position
 
     def __getitem__(self, which: np.ndarray | slice | int) -> np.ndarray:
