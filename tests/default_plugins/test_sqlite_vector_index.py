@@ -19,7 +19,8 @@ from kairox.retrieval.ann import AnnIndex, candidates_for, rescored_top_k
 from kairox.retrieval.ann_ivf import IvfIndex
 from kairox.retrieval.vectors import SentenceVectors, embed_unit, top_k
 from kairox.testing import run
-from kairox.workspace.vector_pack import PackWriter, ReorderedRows, VectorPack, read_pack
+from kairox.workspace.reordered_rows import ReorderedRows
+from kairox.workspace.vector_pack import PackWriter, VectorPack, read_pack
 from kairox.workspace.vector_store import PackArrays
 from tests.default_plugins.vector_helpers import build, ingest_passages, passages
 

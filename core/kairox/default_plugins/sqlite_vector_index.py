@@ -36,7 +36,8 @@ from kairox.retrieval.ann import (
 )
 from kairox.retrieval.ann_ivf import IVF_THRESHOLD, IvfIndex, build_ivf
 from kairox.support.native_memory import read_released
-from kairox.workspace.vector_pack import ReorderedRows, VectorPack, hand_over_vectors, read_pack
+from kairox.workspace.reordered_rows import ReorderedRows
+from kairox.workspace.vector_pack import VectorPack, hand_over_vectors, read_pack
 from kairox.workspace.vector_store import pack_keys
 
 __all__ = ["Approximate", "PackIndex"]

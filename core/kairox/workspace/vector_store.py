@@ -24,7 +24,8 @@ import numpy as np
 
 from kairox.retrieval.vectors import DecodedRows, SentenceVectors
 from kairox.support.native_memory import release_mapped
-from kairox.workspace.vector_pack import PackWriter, ReorderedRows, VectorPack, read_pack
+from kairox.workspace.reordered_rows import ReorderedRows
+from kairox.workspace.vector_pack import PackWriter, VectorPack, read_pack
 
 __all__ = [
     "RECLAIM_SHARE",
