@@ -82,3 +82,21 @@ def test_duplicate_keys_keep_the_last_value_in_the_first_place(tmp_path):
     (item,) = read_records(path)
     assert item.document.id == "b"
     assert list(item.document.metadata.items()) == [("k", 3), ("j", 2)]
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (
+            b'{"id": "a", "text": "t",}',
+            "Expecting property name enclosed in double quotes at column 25",
+        ),
+        (b'{"id": "a", "text": "t\x07"}', "Invalid control character at column 23"),
+    ],
+)
+def test_a_line_json_cannot_read_is_named_with_its_column(tmp_path, line, message):
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b'{"id": "b", "text": "t"}\n' + line + b"\n")
+    with pytest.raises(IngestError) as refused:
+        list(read_records(path))
+    assert str(refused.value).endswith(f"in.jsonl:2: not valid JSON ({message})")

@@ -126,7 +126,9 @@ def _record(line: bytes, where: str) -> IngestInput | None:
     try:
         record = _DECODER.decode(decoded)
     except json.JSONDecodeError as exc:
-        raise IngestError(f"{where}: not valid JSON ({exc.msg})") from exc
+        # json's message for a control character ends in "at", its position given apart.
+        problem = exc.msg.removesuffix(" at")
+        raise IngestError(f"{where}: not valid JSON ({problem} at column {exc.colno})") from exc
     except ValueError as exc:  # NaN / Infinity, from _no_constant
         raise IngestError(f"{where}: {exc}") from None
     except RecursionError:
