@@ -97,3 +97,20 @@ def test_an_int8_pack_whose_partition_files_are_deleted_gets_a_new_pack(tmp_path
         return "kb.db"
 
     lose_and_rebuild(tmp_path, embedder, capsys, delete_partition)
+
+
+def test_with_packs_switched_off_the_lost_pack_is_forgotten_and_rows_kept(
+    tmp_path, embedder, capsys
+):
+    ingested(opened(tmp_path, embedder, "kb.db"), tmp_path)
+    shutil.copy(tmp_path / "kb.db", tmp_path / "copy.db")
+    rows = build(
+        tmp_path, embedder, path="copy.db", vector_format="int8", sentence_weight=0.5,
+        vector_pack=False,
+    )  # fmt: skip
+    stats = ingested(rows, tmp_path)
+    assert (stats.added, stats.reembedded) == (0, COUNT)
+    assert "warning: the vector pack" in capsys.readouterr().err
+    assert not rows._vectors.unfinished()  # no record of a pack left to unpack
+    assert not list((tmp_path / "copy.db.vectors").glob("*.npy"))
+    assert vector_hits(rows, embedder)[0]
