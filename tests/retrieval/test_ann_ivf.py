@@ -3,6 +3,8 @@ scans of the nearest clusters), rebuilt incrementally, saved, rescored exactly."
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -165,6 +167,19 @@ def test_saved_and_opened_it_scans_alike(collection, tmp_path):
     np.testing.assert_array_equal(opened.scan(query)[1], index.scan(query)[1])
     assert IvfIndex.open(stem, DIM + 1) is None
     assert IvfIndex.open(tmp_path / "missing", DIM) is None
+
+
+def test_its_files_are_owner_only_whatever_the_umask(collection, tmp_path):
+    matrix, _, _ = collection
+    stem = tmp_path / "pack"
+    previous = os.umask(0o022)
+    try:
+        partition(matrix, clusters=16).save(stem, lambda rows: quantise(matrix[rows]))
+    finally:
+        os.umask(previous)
+    files = sorted(tmp_path.glob("pack.*"))
+    assert {path.name for path in files} >= {"pack.ivf-meta.json", "pack.ivf-codes.npy"}
+    assert {path.stat().st_mode & 0o777 for path in files} == {0o600}
 
 
 def test_row_users_know_each_rows_passages_and_each_passages_sentences():

@@ -68,6 +68,7 @@ def ingest(
         console_err.print(f"skipped {path}: {why}", markup=False)
     console.print(
         f"{kb_id}: {stats.added} added, {stats.updated} updated, {stats.unchanged} unchanged"
+        + (f", {stats.reembedded} re-embedded" if stats.reembedded else "")
         + (f", {stats.deleted} deleted" if prune else "")
         + f"; {stats.chunks_written} chunks written"
         + skipped_summary(stats.skipped_reasons),

@@ -137,6 +137,17 @@ class SqliteFtsSource:
         embedded = self._vectors.embedded_ids()
         return {doc_id: fp for doc_id, fp in stored.items() if doc_id in embedded}
 
+    def without_vectors(self) -> dict[str, str]:
+        """The stored documents :meth:`fingerprints` leaves out for want of this
+        embedder's vector (their pack lost, a run cut short, a new backend), by id with
+        their fingerprints: the ingest embeds them again and counts them so, not as
+        added."""
+        if self._vectors is None or (self._index is None and not self.path.exists()):
+            return {}
+        stored = self._open().fingerprints()
+        embedded = self._vectors.embedded_ids()
+        return {doc_id: fp for doc_id, fp in stored.items() if doc_id not in embedded}
+
     def finish(self) -> None:
         """After an ingest run: merge the index's segments after a large run
         (:meth:`SqliteFtsIndex.compact`), pack the word postings and the vectors."""

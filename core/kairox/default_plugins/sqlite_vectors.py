@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from kairox.retrieval.ann import rescored_top_k
 from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.retrieval.vectors import EMBED_BATCH, embed_unit, top_k
 from kairox.store.sqlite import immediate_transaction
+from kairox.support.terminal import printable
 from kairox.workspace.chunking import split_sentences
 from kairox.workspace.vector_pack import (
     VectorPack,
@@ -73,6 +75,27 @@ _SCHEMA = (
 )
 
 _NO_VECTORS = np.empty((0, 0), dtype=np.float32)
+
+# Recorded packs (folder, token) found missing, told once per process.
+_LOST: set[tuple[Path, str]] = set()
+
+
+def _tell_lost(folder: Path, token: str) -> None:
+    """Say once that the recorded pack ``token`` in ``folder`` cannot be read: its
+    vectors are gone (a file copied without its folder, the partition's files of an
+    int8 pack deleted), and the next ingest embeds the documents again."""
+    if (folder, token) in _LOST:
+        return
+    _LOST.add((folder, token))
+    print(
+        printable(
+            f"warning: the vector pack of this knowledge base is missing or unreadable "
+            f"(in {folder}: copied or moved without that folder, or files deleted from "
+            "it); searches are by words only until the next `kairox kb ingest` of its "
+            "documents embeds them again and writes a new pack"
+        ),
+        file=sys.stderr,
+    )
 
 
 def pack_location(path: Path, embedder: EmbeddingBackend) -> tuple[Path, str]:
@@ -185,6 +208,8 @@ class DocumentVectors:
             pack = read_pack(
                 self._pack_folder, self._pack_key, stored.token, self.embedder.dim, with_hashes=True
             )
+            if pack is None:
+                _tell_lost(self._pack_folder, stored.token)
             self._store_cache = (stored.token, pack)
         return self._store_cache[1]
 
@@ -261,6 +286,28 @@ class DocumentVectors:
             prepare_split(self._db)
             self._db.execute(f"DELETE FROM kb_embeddings WHERE text_hash NOT IN ({REFERENCED})")
 
+    def _forget_lost_pack(self) -> None:
+        """A recorded pack that cannot be read is forgotten (its vectors are lost: the
+        documents' texts are not, and what was embedded again waits as rows), so a new
+        pack is written from the waiting rows instead of failing every run; inside the
+        transaction that writes it, the lock held."""
+        stored = current_store(self._db, self._kind)
+        if stored is None:
+            return
+        found = read_pack(
+            self._pack_folder,
+            self._pack_key,
+            stored.token,
+            self.embedder.dim,
+            with_hashes=True,
+            layout=False,
+        )
+        if found is None:
+            _tell_lost(self._pack_folder, stored.token)
+            self._db.execute(
+                "DELETE FROM kb_vector_store WHERE embedder = ? AND dim = ?", self._kind
+            )
+
     def unfinished(self) -> bool:
         """Vectors wait in the database for :meth:`finish`, or the pack's index arrays
         are stale (or, with packs switched off, a pack is left to unpack)."""
@@ -282,6 +329,7 @@ class DocumentVectors:
                 # Vectors kept as database rows only: a pack's are moved back first.
                 try:
                     with immediate_transaction(self._db):
+                        self._forget_lost_pack()
                         unpack_store(self._db, self._pack_folder, self._pack_key, self._kind)
                 except OSError:
                     return
@@ -292,6 +340,7 @@ class DocumentVectors:
                 # the vectors are one snapshot, and the new pack is recorded with the
                 # waiting rows it took let go.
                 with immediate_transaction(self._db):
+                    self._forget_lost_pack()
                     token = write_store(
                         self._db,
                         self._pack_folder,

@@ -82,6 +82,7 @@ from kairox.retrieval.ann import (
 )
 from kairox.retrieval.vectors import SentenceVectors, normalise
 from kairox.support.native_memory import release_mapped
+from kairox.support.paths import private_file
 
 __all__ = [
     "IVF_THRESHOLD",
@@ -364,7 +365,11 @@ class IvfIndex:
         shape = (len(self.order), self.centroids.shape[1])
         write_array(_path(stem, "codes"), blocks(), shape, np.int8)
         meta = {"trained": self.trained, "rows": len(self.order)}
-        _path(stem, "meta", ".json").write_text(json.dumps(meta))
+        # Owner-only and renamed into place, as the arrays are (write_array).
+        meta_path = _path(stem, "meta", ".json")
+        partial = meta_path.with_name(meta_path.name + ".partial")
+        private_file(partial).write_text(json.dumps(meta))
+        partial.replace(meta_path)
 
     @classmethod
     def open(cls, stem: Path, dim: int) -> IvfIndex | None:

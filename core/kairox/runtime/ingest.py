@@ -68,6 +68,8 @@ class IngestStats(ChangeCounts):
     """What one ingest run did."""
 
     unchanged: int = 0
+    #: Documents stored unchanged whose vectors were embedded again (lost, or never made).
+    reembedded: int = 0
     deleted: int = 0
     #: Chunks (or whole documents) written this run.
     chunks_written: int = 0
@@ -407,6 +409,10 @@ def _write(
     embedder = getattr(target, "embedder", None)
     release_after = embedder is not None and not model_loaded(embedder)
     stored = target.fingerprints()
+    # Stored documents without the target's vectors: written again, counted apart.
+    without = getattr(target, "without_vectors", None)
+    again: dict[str, str] = without() if callable(without) else {}
+    stored = {**stored, **again}
     owned = _owned_chunks(stored, ledger) if stored else {}
     # Produced ids matter only against what is stored (a first ingest has nothing stale).
     batches = _Batches(target, stats, progress, ledger if stored else None, embedder, stage)
@@ -431,13 +437,17 @@ def _write(
             before.add(doc_id)
         # A fingerprint is a hash of everything stored: made only to compare (the store
         # makes it again when writing).
-        fresh = [p for p in parts if p.id not in stored or stored[p.id] != p.fingerprint]
+        fresh = [
+            p for p in parts if p.id not in stored or stored[p.id] != p.fingerprint or p.id in again
+        ]
         # A stored chunk this document no longer has (unless another input produced
         # it: checked once every input has been through).
         lost = before.difference(p.id for p in parts)
         stale.extend(lost)
         if not fresh and not lost:
             stats.unchanged += 1
+        elif not lost and all(again.get(p.id) == p.fingerprint for p in fresh):
+            stats.reembedded += 1
         elif before:
             stats.updated += 1
         else:
