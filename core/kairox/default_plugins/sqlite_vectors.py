@@ -12,7 +12,9 @@ one row a document (:mod:`kairox.default_plugins.sqlite_vector_keys`). With
 ``ann_threshold`` passages on (and with numkong installed), the pack gets an approximate
 index of its vectors beside it (:mod:`kairox.retrieval.ann`: int8 codes, rebuilt after
 each ingest from the previous one's codes, quantising only new vectors); unfiltered
-searches then score the index's candidates exactly instead of every passage.
+searches then score the index's candidates exactly instead of every passage, and, while
+vectors wait as rows, the index's candidates among the pack's passages and every passage
+using a waiting row (:mod:`kairox.default_plugins.sqlite_vector_waiting`).
 """
 
 from __future__ import annotations
