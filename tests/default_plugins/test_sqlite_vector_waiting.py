@@ -105,3 +105,6 @@ def test_joined_rows_read_the_pack_then_the_waiting_rows(tmp_path):
     np.testing.assert_array_equal(every[len(store.vectors) :], waiting)
     rows = np.array([len(store.vectors) + 2, 1, len(store.vectors)])
     np.testing.assert_array_equal(joined[rows], every[rows])
+    # Scored without copies: the waiting rows in one pass per query, as their copies score.
+    query = np.linspace(-1, 1, 64, dtype=np.float32)
+    np.testing.assert_allclose(joined.scores(rows, query), every[rows] @ query, rtol=1e-6)

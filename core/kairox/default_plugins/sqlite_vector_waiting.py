@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from kairox.retrieval.ann import CandidateIndex, PassageRows
+from kairox.retrieval.scan import search_product
 from kairox.retrieval.vectors import DecodedRows, SentenceVectors
 from kairox.workspace.vector_pack import VectorPack
 
@@ -31,6 +32,7 @@ class JoinedRows:
         self.shape: tuple[int, int] = (self.packed + len(waiting), waiting.shape[1])
         self.dtype = np.dtype(np.float32)
         self.ndim = 2
+        self._scored: tuple[bytes, np.ndarray] | None = None  # the last query's
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -47,6 +49,24 @@ class JoinedRows:
             found[packed] = self.pack.rows(flat[packed])
         found[~packed] = self.waiting[flat[~packed] - self.packed]
         return found.reshape((*rows.shape, self.shape[1]))
+
+    def scores(self, rows: np.ndarray, unit_query: np.ndarray) -> np.ndarray:
+        """The ``rows``' cosines with ``unit_query``: the pack rows asked decoded, every
+        waiting row scored in one pass (once per query), none of them copied."""
+        rows = np.asarray(rows, dtype=np.int64)
+        found = np.empty(len(rows), dtype=np.float32)
+        packed = rows < self.packed
+        if packed.any():
+            found[packed] = self.pack.rows(rows[packed]) @ unit_query
+        if not packed.all():
+            found[~packed] = self._waiting_scores(unit_query)[rows[~packed] - self.packed]
+        return found
+
+    def _waiting_scores(self, unit_query: np.ndarray) -> np.ndarray:
+        key = unit_query.tobytes()
+        if self._scored is None or self._scored[0] != key:
+            self._scored = (key, search_product(self.waiting, unit_query))
+        return self._scored[1]
 
 
 class WaitingIndex:
