@@ -22,7 +22,7 @@ from kairox.testing import run
 from kairox.workspace.reordered_rows import ReorderedRows
 from kairox.workspace.vector_pack import PackWriter, VectorPack, read_pack
 from kairox.workspace.vector_store import PackArrays
-from tests.default_plugins.vector_helpers import build, ingest_passages, passages
+from tests.default_plugins.vector_helpers import build, ingest_passages, passages, two_sentences
 
 pytest.importorskip("numkong")
 
@@ -124,17 +124,6 @@ def test_the_next_pack_keeps_the_partitions_centroids_and_assigns_only_new_rows(
     assert approximate is not None and len(approximate.index) == 3_000
 
 
-def _two_sentences(count: int) -> str:
-    """JSONL records of passages of two sentences long enough to get vectors of their own
-    (the second one repeats every 7 passages)."""
-    topics = ["sea waves", "car traffic", "physician clinic", "glad ending", "forest trail"]
-    return "\n".join(
-        f'{{"id": "p{n}", "text": "Note {n} tells about the {topics[n % 5]} near the old '
-        f'harbour. Line {n % 7} of this note was written by somebody else entirely."}}'
-        for n in range(count)
-    )
-
-
 @pytest.mark.parametrize("form", ["float16", "int8"])
 @pytest.mark.parametrize("sentence_weight", [0.0, 0.5])
 def test_a_search_through_the_index_decodes_only_its_candidates_rows(
@@ -143,7 +132,7 @@ def test_a_search_through_the_index_decodes_only_its_candidates_rows(
     embedder = HashingEmbedder(dim=64)
     options = {"vector_format": form, "sentence_weight": sentence_weight}
     source = build(tmp_path, embedder, ann_threshold=50, **options)
-    ingest_passages(source, tmp_path, _two_sentences(600))
+    ingest_passages(source, tmp_path, two_sentences(600))
     fresh = build(tmp_path, embedder, ann_threshold=50, **options)  # a new process
     fresh._open()
     vectors = fresh._vectors

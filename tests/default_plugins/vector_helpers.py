@@ -73,6 +73,17 @@ def passages(count: int, start: int = 0) -> str:
     )
 
 
+def two_sentences(count: int) -> str:
+    """JSONL records of passages of two sentences long enough to get vectors of their own
+    (the second one repeats every 7 passages)."""
+    topics = ["sea waves", "car traffic", "physician clinic", "glad ending", "forest trail"]
+    return "\n".join(
+        f'{{"id": "p{n}", "text": "Note {n} tells about the {topics[n % 5]} near the old '
+        f'harbour. Line {n % 7} of this note was written by somebody else entirely."}}'
+        for n in range(count)
+    )
+
+
 def ingest_passages(source, tmp_path, records: str, *, prune: bool = False) -> None:
     """Ingest ``records`` (JSONL) from the file ``docs.jsonl``."""
     path = tmp_path / "docs.jsonl"

@@ -12,7 +12,9 @@ one row a document (:mod:`kairox.default_plugins.sqlite_vector_keys`). With
 ``ann_threshold`` passages on (and with numkong installed), the pack gets an approximate
 index of its vectors beside it (:mod:`kairox.retrieval.ann`: int8 codes, rebuilt after
 each ingest from the previous one's codes, quantising only new vectors); unfiltered
-searches then score the index's candidates exactly instead of every passage.
+searches then score the index's candidates exactly instead of every passage, and, while
+vectors wait as rows, the index's candidates among the pack's passages and every passage
+using a waiting row (:mod:`kairox.default_plugins.sqlite_vector_waiting`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from kairox.default_plugins.sqlite_vector_store import (
     unpack_store,
     write_store,
 )
+from kairox.default_plugins.sqlite_vector_waiting import JoinedRows, WaitingIndex
 from kairox.retrieval import Document
 from kairox.retrieval.ann import rescored_top_k
 from kairox.retrieval.embedding import EmbeddingBackend
@@ -367,7 +370,9 @@ class DocumentVectors:
 
     def _from_rows(self, store: VectorPack | None = None) -> VectorPack:
         """The search arrays from the waiting rows and the pack's vectors (an ingest
-        not finished yet, or a knowledge base written before the pack was the store)."""
+        not finished yet, or a knowledge base written before the pack was the store):
+        the pack's rows first, then the waiting ones (:class:`JoinedRows`, decoded as
+        they are read)."""
         rows = self._db.execute(
             "SELECT text_hash, vector FROM kb_embeddings WHERE embedder = ? AND dim = ? "
             "ORDER BY text_hash",
@@ -376,18 +381,20 @@ class DocumentVectors:
         waiting = digests([h for h, _ in rows])  # sorted: hex orders as the bytes do
         vectors = np.frombuffer(b"".join(v for _, v in rows), dtype=np.float32)
         vectors = vectors.reshape(len(rows), self.embedder.dim)
-        if store is not None and store.hashes is not None:
-            vectors = np.vstack([vectors, store.rows()])
+        packed = store if store is not None and store.hashes is not None else None
+        first = 0 if packed is None else len(packed.vectors)
 
         def rows_of(wanted: np.ndarray) -> np.ndarray:
             found = find_rows(waiting, wanted)  # a waiting row is newer than the pack's
-            if store is not None and store.hashes is not None:
+            found[found >= 0] += first
+            if packed is not None:
                 missing = found < 0
-                packed = find_rows(store.hashes, wanted[missing])
-                found[missing] = np.where(packed >= 0, packed + len(rows), -1)
+                found[missing] = find_rows(packed.hashes, wanted[missing])
             return found
 
-        return arrange(self._db, rows_of, vectors)
+        return arrange(
+            self._db, rows_of, vectors if packed is None else JoinedRows(packed, vectors)
+        )
 
     def _old_layout_pack(self) -> tuple[str, VectorPack] | None:
         """A knowledge base written before the pack was the store: its float32 copy."""
@@ -420,10 +427,24 @@ class DocumentVectors:
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1:]
         token, pack = self._search_pack()
-        approximate = None if token is None else self._index.stored(token, pack)
+        approximate = self._approximate(token, pack)
         arrays = PackArrays(pack, self.sentence_weight)
         self._cache = (key, arrays, approximate)
         return arrays, approximate
+
+    def _approximate(self, token: str | None, pack: VectorPack) -> Approximate | None:
+        """The approximate index of the arrays to search: the pack's (``token``), or, while
+        vectors wait as rows, the recorded pack's for its rows (the waiting ones scored
+        exactly, :class:`WaitingIndex`), or ``None``."""
+        if token is not None:
+            return self._index.stored(token, pack)
+        if not isinstance(pack.vectors, JoinedRows):
+            return None
+        stored = current_store(self._db, self._kind)
+        own = None if stored is None else self._index.stored(stored.token, pack.vectors.pack)
+        if own is None:
+            return None
+        return Approximate(WaitingIndex(own.index, pack, pack.vectors.packed), pack.chunk_rows)
 
     def search(
         self, vector: np.ndarray, k: int, allowed: np.ndarray | None = None

@@ -47,7 +47,7 @@ from typing import Protocol
 
 import numpy as np
 
-from kairox.retrieval.vectors import DecodedRows, SentenceVectors, normalise
+from kairox.retrieval.vectors import DecodedRows, SentenceVectors, normalise, row_scores
 from kairox.support.lazy_imports import LazyImport
 from kairox.support.native_memory import release_mapped
 from kairox.support.paths import private_file
@@ -398,7 +398,7 @@ def rescored_top_k(
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
     layout = PassageRows(chunk_rows, sentences if aware else None, sentence_weight)
     rows = index.candidates(query, layout, count)
-    scores = np.asarray(matrix[rows], dtype=np.float32) @ query
+    scores = row_scores(matrix, rows, query)
     if aware:
         best = sentences.best_of(query, rows)
         scores = blend(scores, best, sentence_weight)

@@ -74,12 +74,21 @@ class DecodedRows:
 
     :param decode: the float32 rows at an array of row positions.
     :param shape: ``(rows, dim)``.
+    :param score: the rows' cosines with a unit query, given the row positions and the
+        query (``None``: their decoded rows times the query); for rows that have their
+        scores cheaper than their copies (vectors waiting in memory, scored in one pass).
     """
 
-    def __init__(self, decode: Callable[[np.ndarray], np.ndarray], shape: tuple[int, int]) -> None:
+    def __init__(
+        self,
+        decode: Callable[[np.ndarray], np.ndarray],
+        shape: tuple[int, int],
+        score: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+    ) -> None:
         self._decode = decode
+        self._score = score
         self.shape = shape
-        #: How many rows were decoded so far (a row asked twice counts twice).
+        #: How many rows were decoded (or scored) so far (a row asked twice counts twice).
         self.decoded = 0
 
     def __len__(self) -> int:
@@ -89,6 +98,23 @@ class DecodedRows:
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
         self.decoded += len(rows)
         return np.asarray(self._decode(rows), dtype=np.float32)
+
+    def scores(self, rows: np.ndarray, unit_query: np.ndarray) -> np.ndarray:
+        """The rows' cosines with ``unit_query`` (float32)."""
+        if self._score is None:
+            return self[rows] @ unit_query
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        self.decoded += len(rows)
+        return np.asarray(self._score(rows, unit_query), dtype=np.float32)
+
+
+def row_scores(
+    matrix: np.ndarray | DecodedRows, rows: np.ndarray, unit_query: np.ndarray
+) -> np.ndarray:
+    """The cosines of ``matrix``'s ``rows`` with ``unit_query`` (only those rows read)."""
+    if isinstance(matrix, DecodedRows):
+        return matrix.scores(rows, unit_query)
+    return np.asarray(matrix[rows], dtype=np.float32) @ unit_query
 
 
 @dataclass(frozen=True)
@@ -190,7 +216,7 @@ class SentenceVectors:
         if self._order is not None:
             picked = self._order[picked]
         vector_rows = picked if self.rows is None else self.rows[picked]
-        scores = self.matrix[vector_rows] @ unit_query
+        scores = row_scores(self.matrix, vector_rows, unit_query)
         starts = np.concatenate(([0], np.cumsum(counts[has])[:-1]))
         best[has] = np.maximum.reduceat(scores, starts)
         return best

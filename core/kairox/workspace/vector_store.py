@@ -151,12 +151,16 @@ class PackArrays:
         if self._rows is None:
             pack = self._pack
             dim = pack.vectors.shape[1]
+            # Rows that score cheaper than they copy (vectors waiting in memory) say so.
+            score = getattr(pack.vectors, "scores", None)
             passages = DecodedRows(
-                lambda rows: pack.rows(pack.chunk_rows[rows]), (len(pack.chunk_rows), dim)
+                lambda rows: pack.rows(pack.chunk_rows[rows]),
+                (len(pack.chunk_rows), dim),
+                None if score is None else lambda rows, q: score(pack.chunk_rows[rows], q),
             )
             sentences = None
             if self._sentence_weight and len(pack.owners):
-                every = DecodedRows(pack.rows, (len(pack.vectors), dim))
+                every = DecodedRows(pack.rows, (len(pack.vectors), dim), score)
                 sentences = SentenceVectors(every, pack.owners, unit=True, rows=pack.sentence_rows)
             self._rows = (passages, sentences)
         return self._rows
