@@ -14,6 +14,7 @@ import pytest
 
 from kairox.default_plugins.hashing_embedder import HashingEmbedder
 from kairox.default_plugins.sqlite_vector_index import PackIndex
+from kairox.default_plugins.sqlite_vectors import DocumentVectors
 from kairox.retrieval import Query
 from kairox.retrieval.ann import AnnIndex, candidates_for, rescored_top_k
 from kairox.retrieval.ann_ivf import IvfIndex
@@ -124,19 +125,24 @@ def test_the_next_pack_keeps_the_partitions_centroids_and_assigns_only_new_rows(
     assert approximate is not None and len(approximate.index) == 3_000
 
 
+def _reopened(tmp_path, embedder, **options) -> DocumentVectors:
+    """The vectors of a knowledge base of 600 such passages, opened anew (a new process)."""
+    ingest_passages(build(tmp_path, embedder, **options), tmp_path, two_sentences(600))
+    fresh = build(tmp_path, embedder, **options)
+    fresh._open()
+    assert fresh._vectors is not None
+    return fresh._vectors
+
+
 @pytest.mark.parametrize("form", ["float16", "int8"])
 @pytest.mark.parametrize("sentence_weight", [0.0, 0.5])
 def test_a_search_through_the_index_decodes_only_its_candidates_rows(
     tmp_path, form, sentence_weight
 ):
     embedder = HashingEmbedder(dim=64)
-    options = {"vector_format": form, "sentence_weight": sentence_weight}
-    source = build(tmp_path, embedder, ann_threshold=50, **options)
-    ingest_passages(source, tmp_path, two_sentences(600))
-    fresh = build(tmp_path, embedder, ann_threshold=50, **options)  # a new process
-    fresh._open()
-    vectors = fresh._vectors
-    assert vectors is not None
+    vectors = _reopened(
+        tmp_path, embedder, ann_threshold=50, vector_format=form, sentence_weight=sentence_weight
+    )
     token, pack = vectors._search_pack()
     assert token is not None and pack.vectors.dtype == {"float16": "<f2", "int8": "i1"}[form]
     queries = embed_unit(embedder, ["sea waves", "physician", "line 3 of forest trail", "note 7"])
@@ -164,9 +170,47 @@ def test_a_search_through_the_index_decodes_only_its_candidates_rows(
         assert hits and hits == [
             (int(pack.ids[r]), float(s)) for r, s in zip(rows, scores, strict=True)
         ]
-    # A filtered search is exact: it decodes the pack, once.
-    vectors.search(queries[0], 5, allowed=pack.ids[:10])
+    # A search allowing most passages is exact: it decodes the pack, once.
+    vectors.search(queries[0], 5, allowed=pack.ids[:500])
     assert arrays.decoded
+
+
+@pytest.mark.parametrize("form", ["float16", "int8"])
+@pytest.mark.parametrize("sentence_weight", [0.0, 0.5])
+def test_a_filtered_search_decodes_only_the_allowed_passages_rows_when_they_are_few(
+    tmp_path, form, sentence_weight
+):
+    embedder = HashingEmbedder(dim=64)
+    vectors = _reopened(tmp_path, embedder, vector_format=form, sentence_weight=sentence_weight)
+    _, pack = vectors._search_pack()
+    queries = embed_unit(embedder, ["sea waves", "physician", "line 3 of forest trail", "note 7"])
+    selective, broad = pack.ids[::10], pack.ids[: 2 * len(pack.ids) // 3]  # 10%, 67%
+    matrix, sentences = PackArrays(pack, sentence_weight).exact()
+
+    def exact(query, allowed):  # what every filtered search computed before
+        rows, scores = top_k(
+            matrix,
+            query,
+            10,
+            mask=np.isin(pack.ids, allowed),
+            sentences=sentences,
+            sentence_weight=sentence_weight,
+        )
+        return [(int(pack.ids[r]), float(s)) for r, s in zip(rows, scores, strict=True)]
+
+    for query in queries:
+        found = vectors.search(query, 10, allowed=selective)
+        assert found and found == exact(query, selective)
+        assert {rowid for rowid, _ in found} <= set(selective.tolist())
+    arrays, _ = vectors._arrays()
+    assert not arrays.decoded  # the pack's float32 matrix was never made
+    # Each query decoded its allowed passages' rows and their sentences', no more.
+    per_passage = 1 + (2 if sentence_weight else 0)
+    assert arrays.decoded_rows == len(queries) * len(selective) * per_passage
+    for query in queries:
+        found = vectors.search(query, 10, allowed=broad)
+        assert found and found == exact(query, broad)
+    assert arrays.decoded  # most passages allowed: the whole pack, as before
 
 
 def test_a_partitioned_int8_knowledge_base_searches_as_exact_across_ingests(tmp_path):

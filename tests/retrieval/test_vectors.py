@@ -162,3 +162,17 @@ def test_sentence_vectors_decoded_as_read_score_as_the_whole_matrix_does():
     np.testing.assert_array_equal(lazy.best_of(query, positions), whole.best_of(query, positions))
     assert lazy_rows.decoded == 5  # the sentences of passages 0 and 3 only
     np.testing.assert_array_equal(lazy.best(query, 4), whole.best(query, 4))
+
+
+def test_top_k_breaks_a_tie_at_the_kth_place_by_row_as_any_subset_of_rows_does() -> None:
+    rng = np.random.default_rng(3)
+    distinct = normalise(rng.standard_normal((6, 16)))
+    query = distinct[0]
+    close = normalise(query + 0.5 * distinct[1])
+    # Rows 1..60 are one vector (one score): 5 of them make the top 6 after row 0.
+    matrix = np.vstack([distinct[:1], np.repeat(close, 60, axis=0), distinct[2:]])
+    rows, scores = top_k(matrix, query, 6)
+    assert rows.tolist() == [0, 1, 2, 3, 4, 5]
+    subset = np.array([0, 3, 9, 40, 41, 42, 50, 61])
+    sub_rows, sub_scores = top_k(matrix, query, 4, mask=np.isin(np.arange(len(matrix)), subset))
+    assert sub_rows.tolist() == [0, 3, 9, 40] and sub_scores[1] == sub_scores[3] == scores[1]

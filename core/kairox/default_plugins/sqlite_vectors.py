@@ -14,7 +14,9 @@ index of its vectors beside it (:mod:`kairox.retrieval.ann`: int8 codes, rebuilt
 each ingest from the previous one's codes, quantising only new vectors); unfiltered
 searches then score the index's candidates exactly instead of every passage, and, while
 vectors wait as rows, the index's candidates among the pack's passages and every passage
-using a waiting row (:mod:`kairox.default_plugins.sqlite_vector_waiting`).
+using a waiting row (:mod:`kairox.default_plugins.sqlite_vector_waiting`). A filtered
+search scores every passage the filter allows exactly, decoding only theirs when they are
+few (:data:`~kairox.workspace.vector_store.FILTERED_SHARE`).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from kairox.default_plugins.sqlite_vector_store import (
 )
 from kairox.default_plugins.sqlite_vector_waiting import JoinedRows, WaitingIndex
 from kairox.retrieval import Document
-from kairox.retrieval.ann import rescored_top_k
+from kairox.retrieval.ann import rescored_top_k, top_k_among
 from kairox.retrieval.embedding import EmbeddingBackend
 from kairox.retrieval.vectors import EMBED_BATCH, embed_unit, top_k
 from kairox.store.sqlite import immediate_transaction
@@ -63,7 +65,7 @@ from kairox.workspace.vector_pack import (
     read_pack,
     remove_packs,
 )
-from kairox.workspace.vector_store import PackArrays, digests, find_rows
+from kairox.workspace.vector_store import FILTERED_SHARE, PackArrays, digests, find_rows
 
 _SCHEMA = (
     *KEYS_SCHEMA,
@@ -456,7 +458,19 @@ class DocumentVectors:
             if len(ids) == 0:
                 return []
             query = np.asarray(vector, dtype=np.float32)
-            if approximate is not None and allowed is None:
+            mask = None if allowed is None else np.isin(ids, allowed)
+            if mask is not None and mask.sum() <= FILTERED_SHARE * len(ids):
+                # Few passages allowed: only theirs and their sentences' rows are decoded.
+                matrix, sentences = arrays.rows()
+                rows, scores = top_k_among(
+                    np.flatnonzero(mask),
+                    matrix,
+                    query,
+                    k,
+                    sentences=sentences,
+                    sentence_weight=self.sentence_weight,
+                )
+            elif approximate is not None and allowed is None:
                 # Only the candidates' vectors are decoded, never the whole pack.
                 matrix, sentences = arrays.rows()
                 rows, scores = rescored_top_k(
@@ -468,9 +482,8 @@ class DocumentVectors:
                     sentences=sentences,
                     sentence_weight=self.sentence_weight,
                 )
-            else:  # small, or filtered (the index knows nothing of metadata): exact
+            else:  # small, or broadly filtered (the index knows nothing of metadata): exact
                 matrix, sentences = arrays.exact()
-                mask = None if allowed is None else np.isin(ids, allowed)
                 rows, scores = top_k(
                     matrix,
                     query,

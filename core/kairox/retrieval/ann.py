@@ -66,6 +66,7 @@ __all__ = [
     "quantise",
     "rescored_top_k",
     "scan_pool",
+    "top_k_among",
     "write_array",
     "write_index",
 ]
@@ -398,11 +399,31 @@ def rescored_top_k(
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
     layout = PassageRows(chunk_rows, sentences if aware else None, sentence_weight)
     rows = index.candidates(query, layout, count)
+    return top_k_among(rows, matrix, query, k, sentences=sentences, sentence_weight=sentence_weight)
+
+
+def top_k_among(
+    rows: np.ndarray,
+    matrix: np.ndarray | DecodedRows,
+    query: np.ndarray,
+    k: int,
+    *,
+    sentences: SentenceVectors | None = None,
+    sentence_weight: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`~kairox.retrieval.vectors.top_k` over the passage ``rows`` of ``matrix``
+    alone (an index's candidates, the passages a filter allows), scored exactly: only
+    their rows and their sentences' are read, so only those are decoded from
+    :class:`~kairox.retrieval.vectors.DecodedRows`. Ties are broken by row."""
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+    if not len(rows) or k < 1:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    query = normalise(query)[0]
     scores = row_scores(matrix, rows, query)
-    if aware:
+    if sentences is not None and sentence_weight and len(sentences.owners):
         best = sentences.best_of(query, rows)
         scores = blend(scores, best, sentence_weight)
     order = np.lexsort((rows, -scores))[:k]
     best_rows, best_scores = rows[order], scores[order]
     keep = best_scores > 0
-    return best_rows[keep].astype(np.int64), best_scores[keep]
+    return best_rows[keep], best_scores[keep]

@@ -209,15 +209,15 @@ class SentenceVectors:
         has = counts > 0
         if not has.any():
             return best
-        # Few candidates (about a hundred): one range per candidate is cheap.
-        picked = np.concatenate(
-            [np.arange(a, a + n) for a, n in zip(low[has], counts[has], strict=True)]
-        )
+        # Each position's range of sentences, without a Python loop (a filter can allow
+        # tens of thousands of passages).
+        lengths = counts[has]
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        picked = np.repeat(low[has] - starts, lengths) + np.arange(int(lengths.sum()))
         if self._order is not None:
             picked = self._order[picked]
         vector_rows = picked if self.rows is None else self.rows[picked]
         scores = row_scores(self.matrix, vector_rows, unit_query)
-        starts = np.concatenate(([0], np.cumsum(counts[has])[:-1]))
         best[has] = np.maximum.reduceat(scores, starts)
         return best
 
@@ -291,8 +291,11 @@ def top_k(
     if mask is not None:
         scores = np.where(mask, scores, -np.inf)
     count = min(k, scores.shape[0])
-    best = np.argpartition(-scores, count - 1)[:count]
-    best = best[np.lexsort((best, -scores[best]))]
+    kth = scores[np.argpartition(-scores, count - 1)[count - 1]]
+    # Every row tying the k-th score, not the ones argpartition happens to pick: the
+    # lowest rows win a tie, as when scoring a subset of the rows (``ann.top_k_among``).
+    best = np.flatnonzero(scores >= kth) if kth > 0 else np.flatnonzero(scores > 0)
+    best = best[np.lexsort((best, -scores[best]))][:count]
     best = best[scores[best] > 0]
     return best, scores[best]
 

@@ -28,6 +28,7 @@ from kairox.workspace.reordered_rows import ReorderedRows
 from kairox.workspace.vector_pack import PackWriter, VectorPack, read_pack
 
 __all__ = [
+    "FILTERED_SHARE",
     "RECLAIM_SHARE",
     "PackArrays",
     "StoreTables",
@@ -42,6 +43,11 @@ __all__ = [
     "search_arrays",
     "unpack_rows",
 ]
+
+#: A filtered search decodes only the rows of the passages it allows (and their
+#: sentences') when they are at most this share of the pack's passages; above, it scores
+#: from the whole pack decoded (once, and kept), as a small collection's searches do.
+FILTERED_SHARE = 0.25
 
 # Vectors merged at a time (1.5 MB of 384-wide float32 vectors).
 _BLOCK = 1024
@@ -110,7 +116,8 @@ class PackArrays:
     its candidates' vectors alone: :meth:`rows` gives the passages' and sentences'
     vectors as :class:`~kairox.retrieval.vectors.DecodedRows`, decoded from the pack's
     mapped codes row by row as they are asked for, so a process that only searches that
-    way never holds the collection's float32 matrix.
+    way (or with filters allowing few passages, :data:`FILTERED_SHARE`) never holds the
+    collection's float32 matrix.
     """
 
     def __init__(self, pack: VectorPack, sentence_weight: float) -> None:
