@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -125,27 +126,39 @@ def test_the_next_pack_keeps_the_partitions_centroids_and_assigns_only_new_rows(
     assert approximate is not None and len(approximate.index) == 3_000
 
 
-def _reopened(tmp_path, embedder, **options) -> DocumentVectors:
-    """The vectors of a knowledge base of 600 such passages, opened anew (a new process)."""
+@dataclass
+class Reopened:
+    """The vectors of a knowledge base of 600 two-sentence passages (an approximate index
+    from 50), opened anew as a new process would, with its pack and four queries."""
+
+    form: str
+    sentence_weight: float
+    vectors: DocumentVectors
+    pack: VectorPack
+    queries: np.ndarray
+
+
+@pytest.fixture(
+    params=[(form, weight) for form in ("float16", "int8") for weight in (0.0, 0.5)],
+    ids=lambda param: f"{param[0]}-{param[1]}",
+)
+def reopened(request, tmp_path) -> Reopened:
+    form, weight = request.param
+    embedder = HashingEmbedder(dim=64)
+    options = {"ann_threshold": 50, "vector_format": form, "sentence_weight": weight}
     ingest_passages(build(tmp_path, embedder, **options), tmp_path, two_sentences(600))
     fresh = build(tmp_path, embedder, **options)
     fresh._open()
     assert fresh._vectors is not None
-    return fresh._vectors
-
-
-@pytest.mark.parametrize("form", ["float16", "int8"])
-@pytest.mark.parametrize("sentence_weight", [0.0, 0.5])
-def test_a_search_through_the_index_decodes_only_its_candidates_rows(
-    tmp_path, form, sentence_weight
-):
-    embedder = HashingEmbedder(dim=64)
-    vectors = _reopened(
-        tmp_path, embedder, ann_threshold=50, vector_format=form, sentence_weight=sentence_weight
-    )
-    token, pack = vectors._search_pack()
+    token, pack = fresh._vectors._search_pack()
     assert token is not None and pack.vectors.dtype == {"float16": "<f2", "int8": "i1"}[form]
     queries = embed_unit(embedder, ["sea waves", "physician", "line 3 of forest trail", "note 7"])
+    return Reopened(form, weight, fresh._vectors, pack, queries)
+
+
+def test_a_search_through_the_index_decodes_only_its_candidates_rows(reopened) -> None:
+    vectors, pack, queries = reopened.vectors, reopened.pack, reopened.queries
+    sentence_weight = reopened.sentence_weight
     found = [vectors.search(query, 5) for query in queries]
     arrays, approximate = vectors._arrays()
     assert approximate is not None
@@ -175,15 +188,11 @@ def test_a_search_through_the_index_decodes_only_its_candidates_rows(
     assert arrays.decoded
 
 
-@pytest.mark.parametrize("form", ["float16", "int8"])
-@pytest.mark.parametrize("sentence_weight", [0.0, 0.5])
 def test_a_filtered_search_decodes_only_the_allowed_passages_rows_when_they_are_few(
-    tmp_path, form, sentence_weight
-):
-    embedder = HashingEmbedder(dim=64)
-    vectors = _reopened(tmp_path, embedder, vector_format=form, sentence_weight=sentence_weight)
-    _, pack = vectors._search_pack()
-    queries = embed_unit(embedder, ["sea waves", "physician", "line 3 of forest trail", "note 7"])
+    reopened,
+) -> None:
+    vectors, pack, queries = reopened.vectors, reopened.pack, reopened.queries
+    sentence_weight = reopened.sentence_weight
     selective, broad = pack.ids[::10], pack.ids[: 2 * len(pack.ids) // 3]  # 10%, 67%
     matrix, sentences = PackArrays(pack, sentence_weight).exact()
 
