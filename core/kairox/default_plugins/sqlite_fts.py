@@ -127,26 +127,26 @@ class SqliteFtsSource:
         index.delete(ids, also=None if vectors is None else lambda: vectors.delete(ids))
 
     def fingerprints(self) -> dict[str, str]:
-        if self._index is None and not self.path.exists():
-            return {}
-        stored = self._open().fingerprints()
-        if self._vectors is None:
-            return stored
         # A document without this embedder's vector (a run cut short, a new backend)
         # counts as not stored, so the next ingest embeds it.
-        embedded = self._vectors.embedded_ids()
-        return {doc_id: fp for doc_id, fp in stored.items() if doc_id in embedded}
+        return self.fingerprints_by_vectors()[0]
 
-    def without_vectors(self) -> dict[str, str]:
-        """The stored documents :meth:`fingerprints` leaves out for want of this
-        embedder's vector (their pack lost, a run cut short, a new backend), by id with
-        their fingerprints: the ingest embeds them again and counts them so, not as
-        added."""
-        if self._vectors is None or (self._index is None and not self.path.exists()):
-            return {}
+    def fingerprints_by_vectors(self) -> tuple[dict[str, str], dict[str, str]]:
+        """The stored documents' fingerprints by id, split in two: those with this
+        embedder's vectors (all of them without an embedder) and those without (their
+        pack lost, a run cut short, a new backend), which the ingest embeds again and
+        counts so, not as added. One read of each table, however many documents."""
+        if self._index is None and not self.path.exists():
+            return {}, {}
         stored = self._open().fingerprints()
+        if self._vectors is None:
+            return stored, {}
         embedded = self._vectors.embedded_ids()
-        return {doc_id: fp for doc_id, fp in stored.items() if doc_id not in embedded}
+        with_vectors: dict[str, str] = {}
+        without: dict[str, str] = {}
+        for doc_id, fingerprint in stored.items():
+            (with_vectors if doc_id in embedded else without)[doc_id] = fingerprint
+        return with_vectors, without
 
     def finish(self) -> None:
         """After an ingest run: merge the index's segments after a large run

@@ -408,10 +408,10 @@ def _write(
     # target's end-of-run work (sqlite-fts packs its vectors), a warm one stays.
     embedder = getattr(target, "embedder", None)
     release_after = embedder is not None and not model_loaded(embedder)
-    stored = target.fingerprints()
-    # Stored documents without the target's vectors: written again, counted apart.
-    without = getattr(target, "without_vectors", None)
-    again: dict[str, str] = without() if callable(without) else {}
+    # Stored documents without the target's vectors (an optional hook): written again,
+    # counted apart.
+    split = getattr(target, "fingerprints_by_vectors", None)
+    stored, again = split() if callable(split) else (target.fingerprints(), {})
     stored = {**stored, **again}
     owned = _owned_chunks(stored, ledger) if stored else {}
     # Produced ids matter only against what is stored (a first ingest has nothing stale).
